@@ -1,0 +1,385 @@
+#include "api/rest/codec.h"
+
+#include <algorithm>
+
+namespace qm::api {
+namespace {
+
+using nlohmann::json;
+
+// Fields of a v1beta1 DeviceRequest that v1 moves under "exactly".
+constexpr const char* kExactFields[] = {"deviceClassName", "selectors",   "allocationMode", "count",
+                                        "adminAccess",     "tolerations", "capacity"};
+
+// Fields of a v1beta1 BasicDevice that v1 puts directly on the Device.
+constexpr const char* kBasicFields[] = {"attributes",
+                                        "capacity",
+                                        "consumesCounters",
+                                        "nodeName",
+                                        "nodeSelector",
+                                        "allNodes",
+                                        "taints",
+                                        "bindsToNode",
+                                        "bindingConditions",
+                                        "bindingFailureConditions",
+                                        "allowMultipleAllocations",
+                                        "nodeAllocatableResources"};
+
+json* Find(json& obj, std::initializer_list<const char*> path) {
+  json* cur = &obj;
+  for (const char* p : path) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(p);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+const json* Find(const json& obj, std::initializer_list<const char*> path) {
+  return Find(const_cast<json&>(obj), path);
+}
+
+void DefaultExact(json& req) {
+  if (!req.is_object()) return;
+  if (!req.contains("allocationMode") || req["allocationMode"] == "") {
+    req["allocationMode"] = "ExactCount";
+  }
+  if (req["allocationMode"] == "ExactCount" &&
+      (!req.contains("count") || req["count"] == 0 || req["count"].is_null())) {
+    req["count"] = 1;
+  }
+}
+
+void DefaultTolerations(json& req) {
+  json* tols = Find(req, {"tolerations"});
+  if (tols == nullptr || !tols->is_array()) return;
+  for (auto& t : *tols) {
+    if (t.is_object() && (!t.contains("operator") || t["operator"] == "")) t["operator"] = "Equal";
+  }
+}
+
+void DefaultTaint(json& taint, const Clock& clock) {
+  if (taint.is_object() && !taint.contains("timeAdded")) {
+    taint["timeAdded"] = FormatRfc3339(clock.Now());
+  }
+}
+
+json* ClaimSpecOf(const model::ResourceType& type, json& obj) {
+  if (type.kind == "ResourceClaim") return Find(obj, {"spec"});
+  if (type.kind == "ResourceClaimTemplate") return Find(obj, {"spec", "spec"});
+  return nullptr;
+}
+
+// v1 / v1beta2 defaulting of a claim spec.
+void DefaultClaimSpecV1(json& spec) {
+  json* reqs = Find(spec, {"devices", "requests"});
+  if (reqs == nullptr || !reqs->is_array()) return;
+  for (auto& r : *reqs) {
+    if (json* exact = Find(r, {"exactly"})) {
+      DefaultExact(*exact);
+      DefaultTolerations(*exact);
+    }
+    if (json* subs = Find(r, {"firstAvailable"}); subs && subs->is_array()) {
+      for (auto& s : *subs) {
+        DefaultExact(s);
+        DefaultTolerations(s);
+      }
+    }
+  }
+}
+
+// v1beta1 defaulting: flat requests are defaulted only when they name a class.
+void DefaultClaimSpecV1beta1(json& spec) {
+  json* reqs = Find(spec, {"devices", "requests"});
+  if (reqs == nullptr || !reqs->is_array()) return;
+  for (auto& r : *reqs) {
+    if (!r.is_object()) continue;
+    if (r.contains("deviceClassName") && r["deviceClassName"].is_string() &&
+        r["deviceClassName"] != "") {
+      DefaultExact(r);
+    }
+    DefaultTolerations(r);
+    if (json* subs = Find(r, {"firstAvailable"}); subs && subs->is_array()) {
+      for (auto& s : *subs) {
+        DefaultExact(s);
+        DefaultTolerations(s);
+      }
+    }
+  }
+}
+
+void ClaimSpecBeta1ToV1(json& spec) {
+  json* reqs = Find(spec, {"devices", "requests"});
+  if (reqs == nullptr || !reqs->is_array()) return;
+  for (auto& r : *reqs) {
+    if (!r.is_object()) continue;
+    json exact = json::object();
+    for (const char* f : kExactFields) {
+      auto it = r.find(f);
+      if (it == r.end()) continue;
+      bool set = !it->is_null();
+      if (std::string(f) == "deviceClassName" || std::string(f) == "allocationMode") {
+        set = it->is_string() && *it != "";
+      }
+      if (std::string(f) == "count") set = !(it->is_number() && *it == 0) && !it->is_null();
+      if (set) exact[f] = *it;
+      r.erase(it);
+    }
+    if (!exact.empty()) r["exactly"] = std::move(exact);
+  }
+}
+
+void ClaimSpecV1ToBeta1(json& spec) {
+  json* reqs = Find(spec, {"devices", "requests"});
+  if (reqs == nullptr || !reqs->is_array()) return;
+  for (auto& r : *reqs) {
+    if (!r.is_object() || !r.contains("exactly")) continue;
+    json exact = std::move(r["exactly"]);
+    r.erase("exactly");
+    if (exact.is_object()) {
+      for (auto& [k, v] : exact.items()) r[k] = v;
+    }
+  }
+}
+
+void SliceBeta1ToV1(json& obj) {
+  json* spec = Find(obj, {"spec"});
+  if (spec == nullptr || !spec->is_object()) return;
+  if (spec->contains("nodeName") && (*spec)["nodeName"] == "") spec->erase("nodeName");
+  if (spec->contains("allNodes") && (*spec)["allNodes"] == false) spec->erase("allNodes");
+  json* devices = Find(*spec, {"devices"});
+  if (devices == nullptr || !devices->is_array()) return;
+  for (auto& d : *devices) {
+    if (!d.is_object() || !d.contains("basic")) continue;
+    json basic = std::move(d["basic"]);
+    d.erase("basic");
+    if (!basic.is_object()) continue;
+    for (auto& [k, v] : basic.items()) {
+      if (k == "allNodes" && v == false) continue;
+      if (k == "nodeName" && v == "") continue;
+      d[k] = v;
+    }
+  }
+}
+
+void SliceV1ToBeta1(json& obj) {
+  json* devices = Find(obj, {"spec", "devices"});
+  if (devices == nullptr || !devices->is_array()) return;
+  for (auto& d : *devices) {
+    if (!d.is_object()) continue;
+    json basic = json::object();
+    for (const char* f : kBasicFields) {
+      if (d.contains(f)) {
+        basic[f] = std::move(d[f]);
+        d.erase(f);
+      }
+    }
+    d["basic"] = std::move(basic);
+  }
+}
+
+void DefaultSliceTaints(json& obj, const Clock& clock) {
+  json* devices = Find(obj, {"spec", "devices"});
+  if (devices == nullptr || !devices->is_array()) return;
+  for (auto& d : *devices) {
+    json* taints = Find(d, {"taints"});
+    if (taints == nullptr || !taints->is_array()) continue;
+    for (auto& t : *taints) DefaultTaint(t, clock);
+  }
+}
+
+void DefaultCore(const model::ResourceType& type, json& obj) {
+  if (type.kind == "Namespace") {
+    if (!obj.contains("spec") || !obj["spec"].is_object()) obj["spec"] = json::object();
+    if (!obj["spec"].contains("finalizers")) obj["spec"]["finalizers"] = {"kubernetes"};
+    if (!obj.contains("status") || !obj["status"].is_object()) obj["status"] = json::object();
+    if (!obj["status"].contains("phase")) obj["status"]["phase"] = "Active";
+  }
+  if (type.kind == "Node") {
+    if (!obj.contains("spec") || !obj["spec"].is_object()) obj["spec"] = json::object();
+  }
+}
+
+std::string ScalarText(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number()) return v.dump();
+  return "";
+}
+
+absl::Status MetaTypeError(const std::string& field, const std::string& want) {
+  return absl::InvalidArgumentError("metadata." + field + " must be " + want);
+}
+
+absl::Status DecodeStringMap(const json& meta, const char* field,
+                             std::map<std::string, std::string>* out) {
+  auto it = meta.find(field);
+  if (it == meta.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return MetaTypeError(field, "an object of strings");
+  for (auto& [k, v] : it->items()) {
+    if (!v.is_string()) {
+      return absl::InvalidArgumentError("metadata." + std::string(field) + "." + k +
+                                        " must be a string");
+    }
+    (*out)[k] = v.get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+json ToHub(const model::ResourceType& type, const std::string& version, json obj,
+           const Clock& clock) {
+  if (!obj.is_object()) return obj;
+  DefaultCore(type, obj);
+  if (type.group == model::kResourceGroup) {
+    json* claim_spec = ClaimSpecOf(type, obj);
+    if (version == "v1beta1") {
+      if (claim_spec != nullptr) {
+        DefaultClaimSpecV1beta1(*claim_spec);
+        ClaimSpecBeta1ToV1(*claim_spec);
+      }
+      if (type.kind == "ResourceSlice") SliceBeta1ToV1(obj);
+    } else if (claim_spec != nullptr) {
+      DefaultClaimSpecV1(*claim_spec);
+    }
+    if (type.kind == "ResourceSlice") DefaultSliceTaints(obj, clock);
+    if (type.kind == "DeviceTaintRule") {
+      if (json* taint = Find(obj, {"spec", "taint"})) DefaultTaint(*taint, clock);
+    }
+  }
+  obj["apiVersion"] = type.ApiVersion("v1");
+  obj["kind"] = type.kind;
+  return obj;
+}
+
+json FromHub(const model::ResourceType& type, const std::string& version, json obj) {
+  if (version == "v1beta1" && type.group == model::kResourceGroup) {
+    if (json* claim_spec = ClaimSpecOf(type, obj)) ClaimSpecV1ToBeta1(*claim_spec);
+    if (type.kind == "ResourceSlice") SliceV1ToBeta1(obj);
+  }
+  obj["apiVersion"] = type.ApiVersion(version);
+  obj["kind"] = type.kind;
+  return obj;
+}
+
+std::map<std::string, std::string> SelectableFields(const model::ResourceType& type,
+                                                    const json& hub) {
+  std::map<std::string, std::string> fields;
+  if (const json* meta = Find(hub, {"metadata"}); meta && meta->is_object()) {
+    fields["metadata.name"] = ScalarText(meta->value("name", json("")));
+    fields["metadata.namespace"] = ScalarText(meta->value("namespace", json("")));
+  }
+  for (const auto& path : type.field_selectors) {
+    const json* cur = &hub;
+    size_t start = 0;
+    bool found = true;
+    while (found && start <= path.size()) {
+      size_t dot = path.find('.', start);
+      std::string part =
+          path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!cur->is_object() || !cur->contains(part)) {
+        found = false;
+        break;
+      }
+      cur = &(*cur)[part];
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (found) fields[path] = ScalarText(*cur);
+  }
+  return fields;
+}
+
+absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const json& hub) {
+  if (!hub.is_object()) return absl::InvalidArgumentError("the object must be a JSON object");
+  model::Object obj;
+  obj.resource = type.GroupResource();
+  json body = hub;
+  body.erase("apiVersion");
+  body.erase("kind");
+  json meta = json::object();
+  if (auto it = body.find("metadata"); it != body.end()) {
+    if (!it->is_null() && !it->is_object()) return MetaTypeError("", "an object");
+    if (it->is_object()) meta = std::move(*it);
+    body.erase("metadata");
+  }
+  auto str = [&](const char* f, std::string* out) -> absl::Status {
+    auto it = meta.find(f);
+    if (it == meta.end() || it->is_null()) return absl::OkStatus();
+    if (!it->is_string()) return MetaTypeError(f, "a string");
+    *out = it->get<std::string>();
+    return absl::OkStatus();
+  };
+  if (auto st = str("name", &obj.meta.name); !st.ok()) return st;
+  if (auto st = str("generateName", &obj.meta.generate_name); !st.ok()) return st;
+  if (auto st = str("namespace", &obj.meta.namespace_); !st.ok()) return st;
+  if (auto st = str("uid", &obj.meta.uid); !st.ok()) return st;
+  std::string rv;
+  if (auto st = str("resourceVersion", &rv); !st.ok()) return st;
+  if (!rv.empty()) {
+    char* end = nullptr;
+    long long v = std::strtoll(rv.c_str(), &end, 10);
+    if (*end != '\0' || v <= 0) {
+      return absl::InvalidArgumentError("metadata.resourceVersion: Invalid value: \"" + rv +
+                                        "\": must be a positive integer");
+    }
+    obj.meta.resource_version = v;
+  }
+  if (auto st = DecodeStringMap(meta, "labels", &obj.meta.labels); !st.ok()) return st;
+  if (auto st = DecodeStringMap(meta, "annotations", &obj.meta.annotations); !st.ok()) return st;
+  if (auto it = meta.find("finalizers"); it != meta.end() && !it->is_null()) {
+    if (!it->is_array()) return MetaTypeError("finalizers", "a list of strings");
+    for (const auto& f : *it) {
+      if (!f.is_string()) return MetaTypeError("finalizers", "a list of strings");
+      if (std::find(obj.meta.finalizers.begin(), obj.meta.finalizers.end(), f) ==
+          obj.meta.finalizers.end()) {
+        obj.meta.finalizers.push_back(f.get<std::string>());
+      }
+    }
+  }
+  if (auto it = meta.find("ownerReferences"); it != meta.end() && !it->is_null()) {
+    if (!it->is_array()) return MetaTypeError("ownerReferences", "a list");
+    if (!it->empty()) obj.meta.owner_references = it->dump();
+  }
+  obj.spec_digest = body.contains("spec") ? body["spec"].dump() : "";
+  obj.fields = SelectableFields(type, hub);
+  obj.body = body.dump();
+  return obj;
+}
+
+json EncodeMeta(const model::ObjectMeta& meta) {
+  json m = json::object();
+  m["name"] = meta.name;
+  if (!meta.generate_name.empty()) m["generateName"] = meta.generate_name;
+  if (!meta.namespace_.empty()) m["namespace"] = meta.namespace_;
+  if (!meta.uid.empty()) m["uid"] = meta.uid;
+  if (meta.resource_version != 0) m["resourceVersion"] = std::to_string(meta.resource_version);
+  if (meta.generation != 0) m["generation"] = meta.generation;
+  if (meta.creation_timestamp.time_since_epoch().count() != 0) {
+    m["creationTimestamp"] = FormatRfc3339(meta.creation_timestamp);
+  }
+  if (meta.deletion_timestamp) {
+    m["deletionTimestamp"] = FormatRfc3339(*meta.deletion_timestamp);
+    m["deletionGracePeriodSeconds"] = 0;
+  }
+  if (!meta.labels.empty()) m["labels"] = meta.labels;
+  if (!meta.annotations.empty()) m["annotations"] = meta.annotations;
+  if (!meta.finalizers.empty()) m["finalizers"] = meta.finalizers;
+  if (!meta.owner_references.empty()) {
+    m["ownerReferences"] = json::parse(meta.owner_references, nullptr, false);
+  }
+  return m;
+}
+
+json FromObject(const model::ResourceType& type, const model::Object& obj) {
+  json out = json::parse(obj.body, nullptr, false);
+  if (!out.is_object()) out = json::object();
+  out["apiVersion"] = type.ApiVersion("v1");
+  out["kind"] = type.kind;
+  out["metadata"] = EncodeMeta(obj.meta);
+  return out;
+}
+
+}  // namespace qm::api

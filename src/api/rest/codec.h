@@ -1,0 +1,42 @@
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "model/object.h"
+#include "model/resource_types.h"
+
+namespace qm::api {
+
+// The JSON mapping of API objects: one codec per served version, all converging on the hub
+// version (v1) that is stored. The only place objects are turned into and out of JSON.
+
+// Converts an object as a client sent it in `version` to the hub shape, applying the
+// defaulting of that version first (so v1beta1's "default only when deviceClassName is set"
+// rule holds). apiVersion/kind are rewritten to the hub version.
+nlohmann::json ToHub(const model::ResourceType& type, const std::string& version,
+                     nlohmann::json obj, const Clock& clock);
+
+// Converts a hub object to `version` (the inverse of ToHub, without defaulting).
+nlohmann::json FromHub(const model::ResourceType& type, const std::string& version,
+                       nlohmann::json obj);
+
+// Splits a hub-shape JSON object into the stored form: typed metadata, body text without
+// metadata/apiVersion/kind, spec digest and field-selector values. InvalidArgument (400) when
+// metadata has the wrong types (e.g. a non-string label value or a bad resourceVersion).
+absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const nlohmann::json& hub);
+
+// Rebuilds the full hub-shape JSON object (apiVersion, kind, metadata, body).
+nlohmann::json FromObject(const model::ResourceType& type, const model::Object& obj);
+
+// The "metadata" member as the API shows it.
+nlohmann::json EncodeMeta(const model::ObjectMeta& meta);
+
+// Field-selector values of a hub-shape body, always including metadata.name/namespace.
+std::map<std::string, std::string> SelectableFields(const model::ResourceType& type,
+                                                    const nlohmann::json& hub);
+
+}  // namespace qm::api

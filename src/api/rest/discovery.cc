@@ -1,0 +1,137 @@
+#include "api/rest/discovery.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "model/resource_types.h"
+
+namespace qm::api {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<std::string> kVerbs = {"create", "delete", "deletecollection", "get",
+                                         "list",   "patch",  "update",           "watch"};
+
+// Versions of a group in preference order (order of first appearance in the type table, with
+// "v1" first).
+std::vector<std::string> GroupVersions(const std::string& group) {
+  std::vector<std::string> out;
+  for (const auto& t : model::AllResourceTypes()) {
+    if (t.group != group) continue;
+    for (const auto& v : t.versions) {
+      if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    return a == "v1" && b != "v1";
+  });
+  return out;
+}
+
+json AggregatedVersion(const std::string& group, const std::string& version) {
+  json resources = json::array();
+  for (const auto& t : model::AllResourceTypes()) {
+    if (t.group != group || !t.ServesVersion(version)) continue;
+    json kind = {{"group", group}, {"version", version}, {"kind", t.kind}};
+    json r = {{"resource", t.plural},
+              {"responseKind", kind},
+              {"scope", t.namespaced ? "Namespaced" : "Cluster"},
+              {"singularResource", t.singular},
+              {"verbs", kVerbs}};
+    if (!t.short_names.empty()) r["shortNames"] = t.short_names;
+    if (t.has_status) {
+      r["subresources"] = json::array({{{"subresource", "status"},
+                                        {"responseKind", kind},
+                                        {"verbs", {"get", "patch", "update"}}}});
+    }
+    resources.push_back(r);
+  }
+  return json{{"version", version}, {"resources", resources}, {"freshness", "Current"}};
+}
+
+json AggregatedList(const std::vector<std::string>& groups) {
+  json items = json::array();
+  for (const auto& g : groups) {
+    json versions = json::array();
+    for (const auto& v : GroupVersions(g)) versions.push_back(AggregatedVersion(g, v));
+    items.push_back({{"metadata", {{"name", g}}}, {"versions", versions}});
+  }
+  return json{{"kind", "APIGroupDiscoveryList"},
+              {"apiVersion", "apidiscovery.k8s.io/v2"},
+              {"metadata", json::object()},
+              {"items", items}};
+}
+
+}  // namespace
+
+json VersionInfo() {
+  return json{{"major", "1"},
+              {"minor", "32"},
+              {"gitVersion", "v1.32.0-quartermaster"},
+              {"gitCommit", "quartermaster"},
+              {"gitTreeState", "clean"},
+              {"buildDate", "2026-11-22T00:00:00Z"},
+              {"goVersion", "n/a"},
+              {"compiler", "g++"},
+              {"platform", "linux/amd64"}};
+}
+
+json AggregatedCoreDiscovery() { return AggregatedList({""}); }
+
+json AggregatedGroupDiscovery() { return AggregatedList({model::kResourceGroup}); }
+
+json LegacyCoreVersions() {
+  return json{{"kind", "APIVersions"},
+              {"versions", {"v1"}},
+              {"serverAddressByClientCIDRs",
+               {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "127.0.0.1"}}}}};
+}
+
+json LegacyGroup(const std::string& group) {
+  auto versions = GroupVersions(group);
+  if (group.empty() || versions.empty()) return json();
+  json vs = json::array();
+  for (const auto& v : versions) vs.push_back({{"groupVersion", group + "/" + v}, {"version", v}});
+  return json{{"kind", "APIGroup"},
+              {"apiVersion", "v1"},
+              {"name", group},
+              {"versions", vs},
+              {"preferredVersion", vs[0]}};
+}
+
+json LegacyGroupList() {
+  json g = LegacyGroup(model::kResourceGroup);
+  g.erase("kind");
+  g.erase("apiVersion");
+  return json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", {g}}};
+}
+
+json LegacyResourceList(const std::string& group, const std::string& version) {
+  json resources = json::array();
+  for (const auto& t : model::AllResourceTypes()) {
+    if (t.group != group || !t.ServesVersion(version)) continue;
+    json r = {{"name", t.plural},
+              {"singularName", t.singular},
+              {"namespaced", t.namespaced},
+              {"kind", t.kind},
+              {"verbs", kVerbs}};
+    if (!t.short_names.empty()) r["shortNames"] = t.short_names;
+    resources.push_back(r);
+    if (t.has_status) {
+      resources.push_back({{"name", t.plural + "/status"},
+                           {"singularName", ""},
+                           {"namespaced", t.namespaced},
+                           {"kind", t.kind},
+                           {"verbs", {"get", "patch", "update"}}});
+    }
+  }
+  if (resources.empty()) return json();
+  return json{{"kind", "APIResourceList"},
+              {"apiVersion", "v1"},
+              {"groupVersion", group.empty() ? version : group + "/" + version},
+              {"resources", resources}};
+}
+
+}  // namespace qm::api

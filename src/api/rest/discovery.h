@@ -1,0 +1,29 @@
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace qm::api {
+
+// Discovery documents, all derived from model::AllResourceTypes().
+
+inline constexpr char kAggregatedDiscoveryContentType[] =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+// GET /version: major "1", minor "32" (the kubectl dispatcher picks its binary by these).
+nlohmann::json VersionInfo();
+
+// GET /api and /apis in the aggregated format (APIGroupDiscoveryList).
+nlohmann::json AggregatedCoreDiscovery();
+nlohmann::json AggregatedGroupDiscovery();
+
+// Legacy formats: /api (APIVersions), /apis (APIGroupList), /api/v1 and
+// /apis/<group>/<version> (APIResourceList; null json when not served), /apis/<group>
+// (APIGroup; null json when not served).
+nlohmann::json LegacyCoreVersions();
+nlohmann::json LegacyGroupList();
+nlohmann::json LegacyGroup(const std::string& group);
+nlohmann::json LegacyResourceList(const std::string& group, const std::string& version);
+
+}  // namespace qm::api

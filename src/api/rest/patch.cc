@@ -1,0 +1,170 @@
+#include "api/rest/patch.h"
+
+#include <algorithm>
+#include <map>
+
+namespace qm::api {
+namespace {
+
+using nlohmann::json;
+
+// Lists Kubernetes merges by key under strategic merge patch, by field name. An empty key means
+// a list of scalars merged as a set (metadata.finalizers).
+const std::map<std::string, std::string>& MergeKeys() {
+  static const auto* keys = new std::map<std::string, std::string>{
+      {"finalizers", ""},
+      {"ownerReferences", "uid"},
+      {"containers", "name"},
+      {"initContainers", "name"},
+      {"ephemeralContainers", "name"},
+      {"volumes", "name"},
+      {"env", "name"},
+      {"volumeMounts", "mountPath"},
+      {"ports", "containerPort"},
+      {"resourceClaims", "name"},
+      {"imagePullSecrets", "name"},
+      {"conditions", "type"},
+      {"addresses", "type"},
+      {"reservedFor", "uid"},
+      {"resourceClaimStatuses", "name"},
+      {"hostAliases", "ip"},
+      {"topologySpreadConstraints", "topologyKey"},
+  };
+  return *keys;
+}
+
+constexpr char kDeleteFromPrimitiveList[] = "$deleteFromPrimitiveList/";
+
+absl::StatusOr<json> MergeObject(const json& target, const json& patch);
+
+absl::StatusOr<json> MergeList(const std::string& field, const json& target, const json& patch) {
+  auto mk = MergeKeys().find(field);
+  if (mk == MergeKeys().end() || !patch.is_array()) return patch;  // atomic list: replace
+  json out = target.is_array() ? target : json::array();
+  const std::string& key = mk->second;
+  // A single {"$patch": "replace"} element replaces the list with the other elements.
+  for (const auto& el : patch) {
+    if (el.is_object() && el.value("$patch", "") == "replace") {
+      json replaced = json::array();
+      for (const auto& e : patch) {
+        if (!(e.is_object() && e.contains("$patch"))) replaced.push_back(e);
+      }
+      return replaced;
+    }
+  }
+  for (const auto& el : patch) {
+    if (key.empty()) {
+      if (std::find(out.begin(), out.end(), el) == out.end()) out.push_back(el);
+      continue;
+    }
+    if (!el.is_object() || !el.contains(key)) {
+      return absl::InvalidArgumentError("map: " + el.dump() +
+                                        " does not contain declared merge key: " + key);
+    }
+    auto match = std::find_if(out.begin(), out.end(), [&](const json& e) {
+      return e.is_object() && e.contains(key) && e[key] == el[key];
+    });
+    if (el.value("$patch", "") == "delete") {
+      if (match != out.end()) out.erase(match);
+      continue;
+    }
+    if (match != out.end()) {
+      auto merged = MergeObject(*match, el);
+      if (!merged.ok()) return merged.status();
+      *match = *std::move(merged);
+    } else {
+      auto merged = MergeObject(json::object(), el);
+      if (!merged.ok()) return merged.status();
+      out.push_back(*std::move(merged));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<json> MergeObject(const json& target, const json& patch) {
+  if (!patch.is_object()) return patch;
+  const std::string directive = patch.value("$patch", "");
+  if (directive == "delete") return json();  // caller removes the field
+  json out = target.is_object() && directive != "replace" ? target : json::object();
+  // Deletions from primitive lists apply before the list merge of the same field.
+  for (const auto& [k, v] : patch.items()) {
+    if (k.rfind(kDeleteFromPrimitiveList, 0) != 0) continue;
+    std::string field = k.substr(sizeof(kDeleteFromPrimitiveList) - 1);
+    if (!out.contains(field) || !out[field].is_array() || !v.is_array()) continue;
+    json kept = json::array();
+    for (const auto& e : out[field]) {
+      if (std::find(v.begin(), v.end(), e) == v.end()) kept.push_back(e);
+    }
+    out[field] = std::move(kept);
+  }
+  for (const auto& [k, v] : patch.items()) {
+    if (k.empty() || k[0] == '$') continue;  // directives handled above or order-only
+    if (v.is_null()) {
+      out.erase(k);
+      continue;
+    }
+    if (v.is_object()) {
+      auto merged = MergeObject(out.contains(k) ? out[k] : json(), v);
+      if (!merged.ok()) return merged.status();
+      if (merged->is_null()) {
+        out.erase(k);
+      } else {
+        out[k] = *std::move(merged);
+      }
+    } else if (v.is_array()) {
+      auto merged = MergeList(k, out.contains(k) ? out[k] : json(), v);
+      if (!merged.ok()) return merged.status();
+      out[k] = *std::move(merged);
+    } else {
+      out[k] = v;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<PatchType> PatchTypeFromContentType(const std::string& content_type) {
+  std::string ct = content_type.substr(0, content_type.find(';'));
+  if (ct == "application/json-patch+json") return PatchType::kJsonPatch;
+  if (ct == "application/merge-patch+json") return PatchType::kMergePatch;
+  if (ct == "application/strategic-merge-patch+json") return PatchType::kStrategicMergePatch;
+  if (ct == "application/apply-patch+yaml" || ct == "application/apply-patch+json") {
+    return PatchType::kApply;
+  }
+  return absl::UnimplementedError(
+      "the body of the request was in an unknown format - accepted "
+      "media types include: application/json-patch+json, "
+      "application/merge-patch+json, "
+      "application/apply-patch+yaml");
+}
+
+json ApplyMergePatch(const json& target, const json& patch) {
+  json out = target;
+  out.merge_patch(patch);
+  return out;
+}
+
+absl::StatusOr<json> ApplyJsonPatch(const json& target, const json& patch) {
+  if (!patch.is_array()) {
+    return absl::InvalidArgumentError("json patch must be an array of operations");
+  }
+  try {
+    return target.patch(patch);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(std::string("the json patch could not be applied: ") +
+                                      e.what());
+  }
+}
+
+absl::StatusOr<json> ApplyStrategicMergePatch(const json& target, const json& patch) {
+  if (!patch.is_object()) {
+    return absl::InvalidArgumentError("strategic merge patch must be a JSON object");
+  }
+  auto out = MergeObject(target, patch);
+  if (!out.ok()) return out.status();
+  if (out->is_null()) return absl::InvalidArgumentError("$patch: delete on the whole object");
+  return out;
+}
+
+}  // namespace qm::api

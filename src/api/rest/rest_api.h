@@ -1,0 +1,91 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "service/object_service.h"
+#include "service/watch_hub.h"
+
+namespace qm::api {
+
+// A transport-neutral HTTP request as the REST API sees it.
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::map<std::string, std::string> query;
+  std::string content_type;
+  std::string accept;
+  std::string body;
+};
+
+struct HttpResponse {
+  int code = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::string> warnings;  // sent as `Warning: 299 - "<text>"` headers
+};
+
+// Where a watch writes its stream. Implemented by the transport; used from the watch hub's
+// thread after StartWatch returns.
+class WatchSink {
+ public:
+  virtual ~WatchSink() = default;
+  // Sends the response head (200, chunked) once, before the first Write.
+  virtual void Begin(const std::vector<std::string>& warnings) = 0;
+  // Sends one chunk and flushes it. False when the client is gone.
+  virtual bool Write(const std::string& chunk) = 0;
+  // Ends the chunked stream.
+  virtual void End() = 0;
+};
+
+// The Kubernetes-style REST API (ARCHITECTURE.md §6): discovery, OpenAPI, and the resource
+// verbs for every type in model::AllResourceTypes(). Decodes a request, calls the service and
+// encodes the answer; the HTTP server around it only moves bytes. Thread-safe.
+class RestApi {
+ public:
+  // Observer of finished requests, for metrics and logs: verb, resource, code.
+  using RequestObserver =
+      std::function<void(const std::string& verb, const std::string& resource, int code)>;
+
+  RestApi(service::ObjectService& objects, service::WatchHub& hub, const Clock& clock);
+
+  // True when the request is a watch (GET with watch=true|1): use StartWatch instead.
+  static bool IsWatch(const HttpRequest& request);
+
+  // Answers every non-watch request.
+  HttpResponse Handle(const HttpRequest& request);
+
+  // Starts a watch. Returns an error response when the watch cannot start (bad selector, 410
+  // Expired is streamed as an ERROR event instead); otherwise nullopt, and events flow into
+  // `sink` until the client leaves, timeoutSeconds passes, or the hub stops.
+  std::optional<HttpResponse> StartWatch(const HttpRequest& request,
+                                         std::shared_ptr<WatchSink> sink);
+
+  // Names the verb and resource of a request for metrics ("list", "resourceclaims").
+  static std::pair<std::string, std::string> Describe(const HttpRequest& request);
+
+  // Creates the "default" namespace when it is missing (as a Kubernetes cluster always has it).
+  absl::Status EnsureDefaultNamespace();
+
+  // Creates or updates every object of a multi-document list (sample inventory loading):
+  // `objects` is a JSON array of manifests.
+  absl::Status ApplyManifests(const std::string& json_array);
+
+  // The resource a request path names (defined in rest_api.cc).
+  struct Target;
+
+ private:
+  HttpResponse HandleResource(const HttpRequest& request, const Target& target);
+
+  service::ObjectService& objects_;
+  service::WatchHub& hub_;
+  const Clock& clock_;
+};
+
+}  // namespace qm::api

@@ -1,0 +1,248 @@
+#include "config/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+
+namespace qm::config {
+namespace {
+
+struct Setting {
+  const char* name;  // flag name without dashes; env is QM_ + upper-case with '_'
+  const char* help;
+  std::function<absl::Status(ServerOptions&, const std::string&)> set;
+};
+
+absl::Status ParseInt(const std::string& name, const std::string& v, int64_t min, int64_t* out) {
+  if (!absl::SimpleAtoi(v, out) || *out < min) {
+    return absl::InvalidArgumentError("--" + name + ": want an integer >= " + std::to_string(min) +
+                                      ", got \"" + v + "\"");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseBool(const std::string& name, const std::string& v, bool* out) {
+  if (v == "true" || v == "1" || v == "yes" || v.empty()) {
+    *out = true;
+  } else if (v == "false" || v == "0" || v == "no") {
+    *out = false;
+  } else {
+    return absl::InvalidArgumentError("--" + name + ": want true or false, got \"" + v + "\"");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAddress(const std::string& name, const std::string& v) {
+  auto colon = v.rfind(':');
+  int64_t port;
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(v.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError("--" + name + ": want host:port, got \"" + v + "\"");
+  }
+  return absl::OkStatus();
+}
+
+const std::vector<Setting>& Settings() {
+  static const auto* settings = new std::vector<Setting>{
+      {"http-addr", "REST API, UI, metrics and health address (host:port; port 0 picks one)",
+       [](ServerOptions& o, const std::string& v) {
+         o.http_addr = v;
+         return CheckAddress("http-addr", v);
+       }},
+      {"grpc-addr", "node-agent gRPC address (host:port)",
+       [](ServerOptions& o, const std::string& v) {
+         o.grpc_addr = v;
+         return CheckAddress("grpc-addr", v);
+       }},
+      {"data-dir", "directory for the embedded PostgreSQL cluster and local state",
+       [](ServerOptions& o, const std::string& v) {
+         if (v.empty()) return absl::InvalidArgumentError("--data-dir must not be empty");
+         o.data_dir = v;
+         return absl::OkStatus();
+       }},
+      {"database-url",
+       "libpq URL or key=value string of an existing PostgreSQL; empty runs an embedded one",
+       [](ServerOptions& o, const std::string& v) {
+         o.database_url = v;
+         return absl::OkStatus();
+       }},
+      {"pg-bin-dir", "directory with initdb and pg_ctl for the embedded PostgreSQL",
+       [](ServerOptions& o, const std::string& v) {
+         o.pg_bin_dir = v;
+         return absl::OkStatus();
+       }},
+      {"log-level", "trace, debug, info, warn, error or off",
+       [](ServerOptions& o, const std::string& v) {
+         static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+         for (const char* l : kLevels) {
+           if (v == l) {
+             o.log_level = v;
+             return absl::OkStatus();
+           }
+         }
+         return absl::InvalidArgumentError(
+             "--log-level: want trace|debug|info|warn|error|off, "
+             "got \"" +
+             v + "\"");
+       }},
+      {"log-format", "text or json (one JSON object per line)",
+       [](ServerOptions& o, const std::string& v) {
+         if (v != "text" && v != "json") {
+           return absl::InvalidArgumentError("--log-format: want text or json, got \"" + v + "\"");
+         }
+         o.log_format = v;
+         return absl::OkStatus();
+       }},
+      {"sample-inventory",
+       "load the sample nodes, ResourceSlices and DeviceClasses at start (true/false)",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseBool("sample-inventory", v, &o.sample_inventory);
+       }},
+      {"db-pool-size", "PostgreSQL connections in the pool",
+       [](ServerOptions& o, const std::string& v) {
+         int64_t n;
+         auto st = ParseInt("db-pool-size", v, 1, &n);
+         o.db_pool_size = static_cast<int>(n);
+         return st;
+       }},
+      {"watch-history", "change-log entries kept so watches can resume (older: 410 Expired)",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseInt("watch-history", v, 1, &o.watch_history);
+       }},
+  };
+  return *settings;
+}
+
+const Setting* FindSetting(const std::string& name) {
+  for (const auto& s : Settings()) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
+
+std::string EnvName(const std::string& name) {
+  std::string out = "QM_";
+  for (char c : name) out += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return out;
+}
+
+absl::Status ApplyFile(const std::string& path, ServerOptions& o) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError("--config: cannot read " + path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::string t(absl::StripAsciiWhitespace(line));
+    if (t.empty() || t[0] == '#') continue;
+    auto eq = t.find('=');
+    if (eq == std::string::npos) {
+      return absl::InvalidArgumentError(path + ":" + std::to_string(n) + ": want name = value");
+    }
+    std::string key(absl::StripAsciiWhitespace(t.substr(0, eq)));
+    std::string value(absl::StripAsciiWhitespace(t.substr(eq + 1)));
+    const Setting* s = FindSetting(key);
+    if (s == nullptr) {
+      return absl::InvalidArgumentError(path + ":" + std::to_string(n) + ": unknown setting \"" +
+                                        key + "\"");
+    }
+    if (auto st = s->set(o, value); !st.ok()) {
+      return absl::InvalidArgumentError(path + ":" + std::to_string(n) + ": " +
+                                        std::string(st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ServerHelp() {
+  std::string out =
+      "quartermaster: central allocation service for GPUs and other accelerators.\n\n"
+      "Usage: quartermaster [flags]\n\n"
+      "Each setting comes from, in increasing precedence: its default, the --config file\n"
+      "(lines of `name = value`), the environment variable QM_<NAME>, the flag.\n\n"
+      "Flags:\n"
+      "  --config=PATH                 settings file\n";
+  ServerOptions defaults;
+  std::map<std::string, std::string> shown = {
+      {"http-addr", defaults.http_addr},
+      {"grpc-addr", defaults.grpc_addr},
+      {"data-dir", defaults.data_dir},
+      {"database-url", "(embedded)"},
+      {"pg-bin-dir", "(search)"},
+      {"log-level", defaults.log_level},
+      {"log-format", defaults.log_format},
+      {"sample-inventory", "false"},
+      {"db-pool-size", std::to_string(defaults.db_pool_size)},
+      {"watch-history", std::to_string(defaults.watch_history)},
+  };
+  for (const auto& s : Settings()) {
+    std::string flag = "  --" + std::string(s.name) + "=VALUE";
+    flag.resize(std::max<size_t>(flag.size() + 1, 32), ' ');
+    out += flag + s.help + "\n" + std::string(32, ' ') + "default: " + shown[s.name] + "; env " +
+           EnvName(s.name) + "\n";
+  }
+  out += "  --help                        show this text\n";
+  return out;
+}
+
+absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& args,
+                                                const std::vector<std::string>& environ) {
+  ServerOptions o;
+  // Flags are parsed first (to find --config and --help) and applied last.
+  std::vector<std::pair<std::string, std::string>> flags;
+  std::string config_file;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") return absl::NotFoundError(ServerHelp());
+    if (a.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError("unexpected argument \"" + a + "\" (see --help)");
+    }
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    if (name != "config" && FindSetting(name) == nullptr) {
+      return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
+    }
+    if (!has_value && name != "sample-inventory") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("--" + name + " needs a value");
+      value = args[++i];
+    } else if (!has_value) {
+      value = "true";
+    }
+    if (name == "config") {
+      config_file = value;
+    } else {
+      flags.emplace_back(name, value);
+    }
+  }
+  if (!config_file.empty()) {
+    if (auto st = ApplyFile(config_file, o); !st.ok()) return st;
+  }
+  for (const auto& s : Settings()) {
+    const std::string prefix = EnvName(s.name) + "=";
+    for (const auto& e : environ) {
+      if (e.rfind(prefix, 0) == 0) {
+        if (auto st = s.set(o, e.substr(prefix.size())); !st.ok()) {
+          return absl::InvalidArgumentError(EnvName(s.name) + ": " + std::string(st.message()));
+        }
+      }
+    }
+  }
+  for (const auto& [name, value] : flags) {
+    if (auto st = FindSetting(name)->set(o, value); !st.ok()) return st;
+  }
+  return o;
+}
+
+}  // namespace qm::config

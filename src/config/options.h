@@ -1,0 +1,34 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace qm::config {
+
+// Every setting of the quartermaster server, typed and validated once at start-up.
+struct ServerOptions {
+  std::string http_addr = "127.0.0.1:8080";
+  std::string grpc_addr = "127.0.0.1:8081";
+  std::string data_dir = "qm-data";
+  std::string database_url;  // empty: embedded PostgreSQL under data_dir
+  std::string pg_bin_dir;    // empty: newest /usr/lib/postgresql/*/bin
+  std::string log_level = "info";
+  std::string log_format = "text";
+  bool sample_inventory = false;
+  int db_pool_size = 16;
+  int64_t watch_history = 100000;
+};
+
+// Loads options with the precedence defaults < config file < environment (QM_HTTP_ADDR, ...)
+// < command-line flags (--http-addr=..., --http-addr ...). `environ` entries are "NAME=value".
+// InvalidArgument naming the setting for unknown flags or bad values. A request for help
+// (--help/-h) is NotFound with the help text as its message.
+absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& args,
+                                                const std::vector<std::string>& environ);
+
+// The --help text.
+std::string ServerHelp();
+
+}  // namespace qm::config

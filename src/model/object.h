@@ -1,0 +1,69 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace qm::model {
+
+// Identifies one stored object. `resource` is the group-qualified plural
+// ("resourceclaims.resource.k8s.io", or "nodes" for the core group).
+struct ResourceKey {
+  std::string resource;
+  std::string namespace_;  // empty for cluster-scoped resources
+  std::string name;
+
+  bool operator==(const ResourceKey&) const = default;
+  auto operator<=>(const ResourceKey&) const = default;
+};
+
+// The metadata every object carries, in the form the service layer reasons about.
+struct ObjectMeta {
+  std::string name;
+  std::string generate_name;
+  std::string namespace_;
+  std::string uid;
+  int64_t resource_version = 0;  // 0 means "unset" on input
+  int64_t generation = 0;
+  std::chrono::system_clock::time_point creation_timestamp{};
+  std::optional<std::chrono::system_clock::time_point> deletion_timestamp;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> finalizers;
+  // metadata.ownerReferences as JSON text ("" when absent); kept verbatim.
+  std::string owner_references;
+
+  bool operator==(const ObjectMeta&) const = default;
+};
+
+// One API object in the storage (hub) version.
+//
+// `body` is the JSON text of the object without its "metadata" member; the codecs in api/rest
+// own its shape. `spec_digest` is a canonical text of the fields whose change bumps
+// metadata.generation, and `fields` holds the values field selectors and indexes use
+// ("spec.nodeName" -> "gpu-node-a"); both are computed by the codec from `body`.
+struct Object {
+  std::string resource;
+  ObjectMeta meta;
+  std::string body;
+  std::string spec_digest;
+  std::map<std::string, std::string> fields;
+
+  ResourceKey Key() const { return ResourceKey{resource, meta.namespace_, meta.name}; }
+};
+
+enum class EventType { kAdded, kModified, kDeleted };
+
+const char* EventTypeName(EventType t);
+
+// One entry of the change log: the object as it was right after the change (for kDeleted, the
+// last state with the deletion's resourceVersion).
+struct WatchEvent {
+  EventType type = EventType::kAdded;
+  Object object;
+};
+
+}  // namespace qm::model

@@ -1,0 +1,202 @@
+#include "service/object_service.h"
+
+#include <algorithm>
+#include <random>
+
+#include "common/status.h"
+#include "model/resource_types.h"
+
+namespace qm::service {
+namespace {
+
+constexpr int kMaxUpdateAttempts = 16;
+
+bool IsNamespaced(const std::string& resource) {
+  const model::ResourceType* t = model::FindResourceTypeByKey(resource);
+  return t != nullptr && t->namespaced;
+}
+
+// Five characters from Kubernetes' generateName alphabet (no vowels, no look-alikes).
+std::string RandomSuffix() {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  thread_local std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(0, sizeof(kAlphabet) - 2);
+  std::string s;
+  for (int i = 0; i < 5; ++i) s += kAlphabet[pick(rng)];
+  return s;
+}
+
+}  // namespace
+
+ObjectService::ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids)
+    : store_(store), clock_(clock), ids_(ids) {}
+
+absl::Status ObjectService::CheckNamespace(const std::string& ns) {
+  auto got = store_.Get(model::ResourceKey{"namespaces", "", ns});
+  if (absl::IsNotFound(got.status())) {
+    return absl::NotFoundError("namespaces \"" + ns + "\" not found");
+  }
+  if (!got.ok()) return got.status();
+  if (got->meta.deletion_timestamp.has_value()) {
+    return absl::PermissionDeniedError("unable to create new content in namespace " + ns +
+                                       " because it is being terminated");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<model::Object> ObjectService::Create(model::Object obj, bool dry_run) {
+  if (IsNamespaced(obj.resource)) QM_RETURN_IF_ERROR(CheckNamespace(obj.meta.namespace_));
+  if (obj.meta.name.empty() && !obj.meta.generate_name.empty()) {
+    obj.meta.name = obj.meta.generate_name + RandomSuffix();
+  }
+  obj.meta.uid = ids_.NewUid();
+  obj.meta.creation_timestamp = std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
+  obj.meta.generation = 1;
+  obj.meta.deletion_timestamp.reset();
+  obj.meta.resource_version = 0;
+  if (dry_run) {
+    auto existing = store_.Get(obj.Key());
+    if (existing.ok()) {
+      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
+    }
+    if (!absl::IsNotFound(existing.status())) return existing.status();
+    return obj;
+  }
+  return store_.Create(obj);
+}
+
+absl::StatusOr<model::Object> ObjectService::Update(
+    const model::ResourceKey& key,
+    const std::function<absl::StatusOr<model::Object>(const model::Object&)>& mutate,
+    bool dry_run) {
+  for (int attempt = 0;; ++attempt) {
+    QM_ASSIGN_OR_RETURN(model::Object current, store_.Get(key));
+    QM_ASSIGN_OR_RETURN(model::Object next, mutate(current));
+    const bool conditional = next.meta.resource_version != 0;
+    if (conditional && next.meta.resource_version != current.meta.resource_version) {
+      return absl::AbortedError("Operation cannot be fulfilled on " + key.resource + " \"" +
+                                key.name +
+                                "\": the object has been modified; please apply your changes "
+                                "to the latest version and try again");
+    }
+    next.resource = current.resource;
+    next.meta.name = current.meta.name;
+    next.meta.namespace_ = current.meta.namespace_;
+    next.meta.uid = current.meta.uid;
+    next.meta.creation_timestamp = current.meta.creation_timestamp;
+    next.meta.deletion_timestamp = current.meta.deletion_timestamp;
+    next.meta.generation =
+        current.meta.generation + (next.spec_digest != current.spec_digest ? 1 : 0);
+    if (current.meta.deletion_timestamp.has_value()) {
+      for (const auto& f : next.meta.finalizers) {
+        if (std::find(current.meta.finalizers.begin(), current.meta.finalizers.end(), f) ==
+            current.meta.finalizers.end()) {
+          return absl::InvalidArgumentError(
+              "metadata.finalizers: Forbidden: no new finalizers can be added if the object is "
+              "being deleted, found new finalizers [\"" +
+              f + "\"]");
+        }
+      }
+    }
+    absl::StatusOr<model::Object> result;
+    if (dry_run) {
+      return next;
+    } else if (current.meta.deletion_timestamp.has_value() && next.meta.finalizers.empty()) {
+      result = store_.Delete(key, current.meta.resource_version);
+    } else {
+      result = store_.Update(next, current.meta.resource_version);
+    }
+    if (absl::IsAborted(result.status()) && !conditional && attempt + 1 < kMaxUpdateAttempts) {
+      continue;  // someone wrote in between; recompute from the fresh state
+    }
+    return result;
+  }
+}
+
+absl::Status ObjectService::DeleteNamespaceContents(const std::string& ns, bool dry_run) {
+  for (const auto& type : model::AllResourceTypes()) {
+    if (!type.namespaced) continue;
+    store::ListOptions opts;
+    opts.resource = type.GroupResource();
+    opts.namespace_ = ns;
+    QM_ASSIGN_OR_RETURN(store::ListResult items, store_.List(opts));
+    for (const auto& obj : items.items) {
+      DeleteOptions options;
+      options.dry_run = dry_run;
+      auto r = Delete(obj.Key(), options);
+      if (!r.ok() && !absl::IsNotFound(r.status())) return r.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key,
+                                                   const DeleteOptions& options) {
+  for (int attempt = 0;; ++attempt) {
+    QM_ASSIGN_OR_RETURN(model::Object current, store_.Get(key));
+    if (options.precondition_uid && *options.precondition_uid != current.meta.uid) {
+      return absl::FailedPreconditionError(
+          "Precondition failed: UID in precondition: " + *options.precondition_uid +
+          ", UID in object meta: " + current.meta.uid);
+    }
+    if (options.precondition_resource_version &&
+        *options.precondition_resource_version != current.meta.resource_version) {
+      return absl::FailedPreconditionError(
+          "Precondition failed: ResourceVersion in precondition: " +
+          std::to_string(*options.precondition_resource_version) +
+          ", ResourceVersion in object meta: " + std::to_string(current.meta.resource_version));
+    }
+    if (key.resource == "namespaces") {
+      QM_RETURN_IF_ERROR(DeleteNamespaceContents(key.name, options.dry_run));
+    }
+    if (options.dry_run) return DeleteResult{current, current.meta.finalizers.empty()};
+    absl::StatusOr<model::Object> result;
+    bool deleted = current.meta.finalizers.empty();
+    if (deleted) {
+      result = store_.Delete(key, current.meta.resource_version);
+    } else if (current.meta.deletion_timestamp.has_value()) {
+      return DeleteResult{current, false};  // already being deleted: nothing changes
+    } else {
+      model::Object marked = current;
+      marked.meta.deletion_timestamp =
+          std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
+      result = store_.Update(marked, current.meta.resource_version);
+    }
+    if (absl::IsAborted(result.status()) && attempt + 1 < kMaxUpdateAttempts) continue;
+    if (!result.ok()) return result.status();
+    return DeleteResult{*std::move(result), deleted};
+  }
+}
+
+absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) {
+  return store_.Get(key);
+}
+
+absl::StatusOr<store::ListResult> ObjectService::List(const ListRequest& request) {
+  const bool filtered = !request.labels.Empty() || !request.fields.Empty();
+  if (!filtered) return store_.List(request.store);
+  // Filter page by page so `limit` counts matching objects.
+  store::ListOptions opts = request.store;
+  store::ListResult out;
+  const int64_t want = request.store.limit;
+  while (true) {
+    opts.limit = want > 0 ? std::max<int64_t>(want * 2, 500) : 0;
+    QM_ASSIGN_OR_RETURN(store::ListResult page, store_.List(opts));
+    if (out.resource_version == 0) out.resource_version = page.resource_version;
+    if (page.items.empty()) return out;
+    opts.after_namespace = page.items.back().meta.namespace_;
+    opts.after_name = page.items.back().meta.name;
+    for (auto& obj : page.items) {
+      if (want > 0 && static_cast<int64_t>(out.items.size()) == want) {
+        out.more = true;
+        return out;
+      }
+      if (request.labels.Matches(obj.meta.labels) && request.fields.Matches(obj.fields)) {
+        out.items.push_back(std::move(obj));
+      }
+    }
+    if (!page.more) return out;
+  }
+}
+
+}  // namespace qm::service

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/id_generator.h"
+#include "model/object.h"
+#include "model/selector.h"
+#include "store/store.h"
+
+namespace qm::service {
+
+struct DeleteOptions {
+  std::optional<std::string> precondition_uid;
+  std::optional<int64_t> precondition_resource_version;
+  bool dry_run = false;
+};
+
+struct DeleteResult {
+  model::Object object;  // last state (deleted) or the object now marked for deletion
+  bool deleted = false;  // false: finalizers remain, only deletionTimestamp was set
+};
+
+struct ListRequest {
+  store::ListOptions store;
+  model::LabelSelector labels;
+  model::FieldSelector fields;
+};
+
+// Kubernetes object-metadata semantics on top of a Store: uid, creationTimestamp and
+// generation assignment; optimistic concurrency with retries for unconditional writes;
+// deletionTimestamp and finalizers; namespaces that must exist and that take their contents
+// with them when deleted. Works on hub-version objects whose body the caller (the REST codecs)
+// has produced. Thread-safe; holds no state of its own besides its dependencies.
+class ObjectService {
+ public:
+  ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids);
+
+  // Stores a new object. Fills uid, creationTimestamp, generation 1, and the name from
+  // generateName when the name is empty. NotFound when its namespace does not exist;
+  // AlreadyExists when the name is taken. With dry_run nothing is written.
+  absl::StatusOr<model::Object> Create(model::Object obj, bool dry_run);
+
+  // Computes the new state from the current one and writes it. `mutate` gets the stored object
+  // and returns the desired object (or an error, returned as is). When the desired object's
+  // resourceVersion is non-zero it must equal the stored one (else Aborted = 409 Conflict);
+  // when it is zero, a concurrent write makes the whole read-mutate-write run again.
+  // Keeps uid and creationTimestamp; bumps generation when spec_digest changed; refuses new
+  // finalizers on an object being deleted; an object being deleted whose last finalizer is
+  // removed is deleted for real (the returned object then carries the deletion's revision).
+  absl::StatusOr<model::Object> Update(
+      const model::ResourceKey& key,
+      const std::function<absl::StatusOr<model::Object>(const model::Object&)>& mutate,
+      bool dry_run);
+
+  absl::StatusOr<DeleteResult> Delete(const model::ResourceKey& key, const DeleteOptions& options);
+
+  absl::StatusOr<model::Object> Get(const model::ResourceKey& key);
+
+  // Lists with label and field selectors applied. `limit` counts matching objects.
+  absl::StatusOr<store::ListResult> List(const ListRequest& request);
+
+  store::Store& store() { return store_; }
+
+ private:
+  absl::Status CheckNamespace(const std::string& ns);
+  absl::Status DeleteNamespaceContents(const std::string& ns, bool dry_run);
+
+  store::Store& store_;
+  const Clock& clock_;
+  IdGenerator& ids_;
+};
+
+}  // namespace qm::service

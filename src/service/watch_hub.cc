@@ -1,0 +1,116 @@
+#include "service/watch_hub.h"
+
+#include "spdlog/spdlog.h"
+
+namespace qm::service {
+namespace {
+
+constexpr int64_t kBatch = 1000;
+constexpr auto kIdleWait = std::chrono::milliseconds(1000);
+constexpr auto kCompactEvery = std::chrono::seconds(60);
+
+}  // namespace
+
+WatchHub::WatchHub(store::Store& store, WatchHubOptions options)
+    : store_(store), options_(options) {}
+
+WatchHub::~WatchHub() { Stop(); }
+
+void WatchHub::Start() {
+  auto rv = store_.CurrentRevision();
+  last_rv_ = rv.ok() ? *rv : 0;
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void WatchHub::Stop() {
+  if (!running_.exchange(false)) return;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  watchers_.clear();
+}
+
+size_t WatchHub::watcher_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watchers_.size();
+}
+
+absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_rv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t dispatched = last_rv_.load();
+  if (from_rv < dispatched) {
+    // Replay what the hub has already passed; newer changes come through Run().
+    int64_t cursor = from_rv;
+    while (cursor < dispatched) {
+      auto events = store_.ChangesSince(cursor, kBatch);
+      if (!events.ok()) return events.status();
+      if (events->empty()) break;
+      for (const auto& ev : *events) {
+        if (ev.object.meta.resource_version > dispatched) {
+          cursor = dispatched;
+          break;
+        }
+        if (!watcher->Deliver(ev)) return absl::OkStatus();
+        cursor = ev.object.meta.resource_version;
+      }
+    }
+  }
+  watchers_.push_back(Entry{std::move(watcher), from_rv});
+  return absl::OkStatus();
+}
+
+void WatchHub::DispatchLocked(const model::WatchEvent& event) {
+  const int64_t rv = event.object.meta.resource_version;
+  for (size_t i = 0; i < watchers_.size();) {
+    Entry& e = watchers_[i];
+    if (rv > e.start_rv && !e.watcher->Deliver(event)) {
+      watchers_.erase(watchers_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+}
+
+void WatchHub::Run() {
+  auto last_compact = std::chrono::steady_clock::now();
+  auto last_tick = std::chrono::steady_clock::now();
+  while (running_) {
+    auto events = store_.ChangesSince(last_rv_.load(), kBatch);
+    if (!events.ok()) {
+      spdlog::warn("watch hub: reading the change log failed: {}", events.status().ToString());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    if (!events->empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& ev : *events) {
+        DispatchLocked(ev);
+        last_rv_ = ev.object.meta.resource_version;
+      }
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (events->empty() || now - last_tick >= kIdleWait) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < watchers_.size();) {
+        if (!watchers_[i].watcher->Tick(last_rv_.load())) {
+          watchers_.erase(watchers_.begin() + static_cast<std::ptrdiff_t>(i));
+          continue;
+        }
+        ++i;
+      }
+      last_tick = now;
+    }
+    if (now - last_compact >= kCompactEvery) {
+      last_compact = now;
+      int64_t through = last_rv_.load() - options_.history;
+      if (through > 0) {
+        if (auto st = store_.Compact(through); !st.ok()) {
+          spdlog::warn("watch hub: compaction failed: {}", st.ToString());
+        }
+      }
+    }
+    if (events->empty()) store_.WaitForChanges(last_rv_.load(), kIdleWait);
+  }
+}
+
+}  // namespace qm::service

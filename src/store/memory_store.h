@@ -1,0 +1,41 @@
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+#include "store/store.h"
+
+namespace qm::store {
+
+// An in-memory Store for unit tests and for running without a database. Holds the whole change
+// log until Compact. Thread-safe.
+class MemoryStore final : public Store {
+ public:
+  absl::StatusOr<model::Object> Create(const model::Object& obj) override;
+  absl::StatusOr<model::Object> Update(const model::Object& obj, int64_t expected_rv) override;
+  absl::StatusOr<model::Object> Delete(const model::ResourceKey& key, int64_t expected_rv) override;
+  absl::StatusOr<model::Object> Get(const model::ResourceKey& key) override;
+  absl::StatusOr<ListResult> List(const ListOptions& options) override;
+  absl::StatusOr<int64_t> CurrentRevision() override;
+  absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
+                                                              int64_t limit) override;
+  void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;
+  absl::Status Compact(int64_t through_rv) override;
+  absl::Status Ping() override { return absl::OkStatus(); }
+
+ private:
+  void AppendLocked(model::EventType type, const model::Object& obj)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t compacted_through_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<model::ResourceKey, model::Object> objects_ ABSL_GUARDED_BY(mu_);
+  std::deque<model::WatchEvent> log_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace qm::store

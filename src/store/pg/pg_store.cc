@@ -1,0 +1,379 @@
+#include "store/pg/pg_store.h"
+
+#include <limits>
+#include <set>
+#include <thread>
+
+#include <pqxx/pqxx>
+
+#include <nlohmann/json.hpp>
+
+#include "store/pg/migrations.h"
+#include "store/pg/queries.h"
+
+namespace qm::store::pg {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::system_clock;
+
+int64_t ToEpoch(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+Clock::time_point FromEpoch(int64_t s) { return Clock::time_point(std::chrono::seconds(s)); }
+
+// Columns that are JSON in the database, built from the typed metadata.
+struct JsonColumns {
+  std::string labels;
+  std::string meta;
+  std::string fields;
+};
+
+JsonColumns EncodeColumns(const model::Object& obj) {
+  json meta = json::object();
+  if (!obj.meta.annotations.empty()) meta["annotations"] = obj.meta.annotations;
+  if (!obj.meta.finalizers.empty()) meta["finalizers"] = obj.meta.finalizers;
+  if (!obj.meta.generate_name.empty()) meta["generateName"] = obj.meta.generate_name;
+  if (!obj.meta.owner_references.empty()) meta["ownerReferences"] = obj.meta.owner_references;
+  return JsonColumns{json(obj.meta.labels).dump(), meta.dump(), json(obj.fields).dump()};
+}
+
+void DecodeColumns(const std::string& labels, const std::string& meta_text,
+                   const std::string& fields, model::Object* obj) {
+  obj->meta.labels = json::parse(labels).get<std::map<std::string, std::string>>();
+  obj->fields = json::parse(fields).get<std::map<std::string, std::string>>();
+  json meta = json::parse(meta_text);
+  if (meta.contains("annotations")) {
+    obj->meta.annotations = meta["annotations"].get<std::map<std::string, std::string>>();
+  }
+  if (meta.contains("finalizers")) {
+    obj->meta.finalizers = meta["finalizers"].get<std::vector<std::string>>();
+  }
+  if (meta.contains("generateName")) obj->meta.generate_name = meta["generateName"];
+  if (meta.contains("ownerReferences")) obj->meta.owner_references = meta["ownerReferences"];
+}
+
+// The change-log form of an object: everything needed to rebuild it.
+std::string EncodeSnapshot(const model::Object& obj) {
+  JsonColumns cols = EncodeColumns(obj);
+  json j = {{"resource", obj.resource},
+            {"namespace", obj.meta.namespace_},
+            {"name", obj.meta.name},
+            {"uid", obj.meta.uid},
+            {"resourceVersion", obj.meta.resource_version},
+            {"generation", obj.meta.generation},
+            {"creationTimestamp", ToEpoch(obj.meta.creation_timestamp)},
+            {"deletionTimestamp",
+             obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0},
+            {"labels", json::parse(cols.labels)},
+            {"meta", json::parse(cols.meta)},
+            {"fields", json::parse(cols.fields)},
+            {"specDigest", obj.spec_digest},
+            {"body", json::parse(obj.body)}};
+  return j.dump();
+}
+
+model::Object DecodeSnapshot(const std::string& text) {
+  json j = json::parse(text);
+  model::Object obj;
+  obj.resource = j["resource"];
+  obj.meta.namespace_ = j["namespace"];
+  obj.meta.name = j["name"];
+  obj.meta.uid = j["uid"];
+  obj.meta.resource_version = j["resourceVersion"];
+  obj.meta.generation = j["generation"];
+  obj.meta.creation_timestamp = FromEpoch(j["creationTimestamp"].get<int64_t>());
+  int64_t del = j["deletionTimestamp"].get<int64_t>();
+  if (del != 0) obj.meta.deletion_timestamp = FromEpoch(del);
+  DecodeColumns(j["labels"].dump(), j["meta"].dump(), j["fields"].dump(), &obj);
+  obj.spec_digest = j["specDigest"];
+  obj.body = j["body"].dump();
+  return obj;
+}
+
+model::Object DecodeRow(const pqxx::row& r) {
+  model::Object obj;
+  obj.resource = r[0].as<std::string>();
+  obj.meta.namespace_ = r[1].as<std::string>();
+  obj.meta.name = r[2].as<std::string>();
+  obj.meta.uid = r[3].as<std::string>();
+  obj.meta.resource_version = r[4].as<int64_t>();
+  obj.meta.generation = r[5].as<int64_t>();
+  obj.meta.creation_timestamp = FromEpoch(r[6].as<int64_t>());
+  int64_t del = r[7].as<int64_t>();
+  if (del != 0) obj.meta.deletion_timestamp = FromEpoch(del);
+  DecodeColumns(r[8].as<std::string>(), r[9].as<std::string>(), r[10].as<std::string>(), &obj);
+  obj.spec_digest = r[11].as<std::string>();
+  obj.body = r[12].as<std::string>();
+  return obj;
+}
+
+absl::Status NotFound(const model::ResourceKey& key) {
+  return absl::NotFoundError(key.resource + " \"" + key.name + "\" not found");
+}
+
+absl::Status Conflict(const model::ResourceKey& key) {
+  return absl::AbortedError("Operation cannot be fulfilled on " + key.resource + " \"" + key.name +
+                            "\": the object has been modified; please apply your changes to the "
+                            "latest version and try again");
+}
+
+// Runs `fn` with a leased connection and maps libpqxx exceptions to Status. The only place
+// exceptions from libpqxx are caught.
+template <typename Fn>
+auto WithConnection(ConnectionPool& pool, Fn&& fn)
+    -> decltype(fn(std::declval<pqxx::connection&>())) {
+  auto lease = pool.Acquire();
+  if (!lease.ok()) return lease.status();
+  try {
+    return fn(**lease);
+  } catch (const pqxx::broken_connection& e) {
+    lease->MarkBroken();
+    return absl::UnavailableError(std::string("database connection lost: ") + e.what());
+  } catch (const pqxx::unique_violation& e) {
+    return absl::AlreadyExistsError(std::string("already exists: ") + e.what());
+  } catch (const pqxx::serialization_failure& e) {
+    return absl::AbortedError(std::string("serialization failure: ") + e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    lease->MarkBroken();
+    return absl::UnavailableError(std::string("commit outcome unknown: ") + e.what());
+  } catch (const pqxx::sql_error& e) {
+    return absl::InternalError(std::string("database error: ") + e.what());
+  } catch (const json::exception& e) {
+    return absl::InternalError(std::string("corrupt stored object: ") + e.what());
+  } catch (const std::exception& e) {
+    lease->MarkBroken();
+    return absl::InternalError(std::string("database error: ") + e.what());
+  }
+}
+
+int64_t NextRevision(pqxx::work& tx) {
+  tx.exec(queries::kLockWrites);
+  return tx.exec1(queries::kNextRevision)[0].as<int64_t>();
+}
+
+void AppendChange(pqxx::work& tx, const char* type, const model::Object& obj) {
+  tx.exec_params0(queries::kInsertChange, obj.meta.resource_version, type, obj.resource,
+                  obj.meta.namespace_, obj.meta.name, EncodeSnapshot(obj));
+  tx.exec_params(queries::kNotify, obj.meta.resource_version);
+}
+
+pqxx::result WriteObject(pqxx::work& tx, const char* sql, const model::Object& obj,
+                         bool with_expected, int64_t expected_rv) {
+  JsonColumns cols = EncodeColumns(obj);
+  int64_t del = obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0;
+  if (with_expected) {
+    return tx.exec_params(sql, obj.resource, obj.meta.namespace_, obj.meta.name, obj.meta.uid,
+                          obj.meta.resource_version, obj.meta.generation,
+                          ToEpoch(obj.meta.creation_timestamp), del, cols.labels, cols.meta,
+                          cols.fields, obj.spec_digest, obj.body, expected_rv);
+  }
+  return tx.exec_params(sql, obj.resource, obj.meta.namespace_, obj.meta.name, obj.meta.uid,
+                        obj.meta.resource_version, obj.meta.generation,
+                        ToEpoch(obj.meta.creation_timestamp), del, cols.labels, cols.meta,
+                        cols.fields, obj.spec_digest, obj.body);
+}
+
+}  // namespace
+
+struct PgStore::Listener {
+  explicit Listener(const std::string& url) : conn(url), receiver(conn) {}
+
+  struct Receiver final : pqxx::notification_receiver {
+    explicit Receiver(pqxx::connection& c) : pqxx::notification_receiver(c, "qm_changes") {}
+    void operator()(const std::string&, int) override {}
+  };
+  pqxx::connection conn;
+  Receiver receiver;
+};
+
+PgStore::PgStore(std::string url, std::unique_ptr<ConnectionPool> pool)
+    : url_(std::move(url)), pool_(std::move(pool)) {}
+
+PgStore::~PgStore() = default;
+
+absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& url, int pool_size) {
+  auto store =
+      std::unique_ptr<PgStore>(new PgStore(url, std::make_unique<ConnectionPool>(url, pool_size)));
+  if (auto st = store->Ping(); !st.ok()) return st;
+  return store;
+}
+
+absl::StatusOr<model::Object> PgStore::Create(const model::Object& obj) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
+    pqxx::work tx(c);
+    model::Object stored = obj;
+    stored.meta.resource_version = NextRevision(tx);
+    if (WriteObject(tx, queries::kInsertObject, stored, false, 0).empty()) {
+      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
+    }
+    AppendChange(tx, "ADDED", stored);
+    tx.commit();
+    return stored;
+  });
+}
+
+absl::StatusOr<model::Object> PgStore::Update(const model::Object& obj, int64_t expected_rv) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
+    pqxx::work tx(c);
+    model::Object stored = obj;
+    stored.meta.resource_version = NextRevision(tx);
+    if (WriteObject(tx, queries::kUpdateObject, stored, true, expected_rv).empty()) {
+      std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectWhere;
+      auto r = tx.exec_params(sql, obj.resource, obj.meta.namespace_, obj.meta.name);
+      return r.empty() ? NotFound(obj.Key()) : Conflict(obj.Key());
+    }
+    AppendChange(tx, "MODIFIED", stored);
+    tx.commit();
+    return stored;
+  });
+}
+
+absl::StatusOr<model::Object> PgStore::Delete(const model::ResourceKey& key, int64_t expected_rv) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
+    pqxx::work tx(c);
+    int64_t rv = NextRevision(tx);
+    std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectForUpdateWhere;
+    auto r = tx.exec_params(sql, key.resource, key.namespace_, key.name);
+    if (r.empty()) return NotFound(key);
+    model::Object last = DecodeRow(r[0]);
+    if (expected_rv != 0 && last.meta.resource_version != expected_rv) return Conflict(key);
+    tx.exec_params0(queries::kDeleteObject, key.resource, key.namespace_, key.name);
+    last.meta.resource_version = rv;
+    AppendChange(tx, "DELETED", last);
+    tx.commit();
+    return last;
+  });
+}
+
+absl::StatusOr<model::Object> PgStore::Get(const model::ResourceKey& key) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
+    pqxx::read_transaction tx(c);
+    std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectWhere;
+    auto r = tx.exec_params(sql, key.resource, key.namespace_, key.name);
+    if (r.empty()) return NotFound(key);
+    return DecodeRow(r[0]);
+  });
+}
+
+absl::StatusOr<ListResult> PgStore::List(const ListOptions& options) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<ListResult> {
+    // One snapshot for the items and the revision they reflect.
+    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+    ListResult result;
+    result.resource_version = tx.exec1(queries::kCurrentRevision)[0].as<int64_t>();
+    int64_t fetch = options.limit > 0 ? options.limit + 1 : std::numeric_limits<int64_t>::max();
+    std::string sql = std::string(queries::kSelectColumns) + queries::kListWhere;
+    auto rows = tx.exec_params(sql, options.resource, options.namespace_, options.after_namespace,
+                               options.after_name, fetch);
+    result.items.reserve(rows.size());
+    for (const auto& row : rows) {
+      if (options.limit > 0 && static_cast<int64_t>(result.items.size()) == options.limit) {
+        result.more = true;
+        break;
+      }
+      result.items.push_back(DecodeRow(row));
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::CurrentRevision() {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::read_transaction tx(c);
+    return tx.exec1(queries::kCurrentRevision)[0].as<int64_t>();
+  });
+}
+
+absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t after_rv,
+                                                                     int64_t limit) {
+  using Result = absl::StatusOr<std::vector<model::WatchEvent>>;
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> Result {
+    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+    int64_t compacted = tx.exec1(queries::kCompactedThrough)[0].as<int64_t>();
+    if (after_rv < compacted) {
+      return absl::OutOfRangeError("too old resource version: " + std::to_string(after_rv) + " (" +
+                                   std::to_string(compacted + 1) + ")");
+    }
+    auto rows = tx.exec_params(queries::kChangesSince, after_rv,
+                               limit > 0 ? limit : std::numeric_limits<int64_t>::max());
+    std::vector<model::WatchEvent> out;
+    out.reserve(rows.size());
+    for (const auto& row : rows) {
+      std::string type = row[1].as<std::string>();
+      model::WatchEvent ev;
+      ev.type = type == "ADDED"     ? model::EventType::kAdded
+                : type == "DELETED" ? model::EventType::kDeleted
+                                    : model::EventType::kModified;
+      ev.object = DecodeSnapshot(row[2].as<std::string>());
+      out.push_back(std::move(ev));
+    }
+    return out;
+  });
+}
+
+void PgStore::WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(listen_mu_);
+  try {
+    if (listener_ == nullptr) {
+      listener_ = std::make_unique<Listener>(url_);
+      // Anything committed before LISTEN took effect is found by the caller's next read.
+      return;
+    }
+    auto secs = timeout.count() / 1000;
+    auto usecs = (timeout.count() % 1000) * 1000;
+    listener_->conn.await_notification(secs, usecs);
+  } catch (const std::exception&) {
+    // Connection trouble: drop the listener and let the caller poll; it reconnects next time.
+    listener_.reset();
+    std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(200)));
+  }
+}
+
+absl::Status PgStore::Compact(int64_t through_rv) {
+  auto r = WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<bool> {
+    pqxx::work tx(c);
+    tx.exec(queries::kLockWrites);
+    tx.exec_params0(queries::kCompactDelete, through_rv);
+    tx.exec_params0(queries::kCompactRecord, through_rv);
+    tx.commit();
+    return true;
+  });
+  return r.status();
+}
+
+absl::Status PgStore::Ping() {
+  auto r = WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<bool> {
+    pqxx::nontransaction tx(c);
+    tx.exec1(queries::kPing);
+    return true;
+  });
+  return r.status();
+}
+
+absl::Status Migrate(const std::string& url) {
+  try {
+    pqxx::connection c(url);
+    pqxx::work tx(c);
+    tx.exec(queries::kLockMigrations);
+    tx.exec0(queries::kCreateMigrationsTable);
+    std::set<std::string> applied;
+    for (const auto& row : tx.exec(queries::kAppliedMigrations)) {
+      applied.insert(row[0].as<std::string>());
+    }
+    for (const auto& [name, sql] : EmbeddedMigrations()) {
+      if (applied.count(name)) continue;
+      tx.exec(sql);
+      tx.exec_params0(queries::kRecordMigration, name);
+    }
+    tx.commit();
+    return absl::OkStatus();
+  } catch (const pqxx::broken_connection& e) {
+    return absl::UnavailableError(std::string("cannot connect to PostgreSQL: ") + e.what());
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("migration failed: ") + e.what());
+  }
+}
+
+}  // namespace qm::store::pg

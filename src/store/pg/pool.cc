@@ -1,0 +1,64 @@
+#include "store/pg/pool.h"
+
+#include <pqxx/pqxx>
+
+namespace qm::store::pg {
+
+ConnectionPool::Lease::Lease(ConnectionPool* pool, std::unique_ptr<pqxx::connection> conn)
+    : pool_(pool), conn_(std::move(conn)) {}
+
+ConnectionPool::Lease::Lease(Lease&& other) noexcept
+    : pool_(other.pool_), conn_(std::move(other.conn_)), broken_(other.broken_) {
+  other.pool_ = nullptr;
+}
+
+ConnectionPool::Lease::~Lease() {
+  if (pool_ != nullptr) pool_->Release(std::move(conn_), broken_);
+}
+
+ConnectionPool::ConnectionPool(std::string url, int size) : url_(std::move(url)), size_(size) {}
+
+ConnectionPool::~ConnectionPool() = default;
+
+absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  available_.wait(lock,
+                  [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !idle_.empty() || open_ < size_; });
+  if (!idle_.empty()) {
+    auto conn = std::move(idle_.back());
+    idle_.pop_back();
+    ++in_use_;
+    return Lease(this, std::move(conn));
+  }
+  ++open_;
+  ++in_use_;
+  lock.unlock();
+  try {
+    auto conn = std::make_unique<pqxx::connection>(url_);
+    return Lease(this, std::move(conn));
+  } catch (const std::exception& e) {
+    lock.lock();
+    --open_;
+    --in_use_;
+    available_.notify_one();
+    return absl::UnavailableError(std::string("cannot connect to PostgreSQL: ") + e.what());
+  }
+}
+
+int ConnectionPool::InUse() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
+void ConnectionPool::Release(std::unique_ptr<pqxx::connection> conn, bool broken) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_use_;
+  if (broken || conn == nullptr || !conn->is_open()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(conn));
+  }
+  available_.notify_one();
+}
+
+}  // namespace qm::store::pg

@@ -1,0 +1,61 @@
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+
+#include <pqxx/connection>
+
+namespace qm::store::pg {
+
+// A fixed-size pool of libpq connections. A leased connection is used by one thread at a time
+// and goes back to the pool when the Lease ends; a lease marked broken is replaced by a fresh
+// connection on the next Acquire. Thread-safe.
+class ConnectionPool {
+ public:
+  class Lease {
+   public:
+    Lease(ConnectionPool* pool, std::unique_ptr<pqxx::connection> conn);
+    Lease(Lease&&) noexcept;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    pqxx::connection& operator*() { return *conn_; }
+    pqxx::connection* operator->() { return conn_.get(); }
+    // The connection failed; do not return it to the pool.
+    void MarkBroken() { broken_ = true; }
+
+   private:
+    ConnectionPool* pool_;
+    std::unique_ptr<pqxx::connection> conn_;
+    bool broken_ = false;
+  };
+
+  ConnectionPool(std::string url, int size);
+  ~ConnectionPool();
+
+  // Waits for a free connection, opening one if needed. Unavailable if the database cannot be
+  // reached.
+  absl::StatusOr<Lease> Acquire();
+
+  int size() const { return size_; }
+  // Connections currently leased out (for the pool-use metric).
+  int InUse();
+
+ private:
+  void Release(std::unique_ptr<pqxx::connection> conn, bool broken);
+
+  const std::string url_;
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_ ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  int in_use_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace qm::store::pg

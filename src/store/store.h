@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/object.h"
+
+namespace qm::store {
+
+struct ListOptions {
+  std::string resource;    // group-qualified plural, required
+  std::string namespace_;  // empty: all namespaces (or a cluster-scoped resource)
+  // Continue after this (namespace, name) position, in key order; empty: from the start.
+  std::string after_namespace;
+  std::string after_name;
+  int64_t limit = 0;  // 0: no limit
+};
+
+struct ListResult {
+  std::vector<model::Object> items;  // ordered by (namespace, name)
+  int64_t resource_version = 0;      // the store revision the list reflects
+  bool more = false;                 // more items exist past the last one returned
+};
+
+// Durable home of every API object, with a change log that watches replay.
+//
+// Contract shared by all implementations (checked by tests/integration/store_conformance):
+//  * Every successful write takes the next value of one global, strictly increasing revision,
+//    stores it as the object's resource_version, and appends exactly one WatchEvent with that
+//    revision to the change log, atomically with the write. Revisions become visible in order:
+//    once ChangesSince returns revision N, no change with a revision below N appears later.
+//  * Create fails with AlreadyExists when the key exists.
+//  * Update and Delete take the revision the caller last saw; a mismatch is Aborted
+//    (a Kubernetes 409 Conflict); a missing key is NotFound. expected_rv == 0 skips the check.
+//  * uid, creation_timestamp, generation and the body are stored as given: metadata policy
+//    (what changes bump generation, finalizers) belongs to the service layer.
+//  * Errors from the backend map to Unavailable (connection), Aborted (serialization) or
+//    Internal; no exception escapes.
+// Implementations are thread-safe.
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual absl::StatusOr<model::Object> Create(const model::Object& obj) = 0;
+  virtual absl::StatusOr<model::Object> Update(const model::Object& obj, int64_t expected_rv) = 0;
+  // Removes the object; returns its last state carrying the deletion's revision.
+  virtual absl::StatusOr<model::Object> Delete(const model::ResourceKey& key,
+                                               int64_t expected_rv) = 0;
+  virtual absl::StatusOr<model::Object> Get(const model::ResourceKey& key) = 0;
+  virtual absl::StatusOr<ListResult> List(const ListOptions& options) = 0;
+
+  // The newest revision written.
+  virtual absl::StatusOr<int64_t> CurrentRevision() = 0;
+
+  // Changes with revision > `after_rv`, oldest first, at most `limit` of them.
+  // OutOfRange when `after_rv` is older than the compacted part of the log (a 410 Expired).
+  virtual absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
+                                                                      int64_t limit) = 0;
+
+  // Blocks until a change newer than `after_rv` may exist or `timeout` passes. Spurious
+  // wake-ups are allowed; callers re-read with ChangesSince.
+  virtual void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) = 0;
+
+  // Drops change-log entries with revision <= `through_rv` (never the newest one).
+  virtual absl::Status Compact(int64_t through_rv) = 0;
+
+  // Cheap liveness probe of the backend (for /readyz).
+  virtual absl::Status Ping() = 0;
+};
+
+}  // namespace qm::store

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# End-to-end: the real kubectl against a real quartermaster with its embedded PostgreSQL.
+# Usage: kubectl_e2e.sh <path to quartermaster> <seeds dir>
+set -u
+QM_BIN=$(realpath "$1")
+SEEDS=$(realpath "$2")
+WORK=$(mktemp -d /tmp/qm-e2e-XXXXXX)
+chmod 755 "$WORK"
+export HOME="$WORK/home"   # fresh kubectl discovery and /version caches
+mkdir -p "$HOME"
+failures=0
+checks=0
+SERVER_PID=""
+
+cleanup() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+  fi
+  # A server killed with -9 leaves its PostgreSQL running: stop it.
+  for pgdir in "$WORK"/data/postgres; do
+    [ -f "$pgdir/postmaster.pid" ] || continue
+    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$pgdir" -m fast -w stop >/dev/null 2>&1
+    else "$bin/pg_ctl" -D "$pgdir" -m fast -w stop >/dev/null 2>&1; fi
+  done
+  [ -n "${QM_E2E_KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+start_server() {
+  "$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
+    > "$WORK/server.out" 2> "$WORK/server.err" &
+  SERVER_PID=$!
+  for _ in $(seq 1 300); do
+    line=$(grep -m1 '^LISTENING ' "$WORK/server.out" 2>/dev/null) && break
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then echo "server died:"; cat "$WORK/server.err"; exit 1; fi
+    sleep 0.1
+  done
+  [ -n "${line:-}" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
+  URL=${line#LISTENING }
+  : > "$WORK/server.out"
+}
+
+k() { kubectl -s "$URL" "$@" 2>&1; }
+
+check() {  # check <description> <haystack> <needle> [<needle>...]
+  local desc=$1 out=$2; shift 2
+  checks=$((checks + 1))
+  for needle in "$@"; do
+    if ! grep -qF -- "$needle" <<<"$out"; then
+      echo "FAIL: $desc: missing '$needle' in:"; echo "$out" | sed 's/^/    /'
+      failures=$((failures + 1)); return
+    fi
+  done
+  echo "ok:   $desc"
+}
+
+check_not() {  # check_not <description> <haystack> <needle>
+  checks=$((checks + 1))
+  if grep -qF -- "$3" <<<"$2"; then
+    echo "FAIL: $1: unexpected '$3' in:"; echo "$2" | sed 's/^/    /'; failures=$((failures + 1))
+  else
+    echo "ok:   $1"
+  fi
+}
+
+start_server
+
+# --- create every seed kind this issue serves -------------------------------------------------
+check "apply inventory (Nodes, ResourceSlices)" "$(k apply -f "$SEEDS/00-inventory.yaml")" \
+  "node/gpu-node-a created" "resourceslice.resource.k8s.io/gpu-node-c-gpu.nvidia.com created"
+check "apply namespace" "$(k apply -f "$SEEDS/01-namespace.yaml")" "namespace/dra-test created"
+check "apply device classes" "$(k apply -f "$SEEDS/02-deviceclass-a100-80g.yaml" -f "$SEEDS/03-deviceclass-gpu.yaml")" \
+  "deviceclass.resource.k8s.io/a100-80g created" "deviceclass.resource.k8s.io/gpu.nvidia.com created"
+check "apply v1beta1 claim (deprecation warning)" "$(k apply -f "$SEEDS/04-resourceclaim-v1beta1.yaml")" \
+  "resourceclaim.resource.k8s.io/gpu-claim created" "Warning: resource.k8s.io/v1beta1 ResourceClaim is deprecated"
+check "apply v1 claim" "$(k apply -f "$SEEDS/07-resourceclaim-v1.yaml")" "resourceclaim.resource.k8s.io/gpu-claim-v1 created"
+check "apply claim template" "$(k apply -f "$SEEDS/12-claimtemplate-per-pod.yaml")" \
+  "resourceclaimtemplate.resource.k8s.io/one-gpu created"
+check "apply firstAvailable claim" "$(k apply -f "$SEEDS/14-claim-fallback-l4-or-a100.yaml")" \
+  "resourceclaim.resource.k8s.io/a100-or-two-l4 created"
+
+# --- get with the upstream columns ------------------------------------------------------------
+out=$(k get resourceslices)
+check "get resourceslices columns" "$out" "NAME" "NODE" "DRIVER" "POOL" "AGE" \
+  "gpu-node-b-gpu.nvidia.com   gpu-node-b   gpu.nvidia.com   gpu-node-b"
+check "18 devices published" "$(k get resourceslices -o jsonpath='{range .items[*]}{range .spec.devices[*]}{.name}{"\n"}{end}{end}' | grep -c .)" "18"
+check "get resourceclaims -A columns" "$(k get resourceclaims -A)" "NAMESPACE   NAME" "STATE" "AGE"
+check "claim row shows namespace and state" "$(k get resourceclaims -A | grep -w gpu-claim | tr -s ' ')" \
+  "dra-test gpu-claim pending"
+check "get deviceclasses" "$(k get deviceclasses)" "a100-80g" "gpu.nvidia.com"
+check "get nodes" "$(k get nodes)" "gpu-node-a" "gpu-node-c"
+check "get namespaces" "$(k get namespaces)" "default" "dra-test" "Active"
+check "get claim templates" "$(k get resourceclaimtemplates -n dra-test)" "one-gpu"
+check "get by label" "$(k get nodes -l accelerator=example-gpu-x100 -o name)" "node/gpu-node-a"
+check_not "label selector excludes" "$(k get nodes -l accelerator=example-gpu-x100 -o name)" "gpu-node-b"
+check "field selector on slices" "$(k get resourceslices --field-selector spec.nodeName=gpu-node-c -o name)" \
+  "resourceslice.resource.k8s.io/gpu-node-c-gpu.nvidia.com"
+check "chunked list" "$(k get resourceslices --chunk-size=1 -o name | wc -l)" "3"
+check "not found" "$(k get resourceclaim nope -n dra-test)" \
+  'Error from server (NotFound): resourceclaims.resource.k8s.io "nope" not found'
+
+# --- -o yaml in v1 and v1beta1 ----------------------------------------------------------------
+out=$(k get resourceclaim gpu-claim -n dra-test -o yaml)
+check "v1beta1-created claim read as v1" "$out" "apiVersion: resource.k8s.io/v1" "exactly:" \
+  "deviceClassName: gpu.nvidia.com" "allocationMode: ExactCount" 'resourceVersion: "'
+out=$(k get resourceclaims.v1beta1.resource.k8s.io gpu-claim-v1 -n dra-test -o yaml)
+check "v1-created claim read as v1beta1" "$out" "apiVersion: resource.k8s.io/v1beta1" \
+  "  - allocationMode: ExactCount" "deviceClassName: gpu.nvidia.com"
+check_not "v1beta1 has no exactly" "$out" "exactly:"
+out=$(k get resourceslices.v1beta1.resource.k8s.io gpu-node-a-gpu.nvidia.com -o yaml)
+check "slice read as v1beta1 has basic" "$out" "basic:" "productName:"
+
+# --- re-apply, edit, server-side apply --------------------------------------------------------
+out=$(k apply -f "$SEEDS/00-inventory.yaml" -f "$SEEDS/01-namespace.yaml" -f "$SEEDS/02-deviceclass-a100-80g.yaml" -f "$SEEDS/03-deviceclass-gpu.yaml")
+check "re-apply prints unchanged" "$out" "node/gpu-node-a unchanged" \
+  "resourceslice.resource.k8s.io/gpu-node-a-gpu.nvidia.com unchanged" "namespace/dra-test unchanged" \
+  "deviceclass.resource.k8s.io/a100-80g unchanged"
+check_not "re-apply changes nothing" "$out" "configured"
+sed 's/^  name: a100-80g$/  name: a100-80g\n  labels:\n    tier: premium/' "$SEEDS/02-deviceclass-a100-80g.yaml" > "$WORK/edited.yaml"
+check "edit prints configured" "$(k apply -f "$WORK/edited.yaml")" "deviceclass.resource.k8s.io/a100-80g configured"
+check "edit is stored" "$(k get deviceclass a100-80g --show-labels)" "tier=premium"
+check "server-side apply of new object" "$(k apply --server-side -f "$SEEDS/12-claimtemplate-per-pod.yaml" -n dra-test)" \
+  "resourceclaimtemplate.resource.k8s.io/one-gpu serverside-applied"
+sed 's/gpu-claim-v1/ssa-claim/' "$SEEDS/07-resourceclaim-v1.yaml" > "$WORK/ssa.yaml"
+check "server-side apply creates" "$(k apply --server-side -f "$WORK/ssa.yaml")" \
+  "resourceclaim.resource.k8s.io/ssa-claim serverside-applied"
+check "ssa object exists" "$(k get resourceclaim ssa-claim -n dra-test -o name)" "resourceclaim.resource.k8s.io/ssa-claim"
+check "merge patch" "$(k patch deviceclass gpu.nvidia.com --type merge -p '{"metadata":{"labels":{"p":"merge"}}}')" "patched"
+check "json patch" "$(k patch deviceclass gpu.nvidia.com --type json -p '[{"op":"add","path":"/metadata/labels/j","value":"json"}]')" "patched"
+check "strategic patch on node" "$(k patch node gpu-node-b -p '{"metadata":{"labels":{"s":"smp"}}}')" "patched"
+check "patches stored" "$(k get deviceclass gpu.nvidia.com --show-labels; k get node gpu-node-b --show-labels)" "j=json" "p=merge" "s=smp"
+check "dry-run create stores nothing" "$(sed 's/gpu-claim-v1/dry-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k create --dry-run=server -f -)" "dry-claim created (server dry run)"
+check "dry-run object absent" "$(k get resourceclaim dry-claim -n dra-test)" "NotFound"
+check "create existing is AlreadyExists" "$(k create -f "$SEEDS/07-resourceclaim-v1.yaml")" \
+  'Error from server (AlreadyExists)' 'resourceclaims.resource.k8s.io "gpu-claim-v1" already exists'
+
+# --- explain ----------------------------------------------------------------------------------
+check "explain resourceclaims.spec.devices" "$(k explain resourceclaims.spec.devices)" \
+  "KIND:       ResourceClaim" "requests" "constraints"
+check "explain v1beta1 slice devices" "$(k explain resourceslices.spec.devices --api-version=resource.k8s.io/v1beta1)" "basic"
+
+# --- invalid manifests ------------------------------------------------------------------------
+cat > "$WORK/invalid.yaml" <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: Bad_Name
+  namespace: dra-test
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        allocationMode: Sometimes
+YAML
+out=$(k apply -f "$WORK/invalid.yaml")
+check "invalid manifest is rejected with field paths" "$out" 'The ResourceClaim "Bad_Name" is invalid' \
+  "metadata.name: Invalid value" "spec.devices.requests[0].exactly.allocationMode"
+cat > "$WORK/unknown.yaml" <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: strict
+spec:
+  selectorz: []
+YAML
+check "unknown field is a strict decoding error" "$(k apply -f "$WORK/unknown.yaml")" 'unknown field "spec.selectorz"'
+cat > "$WORK/nons.yaml" <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: orphan
+  namespace: no-such-namespace
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+YAML
+check "namespace must exist" "$(k apply -f "$WORK/nons.yaml")" 'namespaces "no-such-namespace" not found'
+
+# --- watch ------------------------------------------------------------------------------------
+kubectl -s "$URL" get resourceclaims -n dra-test -w --output-watch-events > "$WORK/watch.txt" 2>&1 &
+WATCH_PID=$!
+sleep 2
+k label resourceclaim gpu-claim -n dra-test watched=yes >/dev/null
+sed 's/gpu-claim-v1/watched-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k apply -f - >/dev/null
+k delete resourceclaim watched-claim -n dra-test >/dev/null
+sleep 2
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
+out=$(cat "$WORK/watch.txt")
+check "get -w prints ADDED/MODIFIED/DELETED" "$out" "EVENT" "ADDED      gpu-claim" "MODIFIED   gpu-claim" \
+  "ADDED      watched-claim" "DELETED    watched-claim"
+kubectl -s "$URL" get deviceclass a100-80g -w -o name > "$WORK/watch1.txt" 2>&1 &
+WATCH_PID=$!
+sleep 2
+k label deviceclass a100-80g round=two >/dev/null
+sleep 2
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
+check "single-object watch sees the first change" "$(grep -c deviceclass "$WORK/watch1.txt")" "2"
+
+# --- delete -----------------------------------------------------------------------------------
+check "delete -f" "$(k delete -f "$SEEDS/07-resourceclaim-v1.yaml")" 'resourceclaim.resource.k8s.io "gpu-claim-v1" deleted'
+check "deleted claim is gone" "$(k get resourceclaim gpu-claim-v1 -n dra-test)" "NotFound"
+k patch resourceclaim gpu-claim -n dra-test --type merge -p '{"metadata":{"finalizers":["example.com/hold"]}}' >/dev/null
+k delete resourceclaim gpu-claim -n dra-test --wait=false >/dev/null
+check "finalizer keeps object with deletionTimestamp" "$(k get resourceclaim gpu-claim -n dra-test)" "deleted,pending"
+k patch resourceclaim gpu-claim -n dra-test --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
+check "removing the last finalizer deletes" "$(k get resourceclaim gpu-claim -n dra-test)" "NotFound"
+
+# --- kill -9 between create and get -----------------------------------------------------------
+sed 's/gpu-claim-v1/durable-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k create -f - >/dev/null
+kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+start_server
+check "kill -9 loses nothing" "$(k get resourceclaim durable-claim -n dra-test -o name)" "resourceclaim.resource.k8s.io/durable-claim"
+check "inventory kept across restart" "$(k get resourceslices -o name | wc -l)" "3"
+
+# --- namespace deletion takes its contents ----------------------------------------------------
+k delete namespace dra-test >/dev/null
+check "namespace contents deleted" "$(k get resourceclaims -A)" "No resources found"
+
+# --- graceful shutdown ------------------------------------------------------------------------
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?
+SERVER_PID=""
+check "SIGTERM exits cleanly" "rc=$rc" "rc=0"
+
+echo "$checks checks, $failures failed"
+[ "$failures" -eq 0 ]

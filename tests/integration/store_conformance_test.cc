@@ -1,0 +1,272 @@
+// One conformance suite for the Store contract (src/store/store.h), run against every
+// implementation: the in-memory store and the PostgreSQL store.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "pg_test_env.h"
+#include "store/memory_store.h"
+#include "store/pg/pg_store.h"
+
+namespace qm::store {
+namespace {
+
+using nlohmann::json;
+
+model::Object MakeObject(const std::string& resource, const std::string& ns,
+                         const std::string& name, const std::string& body = R"({"spec":{"a":1}})") {
+  model::Object o;
+  o.resource = resource;
+  o.meta.name = name;
+  o.meta.namespace_ = ns;
+  o.meta.uid = "uid-" + resource + "-" + ns + "-" + name;
+  o.meta.generation = 1;
+  o.meta.creation_timestamp =
+      std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
+  o.meta.labels = {{"app", "demo"}};
+  o.meta.annotations = {{"note", "x"}};
+  o.meta.finalizers = {"example.com/f"};
+  o.body = body;
+  o.spec_digest = body;
+  o.fields = {{"metadata.name", name}, {"spec.nodeName", "n1"}};
+  return o;
+}
+
+struct MemoryFactory {
+  static std::unique_ptr<Store> Make() { return std::make_unique<MemoryStore>(); }
+};
+
+struct PgFactory {
+  static std::unique_ptr<Store> Make() {
+    testing::PgTestEnv::Get().Reset();
+    auto s = pg::PgStore::Open(testing::PgTestEnv::Get().url(), 4);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(s).value();
+  }
+};
+
+template <typename Factory>
+class StoreConformanceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { store_ = Factory::Make(); }
+  std::unique_ptr<Store> store_;
+};
+
+using Factories = ::testing::Types<MemoryFactory, PgFactory>;
+TYPED_TEST_SUITE(StoreConformanceTest, Factories);
+
+TYPED_TEST(StoreConformanceTest, CreateAssignsIncreasingRevisionsAndRoundTrips) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = this->store_->Create(MakeObject("things", "ns", "b"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_GT(a->meta.resource_version, 0);
+  EXPECT_GT(b->meta.resource_version, a->meta.resource_version);
+
+  auto got = this->store_->Get(model::ResourceKey{"things", "ns", "a"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->meta, a->meta);
+  EXPECT_EQ(got->meta.labels.at("app"), "demo");
+  EXPECT_EQ(got->meta.finalizers, std::vector<std::string>{"example.com/f"});
+  EXPECT_EQ(json::parse(got->body), json::parse(R"({"spec":{"a":1}})"));
+  EXPECT_EQ(got->fields.at("spec.nodeName"), "n1");
+  EXPECT_EQ(got->spec_digest, R"({"spec":{"a":1}})");
+}
+
+TYPED_TEST(StoreConformanceTest, CreateOfExistingKeyIsAlreadyExists) {
+  ASSERT_TRUE(this->store_->Create(MakeObject("things", "ns", "a")).ok());
+  auto again = this->store_->Create(MakeObject("things", "ns", "a"));
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
+  // Same name in another namespace or resource is a different key.
+  EXPECT_TRUE(this->store_->Create(MakeObject("things", "other", "a")).ok());
+  EXPECT_TRUE(this->store_->Create(MakeObject("others", "ns", "a")).ok());
+}
+
+TYPED_TEST(StoreConformanceTest, UpdateChecksExpectedRevision) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  ASSERT_TRUE(a.ok());
+  model::Object next = *a;
+  next.body = R"({"spec":{"a":2}})";
+  auto stale = this->store_->Update(next, a->meta.resource_version + 100);
+  EXPECT_TRUE(absl::IsAborted(stale.status())) << stale.status();
+  auto updated = this->store_->Update(next, a->meta.resource_version);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_GT(updated->meta.resource_version, a->meta.resource_version);
+  // The old revision is now stale too.
+  auto again = this->store_->Update(next, a->meta.resource_version);
+  EXPECT_TRUE(absl::IsAborted(again.status()));
+  // 0 skips the check.
+  EXPECT_TRUE(this->store_->Update(next, 0).ok());
+  auto got = this->store_->Get(a->Key());
+  EXPECT_EQ(json::parse(got->body)["spec"]["a"], 2);
+}
+
+TYPED_TEST(StoreConformanceTest, UpdateAndDeleteOfMissingKeyAreNotFound) {
+  auto u = this->store_->Update(MakeObject("things", "ns", "ghost"), 0);
+  EXPECT_TRUE(absl::IsNotFound(u.status())) << u.status();
+  auto d = this->store_->Delete(model::ResourceKey{"things", "ns", "ghost"}, 0);
+  EXPECT_TRUE(absl::IsNotFound(d.status())) << d.status();
+  auto g = this->store_->Get(model::ResourceKey{"things", "ns", "ghost"});
+  EXPECT_TRUE(absl::IsNotFound(g.status()));
+}
+
+TYPED_TEST(StoreConformanceTest, DeleteReturnsLastStateWithNewRevision) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  ASSERT_TRUE(a.ok());
+  auto stale = this->store_->Delete(a->Key(), a->meta.resource_version + 7);
+  EXPECT_TRUE(absl::IsAborted(stale.status()));
+  auto d = this->store_->Delete(a->Key(), a->meta.resource_version);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_GT(d->meta.resource_version, a->meta.resource_version);
+  EXPECT_EQ(d->meta.uid, a->meta.uid);
+  EXPECT_TRUE(absl::IsNotFound(this->store_->Get(a->Key()).status()));
+}
+
+TYPED_TEST(StoreConformanceTest, ListOrdersByKeyFiltersNamespaceAndPages) {
+  for (auto [ns, name] : std::vector<std::pair<std::string, std::string>>{
+           {"b", "x"}, {"a", "z"}, {"a", "y"}, {"c", "w"}}) {
+    ASSERT_TRUE(this->store_->Create(MakeObject("things", ns, name)).ok());
+  }
+  ASSERT_TRUE(this->store_->Create(MakeObject("others", "a", "q")).ok());
+  ListOptions all;
+  all.resource = "things";
+  auto list = this->store_->List(all);
+  ASSERT_TRUE(list.ok()) << list.status();
+  std::vector<std::string> names;
+  for (const auto& o : list->items) names.push_back(o.meta.namespace_ + "/" + o.meta.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a/y", "a/z", "b/x", "c/w"}));
+  EXPECT_FALSE(list->more);
+  auto rev = this->store_->CurrentRevision();
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(list->resource_version, *rev);
+
+  ListOptions in_a = all;
+  in_a.namespace_ = "a";
+  EXPECT_EQ(this->store_->List(in_a)->items.size(), 2u);
+
+  ListOptions page = all;
+  page.limit = 3;
+  auto p1 = this->store_->List(page);
+  ASSERT_EQ(p1->items.size(), 3u);
+  EXPECT_TRUE(p1->more);
+  page.after_namespace = p1->items.back().meta.namespace_;
+  page.after_name = p1->items.back().meta.name;
+  auto p2 = this->store_->List(page);
+  ASSERT_EQ(p2->items.size(), 1u);
+  EXPECT_EQ(p2->items[0].meta.name, "w");
+  EXPECT_FALSE(p2->more);
+}
+
+TYPED_TEST(StoreConformanceTest, ChangeLogRecordsEveryWriteInOrder) {
+  auto start = this->store_->CurrentRevision();
+  ASSERT_TRUE(start.ok());
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  model::Object next = *a;
+  next.body = R"({"spec":{"a":3}})";
+  ASSERT_TRUE(this->store_->Update(next, 0).ok());
+  ASSERT_TRUE(this->store_->Delete(a->Key(), 0).ok());
+  auto events = this->store_->ChangesSince(*start, 0);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[0].type, model::EventType::kAdded);
+  EXPECT_EQ((*events)[1].type, model::EventType::kModified);
+  EXPECT_EQ(json::parse((*events)[1].object.body)["spec"]["a"], 3);
+  EXPECT_EQ((*events)[2].type, model::EventType::kDeleted);
+  EXPECT_EQ((*events)[2].object.meta.labels.at("app"), "demo");
+  for (size_t i = 1; i < events->size(); ++i) {
+    EXPECT_GT((*events)[i].object.meta.resource_version,
+              (*events)[i - 1].object.meta.resource_version);
+  }
+  // Resuming from the middle returns only what came after.
+  auto tail = this->store_->ChangesSince((*events)[1].object.meta.resource_version, 0);
+  ASSERT_EQ(tail->size(), 1u);
+  EXPECT_EQ((*tail)[0].type, model::EventType::kDeleted);
+  auto limited = this->store_->ChangesSince(*start, 2);
+  EXPECT_EQ(limited->size(), 2u);
+}
+
+TYPED_TEST(StoreConformanceTest, CompactedRevisionsAreOutOfRange) {
+  std::vector<int64_t> revs;
+  for (int i = 0; i < 5; ++i) {
+    auto o = this->store_->Create(MakeObject("things", "ns", "o" + std::to_string(i)));
+    ASSERT_TRUE(o.ok());
+    revs.push_back(o->meta.resource_version);
+  }
+  ASSERT_TRUE(this->store_->Compact(revs[2]).ok());
+  auto expired = this->store_->ChangesSince(revs[0], 0);
+  EXPECT_TRUE(absl::IsOutOfRange(expired.status())) << expired.status();
+  auto ok = this->store_->ChangesSince(revs[2], 0);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->size(), 2u);
+  // Compaction never removes the newest entry, so the current revision stays known.
+  ASSERT_TRUE(this->store_->Compact(revs[4] + 100).ok());
+  EXPECT_EQ(*this->store_->CurrentRevision(), revs[4]);
+}
+
+TYPED_TEST(StoreConformanceTest, WaitForChangesWakesOnWrite) {
+  auto rev = this->store_->CurrentRevision();
+  ASSERT_TRUE(rev.ok());
+  this->store_->WaitForChanges(*rev, std::chrono::milliseconds(1));  // arms a listener if any
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(this->store_->Create(MakeObject("things", "ns", "late")).ok());
+  });
+  auto begin = std::chrono::steady_clock::now();
+  while (this->store_->ChangesSince(*rev, 0)->empty()) {
+    this->store_->WaitForChanges(*rev, std::chrono::milliseconds(5000));
+    ASSERT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(10));
+  }
+  writer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(4));
+}
+
+TYPED_TEST(StoreConformanceTest, ConcurrentConditionalUpdatesHaveOneWinner) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "hot"));
+  ASSERT_TRUE(a.ok());
+  std::atomic<int> wins{0}, conflicts{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      model::Object next = *a;
+      next.body = R"({"spec":{"writer":)" + std::to_string(i) + "}}";
+      auto r = this->store_->Update(next, a->meta.resource_version);
+      if (r.ok()) {
+        wins++;
+      } else if (absl::IsAborted(r.status())) {
+        conflicts++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 1);
+  EXPECT_EQ(conflicts.load(), 3);
+}
+
+TYPED_TEST(StoreConformanceTest, RevisionsCommitInOrderUnderConcurrentWriters) {
+  auto start = this->store_->CurrentRevision();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        ASSERT_TRUE(this->store_
+                        ->Create(MakeObject("things", "ns",
+                                            "t" + std::to_string(t) + "-" + std::to_string(i)))
+                        .ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto events = this->store_->ChangesSince(*start, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 100u);
+  // Dense and ordered: no revision is skipped or appears late.
+  for (size_t i = 1; i < events->size(); ++i) {
+    EXPECT_EQ((*events)[i].object.meta.resource_version,
+              (*events)[i - 1].object.meta.resource_version + 1);
+  }
+}
+
+}  // namespace
+}  // namespace qm::store
