@@ -76,6 +76,17 @@ void WatchHub::Run() {
   auto last_tick = std::chrono::steady_clock::now();
   while (running_) {
     auto events = store_.ChangesSince(last_rv_.load(), kBatch);
+    if (absl::IsOutOfRange(events.status())) {
+      // Compaction overtook us: end every watch with 410 and continue from the present.
+      spdlog::warn("watch hub: fell behind the change log ({}); expiring {} watches",
+                   events.status().ToString(), watcher_count());
+      auto current = store_.CurrentRevision();
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& e : watchers_) e.watcher->Expire(events.status());
+      watchers_.clear();
+      if (current.ok()) last_rv_ = *current;
+      continue;
+    }
     if (!events.ok()) {
       spdlog::warn("watch hub: reading the change log failed: {}", events.status().ToString());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -22,6 +22,10 @@ class Watcher {
   // Called at least once a second when idle; `rv` is the newest revision dispatched, for
   // bookmarks. Return false to be unsubscribed.
   virtual bool Tick(int64_t rv) = 0;
+  // The hub lost its place in the change log (it fell behind compaction): changes may have
+  // been missed, so the watch must end with `status` (OutOfRange, a 410) and the client
+  // re-list. The watcher is unsubscribed afterwards.
+  virtual void Expire(const absl::Status& status) = 0;
 };
 
 struct WatchHubOptions {

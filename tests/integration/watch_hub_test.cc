@@ -30,6 +30,7 @@ class RecordingWatcher : public Watcher {
     return true;
   }
   bool Tick(int64_t) override { return true; }
+  void Expire(const absl::Status&) override {}
 
   std::vector<std::string> WaitFor(size_t n) {
     std::unique_lock<std::mutex> lock(mu_);

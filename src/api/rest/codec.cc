@@ -301,7 +301,9 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const js
   body.erase("kind");
   json meta = json::object();
   if (auto it = body.find("metadata"); it != body.end()) {
-    if (!it->is_null() && !it->is_object()) return MetaTypeError("", "an object");
+    if (!it->is_null() && !it->is_object()) {
+      return absl::InvalidArgumentError("metadata must be an object");
+    }
     if (it->is_object()) meta = std::move(*it);
     body.erase("metadata");
   }

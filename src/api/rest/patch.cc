@@ -136,6 +136,7 @@ absl::StatusOr<PatchType> PatchTypeFromContentType(const std::string& content_ty
       "the body of the request was in an unknown format - accepted "
       "media types include: application/json-patch+json, "
       "application/merge-patch+json, "
+      "application/strategic-merge-patch+json, "
       "application/apply-patch+yaml");
 }
 
@@ -161,7 +162,14 @@ absl::StatusOr<json> ApplyStrategicMergePatch(const json& target, const json& pa
   if (!patch.is_object()) {
     return absl::InvalidArgumentError("strategic merge patch must be a JSON object");
   }
-  auto out = MergeObject(target, patch);
+  absl::StatusOr<json> out;
+  try {
+    out = MergeObject(target, patch);
+  } catch (const json::exception& e) {
+    // A malformed directive (e.g. a non-string "$patch") fails nlohmann's typed accessors.
+    return absl::InvalidArgumentError(
+        std::string("the strategic merge patch could not be applied: ") + e.what());
+  }
   if (!out.ok()) return out.status();
   if (out->is_null()) return absl::InvalidArgumentError("$patch: delete on the whole object");
   return out;

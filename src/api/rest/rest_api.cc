@@ -33,6 +33,14 @@ struct RestApi::Target {
 
 namespace {
 
+// The string member `key` of `obj`, or "" when `obj` is not an object or the member is missing
+// or not a string (client input may have any shape).
+std::string StringAt(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 HttpResponse JsonResponse(int code, const json& body) {
   HttpResponse r;
   r.code = code;
@@ -227,7 +235,7 @@ class StreamingWatcher final : public service::Watcher {
   bool Send(const char* type, const json& obj) {
     if (!table_) return Write(json{{"type", type}, {"object", obj}});
     json rows = json::array({TableRow(type_, obj, clock_.Now())});
-    std::string rv = obj["metadata"].value("resourceVersion", "");
+    std::string rv = StringAt(obj["metadata"], "resourceVersion");
     json table = MakeTable(type_, std::move(rows), rv, "", !sent_columns_);
     sent_columns_ = true;
     return Write(json{{"type", type}, {"object", table}});
@@ -244,6 +252,12 @@ class StreamingWatcher final : public service::Watcher {
   void Close() {
     if (!closed_) sink_->End();
     closed_ = true;
+  }
+
+  void Expire(const absl::Status& status) override {
+    if (closed_) return;
+    Write(json{{"type", "ERROR"}, {"object", ToHttpError(status, StatusDetails{}).status}});
+    Close();
   }
 
   void set_last_rv(int64_t rv) { last_rv_ = rv; }
@@ -415,7 +429,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     if (meta.is_null()) meta = json::object();
     if (!meta.is_object()) return absl::InvalidArgumentError("metadata must be an object");
     if (type.namespaced) {
-      std::string ns = meta.value("namespace", "");
+      std::string ns = StringAt(meta, "namespace");
       if (t.namespace_.empty()) {
         return absl::InvalidArgumentError("the namespace of the object must be given in the URL");
       }
@@ -429,7 +443,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       meta.erase("namespace");
     }
     if (!t.name.empty()) {
-      std::string name = meta.value("name", "");
+      std::string name = StringAt(meta, "name");
       if (name.empty()) meta["name"] = t.name;
       if (!name.empty() && name != t.name) {
         return absl::InvalidArgumentError("the name of the object (" + name +
@@ -446,7 +460,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
         } else {
           next.erase("status");
         }
-        next["metadata"]["resourceVersion"] = hub["metadata"].value("resourceVersion", "");
+        next["metadata"]["resourceVersion"] = StringAt(hub["metadata"], "resourceVersion");
         if (next["metadata"]["resourceVersion"] == "") next["metadata"].erase("resourceVersion");
         hub = std::move(next);
       } else if (type.has_status && type.kind != "Node") {
@@ -471,7 +485,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     model::FieldErrors errors;
     std::string body_name;
     if (body.is_object() && body.contains("metadata") && body["metadata"].is_object()) {
-      body_name = body["metadata"].value("name", "");
+      body_name = StringAt(body["metadata"], "name");
     }
     auto obj = prepare(std::move(body), nullptr, false, &errors);
     if (!errors.empty()) return invalid(body_name, errors);
@@ -592,8 +606,8 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
                                  (*patch)["metadata"].is_object() &&
                                  (*patch)["metadata"].contains("resourceVersion");
             if (*patch_type == PatchType::kJsonPatch) {
-              patch_sets_rv = patched["metadata"].value("resourceVersion", "") !=
-                              current["metadata"].value("resourceVersion", "");
+              patch_sets_rv = StringAt(patched["metadata"], "resourceVersion") !=
+                              StringAt(current["metadata"], "resourceVersion");
             }
             if (!patch_sets_rv) patched["metadata"].erase("resourceVersion");
           }
@@ -704,11 +718,7 @@ std::optional<HttpResponse> RestApi::StartWatch(const HttpRequest& req,
   }
   watcher->set_last_rv(from_rv);
   absl::Status st = hub_.Subscribe(watcher, from_rv);
-  if (!st.ok()) {
-    HttpError err = ToHttpError(st, Details(type, ""));
-    watcher->Write(json{{"type", "ERROR"}, {"object", err.status}});
-    watcher->Close();
-  }
+  if (!st.ok()) watcher->Expire(st);
   return std::nullopt;
 }
 
@@ -728,22 +738,26 @@ absl::Status RestApi::ApplyManifests(const std::string& json_array) {
   json docs = json::parse(json_array, nullptr, false);
   if (!docs.is_array()) return absl::InvalidArgumentError("manifests must be a JSON array");
   for (const auto& doc : docs) {
-    std::string api_version = doc.value("apiVersion", "");
+    if (!doc.is_object() || !doc.contains("metadata") || !doc["metadata"].is_object()) {
+      return absl::InvalidArgumentError("every manifest needs an object with metadata");
+    }
+    std::string api_version = StringAt(doc, "apiVersion");
     std::string group, version = api_version;
     if (auto slash = api_version.find('/'); slash != std::string::npos) {
       group = api_version.substr(0, slash);
       version = api_version.substr(slash + 1);
     }
-    const model::ResourceType* type = model::FindResourceTypeByKind(group, doc.value("kind", ""));
+    const model::ResourceType* type = model::FindResourceTypeByKind(group, StringAt(doc, "kind"));
     if (type == nullptr || !type->ServesVersion(version)) {
       return absl::InvalidArgumentError("unsupported manifest kind " + api_version + " " +
-                                        doc.value("kind", ""));
+                                        StringAt(doc, "kind"));
     }
     HttpRequest req;
     req.method = "PATCH";
     req.content_type = "application/apply-patch+yaml";
-    std::string name = doc["metadata"].value("name", "");
-    std::string ns = doc["metadata"].value("namespace", type->namespaced ? "default" : "");
+    std::string name = StringAt(doc["metadata"], "name");
+    std::string ns = StringAt(doc["metadata"], "namespace");
+    if (ns.empty() && type->namespaced) ns = "default";
     req.path = (group.empty() ? "/api/" + version : "/apis/" + group + "/" + version) +
                (type->namespaced ? "/namespaces/" + ns : "") + "/" + type->plural + "/" + name;
     // Record the manifest as `kubectl apply` would, so a later `kubectl apply` of the same file

@@ -55,8 +55,8 @@ std::string NodeStatus(const json& obj) {
   if (obj.contains("status") && obj["status"].is_object() && obj["status"].contains("conditions") &&
       obj["status"]["conditions"].is_array()) {
     for (const auto& c : obj["status"]["conditions"]) {
-      if (c.is_object() && c.value("type", "") == "Ready") {
-        ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
+      if (c.is_object() && Str(c, {"type"}) == "Ready") {
+        ready = Str(c, {"status"}) == "True" ? "Ready" : "NotReady";
       }
     }
   }

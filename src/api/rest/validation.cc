@@ -33,8 +33,6 @@ using model::FieldError;
 using model::FieldErrors;
 using model::Quote;
 
-constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
-
 // Limits of resource.k8s.io/v1 (reference/dra-api.md §1.8).
 constexpr size_t kDriverNameMaxLength = 63;
 constexpr size_t kPoolNameMaxLength = 253;
@@ -277,7 +275,8 @@ std::optional<std::string> InterfaceAddressError(const std::string& value) {
       })) {
     return std::string(kNotCidr);
   }
-  int bits = std::stoi(prefix);
+  int bits = 0;
+  for (char c : prefix) bits = bits * 10 + (c - '0');
   std::string ip;
   if (auto v4 = ParseIpv4(addr)) {
     if (bits > 32) return std::string(kNotCidr);
@@ -347,7 +346,7 @@ class RequestNames {
   std::map<std::string, std::optional<std::set<std::string>>> names_;
 };
 
-// The set of devices an allocation result hands out, keyed like Kubernetes' SharedDeviceID.
+// "driver/pool/device[/shareID]": how Kubernetes identifies (and prints) an allocated device.
 std::string SharedDeviceId(const json& entry) {
   auto str = [&](const char* key) {
     const json* v = Get(entry, key);
@@ -989,10 +988,10 @@ class Validator {
     const json* per_device = Get(spec, "perDeviceNodeSelection");
     const bool per_device_node_selection =
         per_device != nullptr && per_device->is_boolean() && per_device->get<bool>();
-    const json* all_devices = OptArray(spec, "devices", p.Child("devices"));
+    const json* devices = OptArray(spec, "devices", p.Child("devices"));
     size_t max_devices = kMaxDevices;
-    if (all_devices != nullptr) {
-      for (const json& device : *all_devices) {
+    if (devices != nullptr) {
+      for (const json& device : *devices) {
         if (NonEmptyList(device, "taints") || NonEmptyList(device, "consumesCounters") ||
             HasListAttributes(device)) {
           max_devices = kMaxDevicesWithAdvancedFeatures;
@@ -1000,7 +999,9 @@ class Validator {
         }
       }
     }
-    if (const json* devices = List(spec, "devices", p.Child("devices"), max_devices)) {
+    if (devices != nullptr && devices->size() > max_devices) {
+      Add(model::TooMany(p.Child("devices").str(), devices->size(), max_devices));
+    } else if (devices != nullptr) {
       std::vector<std::optional<std::string>> names;
       for (size_t i = 0; i < devices->size(); ++i) {
         const Path dp = p.Child("devices").Index(i);

@@ -1,5 +1,6 @@
 #include "store/pg/pg_store.h"
 
+#include <future>
 #include <limits>
 #include <set>
 #include <thread>
@@ -61,7 +62,6 @@ std::string EncodeSnapshot(const model::Object& obj) {
             {"namespace", obj.meta.namespace_},
             {"name", obj.meta.name},
             {"uid", obj.meta.uid},
-            {"resourceVersion", obj.meta.resource_version},
             {"generation", obj.meta.generation},
             {"creationTimestamp", ToEpoch(obj.meta.creation_timestamp)},
             {"deletionTimestamp",
@@ -74,14 +74,14 @@ std::string EncodeSnapshot(const model::Object& obj) {
   return j.dump();
 }
 
-model::Object DecodeSnapshot(const std::string& text) {
+model::Object DecodeSnapshot(int64_t rv, const std::string& text) {
   json j = json::parse(text);
   model::Object obj;
+  obj.meta.resource_version = rv;
   obj.resource = j["resource"];
   obj.meta.namespace_ = j["namespace"];
   obj.meta.name = j["name"];
   obj.meta.uid = j["uid"];
-  obj.meta.resource_version = j["resourceVersion"];
   obj.meta.generation = j["generation"];
   obj.meta.creation_timestamp = FromEpoch(j["creationTimestamp"].get<int64_t>());
   int64_t del = j["deletionTimestamp"].get<int64_t>();
@@ -119,6 +119,19 @@ absl::Status Conflict(const model::ResourceKey& key) {
                             "latest version and try again");
 }
 
+}  // namespace
+
+// One queued write and the caller waiting for its outcome.
+struct PendingWrite {
+  WriteKind kind;
+  model::Object obj;        // kCreate, kUpdate
+  model::ResourceKey key;   // kDelete
+  int64_t expected_rv = 0;  // kUpdate, kDelete
+  std::promise<absl::StatusOr<model::Object>> done;
+};
+
+namespace {
+
 // Runs `fn` with a leased connection and maps libpqxx exceptions to Status. The only place
 // exceptions from libpqxx are caught.
 template <typename Fn>
@@ -148,31 +161,47 @@ auto WithConnection(ConnectionPool& pool, Fn&& fn)
   }
 }
 
-int64_t NextRevision(pqxx::work& tx) {
-  tx.exec(queries::kLockWrites);
-  return tx.exec1(queries::kNextRevision)[0].as<int64_t>();
-}
-
-void AppendChange(pqxx::work& tx, const char* type, const model::Object& obj) {
-  tx.exec_params0(queries::kInsertChange, obj.meta.resource_version, type, obj.resource,
-                  obj.meta.namespace_, obj.meta.name, EncodeSnapshot(obj));
-  tx.exec_params(queries::kNotify, obj.meta.resource_version);
-}
-
-pqxx::result WriteObject(pqxx::work& tx, const char* sql, const model::Object& obj,
-                         bool with_expected, int64_t expected_rv) {
+// Runs one write inside the batch transaction. Logical failures (exists, missing, stale
+// revision) are results; SQL errors throw and fail the whole batch.
+absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) {
+  if (w.kind == WriteKind::kDelete) {
+    std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectForUpdateWhere;
+    auto r = tx.exec_params(sql, w.key.resource, w.key.namespace_, w.key.name);
+    if (r.empty()) return NotFound(w.key);
+    model::Object last = DecodeRow(r[0]);
+    if (w.expected_rv != 0 && last.meta.resource_version != w.expected_rv) return Conflict(w.key);
+    tx.exec_params0(queries::kDeleteObject, w.key.resource, w.key.namespace_, w.key.name);
+    auto rv = tx.exec_params1(queries::kInsertDeletion, last.resource, last.meta.namespace_,
+                              last.meta.name, EncodeSnapshot(last));
+    last.meta.resource_version = rv[0].as<int64_t>();
+    return last;
+  }
+  const model::Object& obj = w.obj;
   JsonColumns cols = EncodeColumns(obj);
   int64_t del = obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0;
-  if (with_expected) {
-    return tx.exec_params(sql, obj.resource, obj.meta.namespace_, obj.meta.name, obj.meta.uid,
-                          obj.meta.resource_version, obj.meta.generation,
-                          ToEpoch(obj.meta.creation_timestamp), del, cols.labels, cols.meta,
-                          cols.fields, obj.spec_digest, obj.body, expected_rv);
+  const std::string snapshot = EncodeSnapshot(obj);
+  pqxx::result r;
+  if (w.kind == WriteKind::kCreate) {
+    r = tx.exec_params(queries::kInsertObject, obj.resource, obj.meta.namespace_, obj.meta.name,
+                       obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp), del,
+                       cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body, snapshot);
+    if (r.empty()) {
+      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
+    }
+  } else {
+    r = tx.exec_params(queries::kUpdateObject, obj.resource, obj.meta.namespace_, obj.meta.name,
+                       obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp), del,
+                       cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body, snapshot,
+                       w.expected_rv);
+    if (r.empty()) {
+      auto exists = tx.exec_params(queries::kObjectRevision, obj.resource, obj.meta.namespace_,
+                                   obj.meta.name);
+      return exists.empty() ? NotFound(obj.Key()) : Conflict(obj.Key());
+    }
   }
-  return tx.exec_params(sql, obj.resource, obj.meta.namespace_, obj.meta.name, obj.meta.uid,
-                        obj.meta.resource_version, obj.meta.generation,
-                        ToEpoch(obj.meta.creation_timestamp), del, cols.labels, cols.meta,
-                        cols.fields, obj.spec_digest, obj.body);
+  model::Object stored = obj;
+  stored.meta.resource_version = r[0][0].as<int64_t>();
+  return stored;
 }
 
 }  // namespace
@@ -189,9 +218,18 @@ struct PgStore::Listener {
 };
 
 PgStore::PgStore(std::string url, std::unique_ptr<ConnectionPool> pool)
-    : url_(std::move(url)), pool_(std::move(pool)) {}
+    : url_(std::move(url)), pool_(std::move(pool)) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
 
-PgStore::~PgStore() = default;
+PgStore::~PgStore() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  writer_.join();
+}
 
 absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& url, int pool_size) {
   auto store =
@@ -200,50 +238,76 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& url, i
   return store;
 }
 
+absl::StatusOr<model::Object> PgStore::Submit(WriteKind kind, model::Object obj,
+                                              model::ResourceKey key, int64_t expected_rv) {
+  PendingWrite w{kind, std::move(obj), std::move(key), expected_rv, {}};
+  auto result = w.done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stopping_) return absl::UnavailableError("store is shutting down");
+    queue_.push_back(&w);
+  }
+  queue_cv_.notify_one();
+  return result.get();
+}
+
 absl::StatusOr<model::Object> PgStore::Create(const model::Object& obj) {
-  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
-    pqxx::work tx(c);
-    model::Object stored = obj;
-    stored.meta.resource_version = NextRevision(tx);
-    if (WriteObject(tx, queries::kInsertObject, stored, false, 0).empty()) {
-      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
-    }
-    AppendChange(tx, "ADDED", stored);
-    tx.commit();
-    return stored;
-  });
+  return Submit(WriteKind::kCreate, obj, {}, 0);
 }
 
 absl::StatusOr<model::Object> PgStore::Update(const model::Object& obj, int64_t expected_rv) {
-  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
-    pqxx::work tx(c);
-    model::Object stored = obj;
-    stored.meta.resource_version = NextRevision(tx);
-    if (WriteObject(tx, queries::kUpdateObject, stored, true, expected_rv).empty()) {
-      std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectWhere;
-      auto r = tx.exec_params(sql, obj.resource, obj.meta.namespace_, obj.meta.name);
-      return r.empty() ? NotFound(obj.Key()) : Conflict(obj.Key());
-    }
-    AppendChange(tx, "MODIFIED", stored);
-    tx.commit();
-    return stored;
-  });
+  return Submit(WriteKind::kUpdate, obj, {}, expected_rv);
 }
 
 absl::StatusOr<model::Object> PgStore::Delete(const model::ResourceKey& key, int64_t expected_rv) {
-  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
+  return Submit(WriteKind::kDelete, {}, key, expected_rv);
+}
+
+// Group commit: every write waiting when the writer wakes goes into one transaction and one
+// fsync. Revisions follow queue order. If the batch fails as a whole, each write is retried in
+// a transaction of its own so one bad write cannot fail its neighbours.
+void PgStore::WriterLoop() {
+  while (true) {
+    std::vector<PendingWrite*> batch;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    auto results = RunBatch(batch);
+    if (!results.ok() && batch.size() > 1) {
+      for (PendingWrite* w : batch) {
+        auto single = RunBatch({w});
+        w->done.set_value(single.ok() ? std::move(single->front()) : single.status());
+      }
+      continue;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->done.set_value(results.ok() ? std::move((*results)[i]) : results.status());
+    }
+  }
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
+    const std::vector<PendingWrite*>& batch) {
+  using Results = std::vector<absl::StatusOr<model::Object>>;
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Results> {
     pqxx::work tx(c);
-    int64_t rv = NextRevision(tx);
-    std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectForUpdateWhere;
-    auto r = tx.exec_params(sql, key.resource, key.namespace_, key.name);
-    if (r.empty()) return NotFound(key);
-    model::Object last = DecodeRow(r[0]);
-    if (expected_rv != 0 && last.meta.resource_version != expected_rv) return Conflict(key);
-    tx.exec_params0(queries::kDeleteObject, key.resource, key.namespace_, key.name);
-    last.meta.resource_version = rv;
-    AppendChange(tx, "DELETED", last);
+    tx.exec(queries::kLockWrites);
+    Results results;
+    results.reserve(batch.size());
+    int64_t newest = 0;
+    for (PendingWrite* w : batch) {
+      results.push_back(ApplyWrite(tx, *w));
+      if (results.back().ok()) newest = results.back()->meta.resource_version;
+    }
+    if (newest != 0) tx.exec_params(queries::kNotify, newest);
     tx.commit();
-    return last;
+    return results;
   });
 }
 
@@ -306,7 +370,7 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
       ev.type = type == "ADDED"     ? model::EventType::kAdded
                 : type == "DELETED" ? model::EventType::kDeleted
                                     : model::EventType::kModified;
-      ev.object = DecodeSnapshot(row[2].as<std::string>());
+      ev.object = DecodeSnapshot(row[0].as<int64_t>(), row[2].as<std::string>());
       out.push_back(std::move(ev));
     }
     return out;

@@ -1,8 +1,11 @@
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "store/pg/pool.h"
@@ -10,9 +13,14 @@
 
 namespace qm::store::pg {
 
-// The PostgreSQL Store (ARCHITECTURE.md §4). Writes run in one transaction each, serialised by
-// an advisory lock so revisions commit in order; every write appends to change_log and
-// NOTIFYs `qm_changes`. Thread-safe.
+struct PendingWrite;
+enum class WriteKind { kCreate, kUpdate, kDelete };
+
+// The PostgreSQL Store (ARCHITECTURE.md §4). Writes are queued to one writer thread that
+// commits everything waiting in one transaction (group commit: one fsync for many writes),
+// under an advisory lock so revisions commit in order even with several replicas; every write
+// appends to change_log, and each batch NOTIFYs `qm_changes`. A write returns only after its
+// transaction committed. Thread-safe.
 class PgStore final : public Store {
  public:
   // Opens a pool of `pool_size` connections to `url` plus one listening connection.
@@ -36,12 +44,24 @@ class PgStore final : public Store {
 
  private:
   struct Listener;
+  static constexpr size_t kMaxBatch = 256;
+
   PgStore(std::string url, std::unique_ptr<ConnectionPool> pool);
+  absl::StatusOr<model::Object> Submit(WriteKind kind, model::Object obj, model::ResourceKey key,
+                                       int64_t expected_rv);
+  void WriterLoop();
+  absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> RunBatch(
+      const std::vector<PendingWrite*>& batch);
 
   const std::string url_;
   std::unique_ptr<ConnectionPool> pool_;
   std::mutex listen_mu_;
   std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listen_mu_);
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread writer_;
 };
 
 // Applies every migration not yet recorded in schema_migrations, in name order, in one

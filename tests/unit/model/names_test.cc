@@ -183,9 +183,9 @@ TEST(NamesTest, LowercaseUuidNeeds36LowercaseHexCharactersInGroups) {
 }
 
 TEST(NamesTest, SemverAcceptsSemVer2Forms) {
-  for (const char* v : {"0.0.0", "1.2.3", "10.20.30", "1.0.0-alpha", "1.0.0-alpha.1",
-                        "1.0.0-0.3.7", "1.0.0-x.7.z.92", "1.0.0+20130313144700",
-                        "1.0.0-beta+exp.sha.5114f85", "1.0.0-rc.1+build.1"}) {
+  for (const char* v : {"0.0.0", "1.2.3", "10.20.30", "1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-0.3.7",
+                        "1.0.0-x.7.z.92", "1.0.0+20130313144700", "1.0.0-beta+exp.sha.5114f85",
+                        "1.0.0-rc.1+build.1"}) {
     EXPECT_TRUE(IsSemver(v)) << v;
   }
 }

@@ -49,9 +49,9 @@ TEST(StatusTest, MapsEveryCodeToDocumentedHttpCodeAndReason) {
 }
 
 TEST(StatusTest, ErrorBodyIsAKubernetesFailureStatus) {
-  HttpError err = ToHttpError(
-      absl::NotFoundError("resourceclaims.resource.k8s.io \"rc1\" not found"),
-      StatusDetails{"rc1", "resource.k8s.io", "resourceclaims"});
+  HttpError err =
+      ToHttpError(absl::NotFoundError("resourceclaims.resource.k8s.io \"rc1\" not found"),
+                  StatusDetails{"rc1", "resource.k8s.io", "resourceclaims"});
   EXPECT_EQ(err.code, 404);
   EXPECT_EQ(err.status, json::parse(R"({
     "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -92,8 +92,8 @@ TEST(StatusTest, InvalidErrorWithTwoCausesListsBothInBrackets) {
   HttpError err = InvalidError(
       "ResourceClaim", "resource.k8s.io", "Bad_Name",
       {model::Invalid("metadata.name", model::Quote("Bad_Name"), "a lowercase RFC 1123 subdomain"),
-       model::NotSupported("spec.devices.requests[0].exactly.allocationMode",
-                           model::Quote("Some"), {"All", "ExactCount"})});
+       model::NotSupported("spec.devices.requests[0].exactly.allocationMode", model::Quote("Some"),
+                           {"All", "ExactCount"})});
   EXPECT_EQ(err.code, 422);
   EXPECT_EQ(err.status["message"],
             "ResourceClaim.resource.k8s.io \"Bad_Name\" is invalid: [metadata.name: Invalid "

@@ -40,7 +40,6 @@ constexpr char kRequestRefMsg[] =
     "must be the name of a request in the claim or the name of a request and a subrequest "
     "separated by '/'";
 
-std::string Msg(const std::string& path, const std::string& rest) { return path + ": " + rest; }
 std::string Bad(const std::string& path, const std::string& value, const std::string& detail) {
   return path + ": Invalid value: " + value + ": " + detail;
 }
@@ -205,11 +204,11 @@ std::vector<json> SeedObjects() {
                              "GPU-0fd630f1-f29d-0da9-953f-48f1a09f76b5", "pci0000:40", "24Gi"),
                      SeedGpu("gpu-5", l4, "Ada Lovelace", "8.9.0",
                              "GPU-0cb1e29c-658c-da14-95e6-0af593bd04cf", "pci0000:40", "24Gi")}));
-  seeds.push_back(SeedNode(
-      "gpu-node-c",
-      {{"kubernetes.io/hostname", "gpu-node-c"},
-       {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}},
-      R"({"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]})"_json));
+  seeds.push_back(SeedNode("gpu-node-c",
+                           {{"kubernetes.io/hostname", "gpu-node-c"},
+                            {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}},
+                           R"({"taints": [{"key": "nvidia.com/gpu", "value": "present",
+                       "effect": "NoSchedule"}]})"_json));
   seeds.push_back(SeedSlice(
       "gpu-node-c", {SeedGpu("gpu-0", h100, "Hopper", "9.0.0",
                              "GPU-8e81973e-0bec-d7b0-3898-d190f9ebdacc", "pci0000:00", "80Gi"),
@@ -232,10 +231,11 @@ std::vector<json> SeedObjects() {
                       "metadata": {"name": "dra-test"}})"_json);
   // 02-deviceclass-a100-80g.yaml
   seeds.push_back(R"({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-    "metadata": {"name": "a100-80g"},
-    "spec": {"selectors": [{"cel": {"expression":
-      "device.driver == \"gpu.nvidia.com\" &&\ndevice.attributes[\"gpu.nvidia.com\"].productName.lowerAscii().contains(\"a100\") &&\ndevice.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"80Gi\")) >= 0"
-    }}]}})"_json);
+    "metadata": {"name": "a100-80g"}, "spec": {"selectors": [{"cel": {}}]}})"_json);
+  seeds.back()["spec"]["selectors"][0]["cel"]["expression"] =
+      "device.driver == \"gpu.nvidia.com\" &&\n"
+      "device.attributes[\"gpu.nvidia.com\"].productName.lowerAscii().contains(\"a100\") &&\n"
+      "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"80Gi\")) >= 0";
   // 03-deviceclass-gpu.yaml
   seeds.push_back(R"({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
     "metadata": {"name": "gpu.nvidia.com"},
@@ -256,265 +256,253 @@ std::vector<json> SeedObjects() {
   seeds.push_back(R"({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
     "metadata": {"namespace": "dra-test", "name": "one-gpu"},
     "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-      "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}})"_json);
+      "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}}
+  )"_json);
   // 14-claim-fallback-l4-or-a100.yaml, defaulted
-  seeds.push_back(R"({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+  seeds.push_back(R"json({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
     "metadata": {"namespace": "dra-test", "name": "a100-or-two-l4"},
     "spec": {"devices": {"requests": [{"name": "accel", "firstAvailable": [
       {"name": "a100", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
-       "count": 1, "selectors": [{"cel": {"expression":
-        "device.attributes[\"gpu.nvidia.com\"].productName.contains(\"A100\") &&\ndevice.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0"}}]},
+       "count": 1, "selectors": [{"cel": {}}]},
       {"name": "l4-pair", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
        "count": 2, "selectors": [{"cel": {"expression":
-        "device.attributes[\"gpu.nvidia.com\"].productName.contains(\"L4\")"
-}
-}]
-}
-    ]
-    }]
-    }
-    }
-    })"_json);
+        "device.attributes[\"gpu.nvidia.com\"].productName.contains(\"L4\")"}}]}
+    ]}]}}})json"_json);
+  seeds.back()["spec"]["devices"]["requests"][0]["firstAvailable"][0]["selectors"][0]["cel"]
+              ["expression"] =
+      "device.attributes[\"gpu.nvidia.com\"].productName.contains(\"A100\") &&\n"
+      "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0";
   return seeds;
-    }
+}
 
-    TEST(ValidationSeedsTest, EverySeedManifestIsValid) {
-      std::vector<json> seeds = SeedObjects();
-      ASSERT_EQ(seeds.size(), 13u);
-      for (const json& seed : seeds) {
-        EXPECT_EQ(Check(seed), Errors{}) << seed.at("kind") << " " << seed["metadata"]["name"];
-      }
-    }
+TEST(ValidationSeedsTest, EverySeedManifestIsValid) {
+  std::vector<json> seeds = SeedObjects();
+  ASSERT_EQ(seeds.size(), 13u);
+  for (const json& seed : seeds) {
+    EXPECT_EQ(Check(seed), Errors{}) << seed.at("kind") << " " << seed["metadata"]["name"];
+  }
+}
 
-    TEST(ValidationSeedsTest, SeedsStayValidOnUnchangedUpdate) {
-      for (const json& seed : SeedObjects()) {
-        EXPECT_EQ(Check(seed, &seed), Errors{})
-            << seed.at("kind") << " " << seed["metadata"]["name"];
-      }
-    }
+TEST(ValidationSeedsTest, SeedsStayValidOnUnchangedUpdate) {
+  for (const json& seed : SeedObjects()) {
+    EXPECT_EQ(Check(seed, &seed), Errors{}) << seed.at("kind") << " " << seed["metadata"]["name"];
+  }
+}
 
-    // ---- metadata ------------------------------------------------------------------------------
+// ---- metadata ------------------------------------------------------------------------------
 
-    TEST(ValidationMetadataTest, NameIsRequiredUnlessGenerated) {
-      json obj = Class();
-      obj["metadata"].erase("name");
-      EXPECT_EQ(Check(obj),
-                Errors{"metadata.name: Required value: name or generateName is required"});
-      obj["metadata"]["generateName"] = "gpu-";
-      EXPECT_EQ(Check(obj), Errors{});
-      obj["metadata"]["generateName"] = "Gpu-";
-      EXPECT_EQ(Check(obj), Errors{Bad("metadata.generateName", "\"Gpu-\"", kSubdomainMsg)});
-    }
+TEST(ValidationMetadataTest, NameIsRequiredUnlessGenerated) {
+  json obj = Class();
+  obj["metadata"].erase("name");
+  EXPECT_EQ(Check(obj), Errors{"metadata.name: Required value: name or generateName is required"});
+  obj["metadata"]["generateName"] = "gpu-";
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["metadata"]["generateName"] = "Gpu-";
+  EXPECT_EQ(Check(obj), Errors{Bad("metadata.generateName", "\"Gpu-\"", kSubdomainMsg)});
+}
 
-    TEST(ValidationMetadataTest, NameMustBeDnsSubdomain) {
-      json obj = Class();
-      obj["metadata"]["name"] = "Bad_Name";
-      EXPECT_EQ(Check(obj), Errors{Bad("metadata.name", "\"Bad_Name\"", kSubdomainMsg)});
-      obj["metadata"]["name"] = std::string(254, 'a');
-      EXPECT_EQ(Check(obj), Errors{Bad("metadata.name", "\"" + std::string(254, 'a') + "\"",
-                                       "must be no more than 253 characters")});
-    }
+TEST(ValidationMetadataTest, NameMustBeDnsSubdomain) {
+  json obj = Class();
+  obj["metadata"]["name"] = "Bad_Name";
+  EXPECT_EQ(Check(obj), Errors{Bad("metadata.name", "\"Bad_Name\"", kSubdomainMsg)});
+  obj["metadata"]["name"] = std::string(254, 'a');
+  EXPECT_EQ(Check(obj), Errors{Bad("metadata.name", "\"" + std::string(254, 'a') + "\"",
+                                   "must be no more than 253 characters")});
+}
 
-    TEST(ValidationMetadataTest, NamespaceNameMustBeDnsLabel) {
-      json ns =
-          R"({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dra.test"}})"_json;
-      EXPECT_EQ(Check(ns), Errors{Bad("metadata.name", "\"dra.test\"", kLabelMsg)});
-    }
+TEST(ValidationMetadataTest, NamespaceNameMustBeDnsLabel) {
+  json ns = R"({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dra.test"}})"_json;
+  EXPECT_EQ(Check(ns), Errors{Bad("metadata.name", "\"dra.test\"", "must not contain dots")});
+}
 
-    TEST(ValidationMetadataTest, NamespacedKindsNeedAValidNamespace) {
-      json claim = Claim();
-      claim["metadata"].erase("namespace");
-      EXPECT_EQ(Check(claim), Errors{"metadata.namespace: Required value"});
-      claim["metadata"]["namespace"] = "Team_A";
-      EXPECT_EQ(Check(claim), Errors{Bad("metadata.namespace", "\"Team_A\"", kLabelMsg)});
-    }
+TEST(ValidationMetadataTest, NamespacedKindsNeedAValidNamespace) {
+  json claim = Claim();
+  claim["metadata"].erase("namespace");
+  EXPECT_EQ(Check(claim), Errors{"metadata.namespace: Required value"});
+  claim["metadata"]["namespace"] = "Team_A";
+  EXPECT_EQ(Check(claim), Errors{Bad("metadata.namespace", "\"Team_A\"", kLabelMsg)});
+}
 
-    TEST(ValidationMetadataTest, LabelKeysAndValuesAreChecked) {
-      json obj = Class();
-      obj["metadata"]["labels"] = {
-          {"example.com/ok", "fine"}, {"bad key", "v"}, {"k", "bad value"}};
-      EXPECT_EQ(Check(obj), (Errors{Bad("metadata.labels", "\"bad key\"", kNamePartMsg),
-                                    Bad("metadata.labels", "\"bad value\"", kLabelValueMsg)}));
-    }
+TEST(ValidationMetadataTest, LabelKeysAndValuesAreChecked) {
+  json obj = Class();
+  obj["metadata"]["labels"] = {{"example.com/ok", "fine"}, {"bad key", "v"}, {"k", "bad value"}};
+  EXPECT_EQ(Check(obj), (Errors{Bad("metadata.labels", "\"bad key\"", kNamePartMsg),
+                                Bad("metadata.labels", "\"bad value\"", kLabelValueMsg)}));
+}
 
-    TEST(ValidationMetadataTest, AnnotationKeysAndTotalSizeAreChecked) {
-      json obj = Class();
-      obj["metadata"]["annotations"] = {{"Example.com/Mixed-Case", "ok"}, {"bad key", "v"}};
-      EXPECT_EQ(Check(obj), Errors{Bad("metadata.annotations", "\"bad key\"", kNamePartMsg)});
-      obj["metadata"]["annotations"] = {{"a", std::string(256 * 1024, 'x')}};
-      EXPECT_EQ(Check(obj),
-                Errors{"metadata.annotations: Too long: may not be more than 262144 bytes"});
-      obj["metadata"]["annotations"] = {{"a", std::string(256 * 1024 - 1, 'x')}};
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(ValidationMetadataTest, AnnotationKeysAndTotalSizeAreChecked) {
+  json obj = Class();
+  obj["metadata"]["annotations"] = {{"Example.com/Mixed-Case", "ok"}, {"bad key", "v"}};
+  EXPECT_EQ(Check(obj), Errors{Bad("metadata.annotations", "\"bad key\"", kNamePartMsg)});
+  obj["metadata"]["annotations"] = {{"a", std::string(256 * 1024, 'x')}};
+  EXPECT_EQ(Check(obj),
+            Errors{"metadata.annotations: Too long: may not be more than 262144 bytes"});
+  obj["metadata"]["annotations"] = {{"a", std::string(256 * 1024 - 1, 'x')}};
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    TEST(ValidationMetadataTest, GenerationMustNotBeNegative) {
-      json obj = Class();
-      obj["metadata"]["generation"] = -1;
-      EXPECT_EQ(
-          Check(obj),
-          Errors{"metadata.generation: Invalid value: -1: must be greater than or equal to 0"});
-    }
+TEST(ValidationMetadataTest, GenerationMustNotBeNegative) {
+  json obj = Class();
+  obj["metadata"]["generation"] = -1;
+  EXPECT_EQ(Check(obj),
+            Errors{"metadata.generation: Invalid value: -1: must be greater than or equal to 0"});
+}
 
-    TEST(ValidationMetadataTest, NameIsImmutableOnUpdate) {
-      json old = Class();
-      json obj = Class();
-      obj["metadata"]["name"] = "other.example.com";
-      EXPECT_EQ(Check(obj, &old), Errors{"metadata.name: Invalid value: field is immutable"});
-    }
+TEST(ValidationMetadataTest, NameIsImmutableOnUpdate) {
+  json old = Class();
+  json obj = Class();
+  obj["metadata"]["name"] = "other.example.com";
+  EXPECT_EQ(Check(obj, &old), Errors{"metadata.name: Invalid value: field is immutable"});
+}
 
-    TEST(ValidationMetadataTest, MistypedFieldsAreReportedNotThrown) {
-      json obj = Slice();
-      obj["spec"]["devices"] = "gpu-0";
-      obj["spec"]["pool"]["generation"] = "one";
-      EXPECT_EQ(Check(obj),
-                (Errors{"spec.pool.generation: Invalid value: \"one\": must be of type integer",
-                        "spec.devices: Invalid value: \"gpu-0\": must be of type array"}));
-      EXPECT_EQ(Strings(ValidateObject(TypeOf("ResourceSlice"), json::array(), nullptr)),
-                Errors{"Invalid value: the object must be a JSON object"});
-    }
+TEST(ValidationMetadataTest, MistypedFieldsAreReportedNotThrown) {
+  json obj = Slice();
+  obj["spec"]["devices"] = "gpu-0";
+  obj["spec"]["pool"]["generation"] = "one";
+  EXPECT_EQ(Check(obj),
+            (Errors{"spec.pool.generation: Invalid value: \"one\": must be of type integer",
+                    "spec.devices: Invalid value: \"gpu-0\": must be of type array"}));
+  EXPECT_EQ(Strings(ValidateObject(TypeOf("ResourceSlice"), json::array(), nullptr)),
+            Errors{"Invalid value: the object must be a JSON object"});
+}
 
-    // ---- DeviceClass ---------------------------------------------------------------------------
+// ---- DeviceClass ---------------------------------------------------------------------------
 
-    TEST(DeviceClassValidationTest, SelectorNeedsANonEmptyBoundedExpression) {
-      json obj = Class();
-      obj["spec"]["selectors"] =
-          R"([{}, {"cel": {"expression": ""}}, {"cel": {"expression": "true"}}])"_json;
-      obj["spec"]["selectors"].push_back({{"cel", {{"expression", std::string(10241, 'x')}}}});
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{"spec.selectors[0].cel: Required value",
-                  "spec.selectors[1].cel.expression: Required value",
-                  "spec.selectors[3].cel.expression: Too long: may not be more than 10240 bytes"}));
-    }
+TEST(DeviceClassValidationTest, SelectorNeedsANonEmptyBoundedExpression) {
+  json obj = Class();
+  obj["spec"]["selectors"] =
+      R"([{}, {"cel": {"expression": ""}}, {"cel": {"expression": "true"}}])"_json;
+  obj["spec"]["selectors"].push_back({{"cel", {{"expression", std::string(10241, 'x')}}}});
+  EXPECT_EQ(
+      Check(obj),
+      (Errors{"spec.selectors[0].cel: Required value",
+              "spec.selectors[1].cel.expression: Required value",
+              "spec.selectors[3].cel.expression: Too long: may not be more than 10240 bytes"}));
+}
 
-    TEST(DeviceClassValidationTest, TooManySelectorsSkipsTheItems) {
-      json obj = Class();
-      obj["spec"]["selectors"] = Repeat(json::object(), 33);
-      EXPECT_EQ(Check(obj), Errors{"spec.selectors: Too many: 33: must have at most 32 items"});
-      obj["spec"]["selectors"] = Repeat(R"({"cel": {"expression": "true"}})"_json, 32);
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(DeviceClassValidationTest, TooManySelectorsSkipsTheItems) {
+  json obj = Class();
+  obj["spec"]["selectors"] = Repeat(json::object(), 33);
+  EXPECT_EQ(Check(obj), Errors{"spec.selectors: Too many: 33: must have at most 32 items"});
+  obj["spec"]["selectors"] = Repeat(R"({"cel": {"expression": "true"}})"_json, 32);
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    TEST(DeviceClassValidationTest, UnchangedSelectorsAreTreatedAsStored) {
-      json old = Class();
-      old["spec"]["selectors"] = {{{"cel", {{"expression", std::string(10241, 'x')}}}}};
-      json obj = old;
-      EXPECT_EQ(Check(obj, &old), Errors{});
-      obj["spec"]["selectors"].push_back(R"({"cel": {"expression": "true"}})"_json);
-      EXPECT_EQ(
-          Check(obj, &old),
-          Errors{"spec.selectors[0].cel.expression: Too long: may not be more than 10240 bytes"});
-    }
+TEST(DeviceClassValidationTest, UnchangedSelectorsAreTreatedAsStored) {
+  json old = Class();
+  old["spec"]["selectors"] = {{{"cel", {{"expression", std::string(10241, 'x')}}}}};
+  json obj = old;
+  EXPECT_EQ(Check(obj, &old), Errors{});
+  obj["spec"]["selectors"].push_back(R"({"cel": {"expression": "true"}})"_json);
+  EXPECT_EQ(Check(obj, &old),
+            Errors{"spec.selectors[0].cel.expression: Too long: may not be more than 10240 bytes"});
+}
 
-    TEST(DeviceClassValidationTest, OpaqueConfigNeedsDriverAndObjectParameters) {
-      json obj = Class();
-      obj["spec"]["config"] = R"([
+TEST(DeviceClassValidationTest, OpaqueConfigNeedsDriverAndObjectParameters) {
+  json obj = Class();
+  obj["spec"]["config"] = R"([
     {},
     {"opaque": {"driver": "gpu.example.com"}},
     {"opaque": {"driver": "gpu.example.com", "parameters": [1, 2]}},
     {"opaque": {"driver": "", "parameters": {}}},
     {"opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "timeSlicing"}}}
   ])"_json;
-      obj["spec"]["config"].push_back(
-          {{"opaque",
-            {{"driver", "gpu.example.com"}, {"parameters", {{"x", std::string(10240, 'y')}}}}}});
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{"spec.config[0].opaque: Required value",
-                  "spec.config[1].opaque.parameters: Required value",
-                  Bad("spec.config[2].opaque.parameters", "\"<value omitted>\"",
-                      "must be a valid JSON object"),
-                  "spec.config[3].opaque.driver: Required value",
-                  Bad("spec.config[3].opaque.driver", "\"\"", kSubdomainMsg),
-                  "spec.config[5].opaque.parameters: Too long: may not be more than 10240 bytes"}));
-    }
+  obj["spec"]["config"].push_back(
+      {{"opaque",
+        {{"driver", "gpu.example.com"}, {"parameters", {{"x", std::string(10240, 'y')}}}}}});
+  EXPECT_EQ(
+      Check(obj),
+      (Errors{"spec.config[0].opaque: Required value",
+              "spec.config[1].opaque.parameters: Required value",
+              Bad("spec.config[2].opaque.parameters", "\"<value omitted>\"",
+                  "must be a valid JSON object"),
+              "spec.config[3].opaque.driver: Required value",
+              Bad("spec.config[3].opaque.driver", "\"\"", kSubdomainMsg),
+              "spec.config[5].opaque.parameters: Too long: may not be more than 10240 bytes"}));
+}
 
-    TEST(DeviceClassValidationTest, TooManyConfigEntries) {
-      json obj = Class();
-      obj["spec"]["config"] = Repeat(json::object(), 33);
-      EXPECT_EQ(Check(obj), Errors{"spec.config: Too many: 33: must have at most 32 items"});
-    }
+TEST(DeviceClassValidationTest, TooManyConfigEntries) {
+  json obj = Class();
+  obj["spec"]["config"] = Repeat(json::object(), 33);
+  EXPECT_EQ(Check(obj), Errors{"spec.config: Too many: 33: must have at most 32 items"});
+}
 
-    TEST(DeviceClassValidationTest, ExtendedResourceNameMustBeExtended) {
-      json obj = Class();
-      for (const char* bad : {"gpu", "kubernetes.io/gpu", "requests.example.com/gpu", "a/b/c"}) {
-        obj["spec"]["extendedResourceName"] = bad;
-        EXPECT_EQ(Check(obj),
-                  Errors{Bad("spec.extendedResourceName", "\"" + std::string(bad) + "\"",
-                             "must be a valid extended resource name")})
-            << bad;
-      }
-      obj["spec"]["extendedResourceName"] = "example.com/gpu";
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(DeviceClassValidationTest, ExtendedResourceNameMustBeExtended) {
+  json obj = Class();
+  for (const char* bad : {"gpu", "kubernetes.io/gpu", "requests.example.com/gpu", "a/b/c"}) {
+    obj["spec"]["extendedResourceName"] = bad;
+    EXPECT_EQ(Check(obj), Errors{Bad("spec.extendedResourceName", "\"" + std::string(bad) + "\"",
+                                     "must be a valid extended resource name")})
+        << bad;
+  }
+  obj["spec"]["extendedResourceName"] = "example.com/gpu";
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    // ---- ResourceSlice -------------------------------------------------------------------------
+// ---- ResourceSlice -------------------------------------------------------------------------
 
-    TEST(ResourceSliceValidationTest, DriverIsARequiredShortSubdomain) {
-      json obj = Slice();
-      obj["spec"].erase("driver");
-      EXPECT_EQ(Check(obj),
-                (Errors{"spec.driver: Required value", Bad("spec.driver", "\"\"", kSubdomainMsg)}));
-      obj["spec"]["driver"] = std::string(60, 'a') + ".com";
-      EXPECT_EQ(Check(obj), Errors{"spec.driver: Too long: may not be more than 63 bytes"});
-      obj["spec"]["driver"] = "GPU.Example.com";  // upper case is tolerated, as for CSI drivers
-      EXPECT_EQ(Check(obj), Errors{});
-      obj["spec"]["driver"] = "gpu_example";
-      EXPECT_EQ(Check(obj), Errors{Bad("spec.driver", "\"gpu_example\"", kSubdomainMsg)});
-    }
+TEST(ResourceSliceValidationTest, DriverIsARequiredShortSubdomain) {
+  json obj = Slice();
+  obj["spec"].erase("driver");
+  EXPECT_EQ(Check(obj),
+            (Errors{"spec.driver: Required value", Bad("spec.driver", "\"\"", kSubdomainMsg)}));
+  obj["spec"]["driver"] = std::string(60, 'a') + ".com";
+  EXPECT_EQ(Check(obj), Errors{"spec.driver: Too long: may not be more than 63 bytes"});
+  obj["spec"]["driver"] = "GPU.Example.com";  // upper case is tolerated, as for CSI drivers
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["spec"]["driver"] = "gpu_example";
+  EXPECT_EQ(Check(obj), Errors{Bad("spec.driver", "\"gpu_example\"", kSubdomainMsg)});
+}
 
-    TEST(ResourceSliceValidationTest, PoolNameCountAndGeneration) {
-      json obj = Slice();
-      obj["spec"]["pool"] = R"({"name": "", "generation": -1, "resourceSliceCount": 0})"_json;
-      EXPECT_EQ(Check(obj),
-                (Errors{"spec.pool.name: Required value",
-                        "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero",
-                        "spec.pool.generation: Invalid value: -1: must be greater than or equal to "
-                        "zero"}));
-      obj["spec"]["pool"] =
-          R"({"name": "rack-1/Node_A", "generation": 0, "resourceSliceCount": 2})"_json;
-      EXPECT_EQ(Check(obj), Errors{Bad("spec.pool.name", "\"Node_A\"", kSubdomainMsg)});
-      obj["spec"]["pool"]["name"] = "rack-1/node-a";
-      EXPECT_EQ(Check(obj), Errors{});
-      obj["spec"]["pool"]["name"] = std::string(251, 'a') + "/bb";
-      EXPECT_EQ(Check(obj), Errors{"spec.pool.name: Too long: may not be more than 253 bytes"});
-    }
+TEST(ResourceSliceValidationTest, PoolNameCountAndGeneration) {
+  json obj = Slice();
+  obj["spec"]["pool"] = R"({"name": "", "generation": -1, "resourceSliceCount": 0})"_json;
+  EXPECT_EQ(Check(obj),
+            (Errors{"spec.pool.name: Required value",
+                    "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero",
+                    "spec.pool.generation: Invalid value: -1: must be greater than or equal to "
+                    "zero"}));
+  obj["spec"]["pool"] =
+      R"({"name": "rack-1/Node_A", "generation": 0, "resourceSliceCount": 2})"_json;
+  EXPECT_EQ(Check(obj), Errors{Bad("spec.pool.name", "\"Node_A\"", kSubdomainMsg)});
+  obj["spec"]["pool"]["name"] = "rack-1/node-a";
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["spec"]["pool"]["name"] = std::string(251, 'a') + "/bb";
+  EXPECT_EQ(Check(obj), Errors{"spec.pool.name: Too long: may not be more than 253 bytes"});
+}
 
-    TEST(ResourceSliceValidationTest, ExactlyOneNodeSelection) {
-      json obj = Slice();
-      obj["spec"].erase("nodeName");
-      EXPECT_EQ(Check(obj),
-                Errors{"spec: Required value: exactly one of `nodeName`, `nodeSelector`, "
-                       "`allNodes`, `perDeviceNodeSelection` is required"});
-      obj["spec"]["nodeName"] = "node-a";
-      obj["spec"]["allNodes"] = true;
-      EXPECT_EQ(
-          Check(obj),
-          Errors{"spec: Invalid value: \"{`nodeName`, `allNodes`}\": exactly one of `nodeName`, "
-                 "`nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but "
-                 "multiple fields are set"});
-      obj["spec"]["allNodes"] = false;
-      EXPECT_EQ(Check(obj),
-                Errors{"spec.allNodes: Invalid value: false: must be either unset or set to true"});
-      obj["spec"].erase("allNodes");
-      obj["spec"]["nodeName"] = "";
-      EXPECT_EQ(Check(obj),
-                (Errors{"spec.nodeName: Invalid value: \"\": must be either unset or set to a "
-                        "non-empty string",
-                        "spec: Required value: exactly one of `nodeName`, `nodeSelector`, "
-                        "`allNodes`, `perDeviceNodeSelection` is required"}));
-      obj["spec"]["nodeName"] = "Node_A";
-      EXPECT_EQ(Check(obj), Errors{Bad("spec.nodeName", "\"Node_A\"", kSubdomainMsg)});
-    }
+TEST(ResourceSliceValidationTest, ExactlyOneNodeSelection) {
+  json obj = Slice();
+  obj["spec"].erase("nodeName");
+  EXPECT_EQ(Check(obj), Errors{"spec: Required value: exactly one of `nodeName`, `nodeSelector`, "
+                               "`allNodes`, `perDeviceNodeSelection` is required"});
+  obj["spec"]["nodeName"] = "node-a";
+  obj["spec"]["allNodes"] = true;
+  EXPECT_EQ(Check(obj),
+            Errors{"spec: Invalid value: \"{`nodeName`, `allNodes`}\": exactly one of `nodeName`, "
+                   "`nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required, but "
+                   "multiple fields are set"});
+  obj["spec"]["allNodes"] = false;
+  EXPECT_EQ(Check(obj),
+            Errors{"spec.allNodes: Invalid value: false: must be either unset or set to true"});
+  obj["spec"].erase("allNodes");
+  obj["spec"]["nodeName"] = "";
+  EXPECT_EQ(Check(obj),
+            (Errors{"spec.nodeName: Invalid value: \"\": must be either unset or set to a "
+                    "non-empty string",
+                    "spec: Required value: exactly one of `nodeName`, `nodeSelector`, "
+                    "`allNodes`, `perDeviceNodeSelection` is required"}));
+  obj["spec"]["nodeName"] = "Node_A";
+  EXPECT_EQ(Check(obj), Errors{Bad("spec.nodeName", "\"Node_A\"", kSubdomainMsg)});
+}
 
-    TEST(ResourceSliceValidationTest, NodeSelectorNeedsExactlyOneValidTerm) {
-      json obj = Slice();
-      obj["spec"].erase("nodeName");
-      obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": [{"matchExpressions": [
+TEST(ResourceSliceValidationTest, NodeSelectorNeedsExactlyOneValidTerm) {
+  json obj = Slice();
+  obj["spec"].erase("nodeName");
+  obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": [{"matchExpressions": [
       {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}]})"_json;
-      EXPECT_EQ(Check(obj), Errors{});
-      obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": [{"matchExpressions": [
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": [{"matchExpressions": [
       {"key": "zone", "operator": "Near", "values": ["a"]},
       {"key": "zone", "operator": "In"},
       {"key": "zone", "operator": "Exists", "values": ["a"]},
@@ -523,110 +511,107 @@ std::vector<json> SeedObjects() {
     "matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]},
                     {"key": "metadata.name", "operator": "Exists"},
                     {"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}]})"_json;
-      const std::string e = "spec.nodeSelector.nodeSelectorTerms[0].matchExpressions";
-      const std::string f = "spec.nodeSelector.nodeSelectorTerms[0].matchFields";
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{Bad(e + "[0].operator", "\"Near\"", "not a valid selector operator"),
-                  e + "[1].values: Required value: must be specified when `operator` is 'In' "
-                      "or 'NotIn'",
-                  e + "[2].values: Forbidden: may not be specified when `operator` is 'Exists' "
-                      "or 'DoesNotExist'",
-                  e + "[3].values: Required value: must be specified single value when "
-                      "`operator` is 'Lt' or 'Gt'",
-                  Bad(e + "[3].key", "\"bad key\"", kNamePartMsg),
-                  Bad(e + "[4].values[0]", "\"not valid\"", kLabelValueMsg),
-                  Bad(f + "[0].key", "\"metadata.uid\"", "not a valid field selector key"),
-                  Bad(f + "[1].operator", "\"Exists\"", "not a valid selector operator"),
-                  f + "[2].values: Required value: must be only one value when `operator` is "
-                      "'In' or 'NotIn' for node field selector"}));
-      obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": [
+  const std::string e = "spec.nodeSelector.nodeSelectorTerms[0].matchExpressions";
+  const std::string f = "spec.nodeSelector.nodeSelectorTerms[0].matchFields";
+  EXPECT_EQ(Check(obj),
+            (Errors{Bad(e + "[0].operator", "\"Near\"", "not a valid selector operator"),
+                    e + "[1].values: Required value: must be specified when `operator` is 'In' "
+                        "or 'NotIn'",
+                    e + "[2].values: Forbidden: may not be specified when `operator` is 'Exists' "
+                        "or 'DoesNotExist'",
+                    e + "[3].values: Required value: must be specified single value when "
+                        "`operator` is 'Lt' or 'Gt'",
+                    Bad(e + "[3].key", "\"bad key\"", kNamePartMsg),
+                    Bad(e + "[4].values[0]", "\"not valid\"", kLabelValueMsg),
+                    Bad(f + "[0].key", "\"metadata.uid\"", "not a valid field selector key"),
+                    Bad(f + "[1].operator", "\"Exists\"", "not a valid selector operator"),
+                    f + "[2].values: Required value: must be only one value when `operator` is "
+                        "'In' or 'NotIn' for node field selector"}));
+  obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": [
       {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]},
       {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}]})"_json;
-      EXPECT_EQ(Check(obj), Errors{Bad("spec.nodeSelector.nodeSelectorTerms",
-                                       obj["spec"]["nodeSelector"]["nodeSelectorTerms"].dump(),
-                                       "must have exactly one node selector term")});
-      obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": []})"_json;
-      EXPECT_EQ(Check(obj),
-                (Errors{"spec.nodeSelector.nodeSelectorTerms: Required value: must have "
-                        "at least one node selector term",
-                        Bad("spec.nodeSelector.nodeSelectorTerms", "[]",
-                            "must have exactly one node selector term")}));
-    }
+  EXPECT_EQ(Check(obj), Errors{Bad("spec.nodeSelector.nodeSelectorTerms",
+                                   obj["spec"]["nodeSelector"]["nodeSelectorTerms"].dump(),
+                                   "must have exactly one node selector term")});
+  obj["spec"]["nodeSelector"] = R"({"nodeSelectorTerms": []})"_json;
+  EXPECT_EQ(Check(obj), (Errors{"spec.nodeSelector.nodeSelectorTerms: Required value: must have "
+                                "at least one node selector term",
+                                Bad("spec.nodeSelector.nodeSelectorTerms", "[]",
+                                    "must have exactly one node selector term")}));
+}
 
-    TEST(ResourceSliceValidationTest, DevicesAndSharedCountersExcludeEachOther) {
-      json obj = Slice();
-      obj["spec"]["sharedCounters"] =
-          R"([{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}])"_json;
-      EXPECT_EQ(Check(obj), Errors{"spec: Invalid value: \"\": only one of `sharedCounters` or "
-                                   "`devices` is allowed"});
-      obj["spec"].erase("devices");
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(ResourceSliceValidationTest, DevicesAndSharedCountersExcludeEachOther) {
+  json obj = Slice();
+  obj["spec"]["sharedCounters"] =
+      R"([{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}])"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec: Invalid value: \"\": only one of `sharedCounters` or "
+                               "`devices` is allowed"});
+  obj["spec"].erase("devices");
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    TEST(ResourceSliceValidationTest, DeviceLimitDependsOnAdvancedFeatures) {
-      json obj = Slice();
-      obj["spec"]["devices"] = NamedDevices(128);
-      EXPECT_EQ(Check(obj), Errors{});
-      obj["spec"]["devices"] = NamedDevices(129);
-      EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 129: must have at most 128 items"});
-      obj["spec"]["devices"] = NamedDevices(65);
-      obj["spec"]["devices"][7]["taints"] =
-          R"([{"key": "example.com/broken", "effect": "NoSchedule"}])"_json;
-      EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
-      obj["spec"]["devices"] = NamedDevices(65);
-      obj["spec"]["devices"][0]["attributes"] = R"({"ids": {"ints": [1, 2]}})"_json;
-      EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
-      obj["spec"]["devices"] = NamedDevices(65);
-      obj["spec"]["devices"][0]["consumesCounters"] =
-          R"([{"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}}])"_json;
-      EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
-    }
+TEST(ResourceSliceValidationTest, DeviceLimitDependsOnAdvancedFeatures) {
+  json obj = Slice();
+  obj["spec"]["devices"] = NamedDevices(128);
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["spec"]["devices"] = NamedDevices(129);
+  EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 129: must have at most 128 items"});
+  obj["spec"]["devices"] = NamedDevices(65);
+  obj["spec"]["devices"][7]["taints"] =
+      R"([{"key": "example.com/broken", "effect": "NoSchedule"}])"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
+  obj["spec"]["devices"] = NamedDevices(65);
+  obj["spec"]["devices"][0]["attributes"] = R"({"ids": {"ints": [1, 2]}})"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
+  obj["spec"]["devices"] = NamedDevices(65);
+  obj["spec"]["devices"][0]["consumesCounters"] =
+      R"([{"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}}])"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
+}
 
-    TEST(ResourceSliceValidationTest, DeviceNamesAreUniqueDnsLabels) {
-      json obj = Slice();
-      obj["spec"]["devices"] = R"([{"name": "gpu-0"}, {"name": "gpu.1"}, {"name": "gpu-0"}])"_json;
-      EXPECT_EQ(Check(obj), (Errors{Bad("spec.devices[1].name", "\"gpu.1\"", kLabelMsg),
-                                    "spec.devices[2]: Duplicate value: \"gpu-0\""}));
-    }
+TEST(ResourceSliceValidationTest, DeviceNamesAreUniqueDnsLabels) {
+  json obj = Slice();
+  obj["spec"]["devices"] = R"([{"name": "gpu-0"}, {"name": "gpu.1"}, {"name": "gpu-0"}])"_json;
+  EXPECT_EQ(Check(obj), (Errors{Bad("spec.devices[1].name", "\"gpu.1\"", "must not contain dots"),
+                                "spec.devices[2]: Duplicate value: \"gpu-0\""}));
+}
 
-    TEST(ResourceSliceValidationTest, AttributesAndCapacitiesAreLimitedTogether) {
-      json obj = Slice();
-      json& device = obj["spec"]["devices"][0];
-      for (int i = 0; i < 20; ++i) device["attributes"]["a" + std::to_string(i)] = {{"int", i}};
-      for (int i = 0; i < 12; ++i) device["capacity"]["c" + std::to_string(i)] = {{"value", "1"}};
-      EXPECT_EQ(Check(obj), Errors{});
-      device["capacity"]["c12"] = {{"value", "1"}};
-      EXPECT_EQ(Check(obj), Errors{"spec.devices[0]: Invalid value: 33: the total number of "
-                                   "attributes and capacities must not exceed 32"});
-    }
+TEST(ResourceSliceValidationTest, AttributesAndCapacitiesAreLimitedTogether) {
+  json obj = Slice();
+  json& device = obj["spec"]["devices"][0];
+  for (int i = 0; i < 20; ++i) device["attributes"]["a" + std::to_string(i)] = {{"int", i}};
+  for (int i = 0; i < 12; ++i) device["capacity"]["c" + std::to_string(i)] = {{"value", "1"}};
+  EXPECT_EQ(Check(obj), Errors{});
+  device["capacity"]["c12"] = {{"value", "1"}};
+  EXPECT_EQ(Check(obj), Errors{"spec.devices[0]: Invalid value: 33: the total number of "
+                               "attributes and capacities must not exceed 32"});
+}
 
-    TEST(ResourceSliceValidationTest, AttributeValuesCountListItems) {
-      json obj = Slice();
-      json& device = obj["spec"]["devices"][0];
-      device["attributes"]["ids"] = {{"ints", Repeat(1, 47)}};
-      device["attributes"]["model"] = {{"string", "x"}};
-      EXPECT_EQ(Check(obj), Errors{});
-      device["attributes"]["ids"] = {{"ints", Repeat(1, 48)}};
-      EXPECT_EQ(Check(obj), Errors{"spec.devices[0]: Invalid value: 49: the total number of "
-                                   "attribute values must not exceed 48"});
-    }
+TEST(ResourceSliceValidationTest, AttributeValuesCountListItems) {
+  json obj = Slice();
+  json& device = obj["spec"]["devices"][0];
+  device["attributes"]["ids"] = {{"ints", Repeat(1, 47)}};
+  device["attributes"]["model"] = {{"string", "x"}};
+  EXPECT_EQ(Check(obj), Errors{});
+  device["attributes"]["ids"] = {{"ints", Repeat(1, 48)}};
+  EXPECT_EQ(Check(obj), Errors{"spec.devices[0]: Invalid value: 49: the total number of "
+                               "attribute values must not exceed 48"});
+}
 
-    TEST(ResourceSliceValidationTest, AttributeHoldsExactlyOneBoundedValue) {
-      json obj = Slice();
-      obj["spec"]["devices"][0]["attributes"] = {
-          {"gpu.example.com/model", {{"string", std::string(65, 'x')}}},
-          {"driverVersion", {{"version", "1.0"}}},
-          {"empty", json::object()},
-          {"twice", {{"int", 1}, {"bool", true}}},
-          {"emptyList", {{"strings", json::array()}}},
-          {"versions", {{"versions", {"1.0.0", "v2"}}}},
-          {"ok", {{"version", "1.2.3-rc.1+build.5"}}}};
-      const std::string a = "spec.devices[0].attributes";
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{
-              Bad(a + "[driverVersion].version", "\"1.0\"",
+TEST(ResourceSliceValidationTest, AttributeHoldsExactlyOneBoundedValue) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["attributes"] = {
+      {"gpu.example.com/model", {{"string", std::string(65, 'x')}}},
+      {"driverVersion", {{"version", "1.0"}}},
+      {"empty", json::object()},
+      {"twice", {{"int", 1}, {"bool", true}}},
+      {"emptyList", {{"strings", json::array()}}},
+      {"versions", {{"versions", {"1.0.0", "v2"}}}},
+      {"ok", {{"version", "1.2.3-rc.1+build.5"}}}};
+  const std::string a = "spec.devices[0].attributes";
+  EXPECT_EQ(
+      Check(obj),
+      (Errors{Bad(a + "[driverVersion].version", "\"1.0\"",
                   "must be a string compatible with semver.org spec 2.0.0"),
               Bad(a + "[empty]", "\"\"", "exactly one value must be specified"),
               Bad(a + "[emptyList].strings", "[]string{}", "must not be empty if specified"),
@@ -634,356 +619,350 @@ std::vector<json> SeedObjects() {
               Bad(a + "[twice]", R"({"bool":true,"int":1})", "exactly one value must be specified"),
               Bad(a + "[versions].versions[1]", "\"v2\"",
                   "must be a string compatible with semver.org spec 2.0.0")}));
-    }
+}
 
-    TEST(ResourceSliceValidationTest, AttributeNamesAreQualifiedNames) {
-      json obj = Slice();
-      const std::string long_id(33, 'a');
-      obj["spec"]["devices"][0]["attributes"] = {
-          {"bad-name", {{"int", 1}}}, {"a/b/c", {{"int", 1}}},
-          {"/model", {{"int", 1}}},   {"gpu.example.com/", {{"int", 1}}},
-          {long_id, {{"int", 1}}},    {"Bad_Domain/model", {{"int", 1}}}};
-      const std::string a = "spec.devices[0].attributes";
-      EXPECT_EQ(Check(obj), (Errors{Bad(a, "\"\"", "the domain must not be empty"),
-                                    Bad(a, "\"Bad_Domain\"", kSubdomainMsg),
-                                    Bad(a, "\"a/b/c\"", "must not contain more than one slash"),
-                                    a + ": Too long: may not be more than 32 bytes",
-                                    Bad(a, "\"bad-name\"", kCIdentifierMsg),
-                                    Bad(a, "\"\"", "the name must not be empty")}));
-    }
+TEST(ResourceSliceValidationTest, AttributeNamesAreQualifiedNames) {
+  json obj = Slice();
+  const std::string long_id(33, 'a');
+  obj["spec"]["devices"][0]["attributes"] = {
+      {"bad-name", {{"int", 1}}}, {"a/b/c", {{"int", 1}}},
+      {"/model", {{"int", 1}}},   {"gpu.example.com/", {{"int", 1}}},
+      {long_id, {{"int", 1}}},    {"Bad_Domain/model", {{"int", 1}}}};
+  const std::string a = "spec.devices[0].attributes";
+  EXPECT_EQ(Check(obj), (Errors{Bad(a, "\"\"", "the domain must not be empty"),
+                                Bad(a, "\"Bad_Domain\"", kSubdomainMsg),
+                                Bad(a, "\"a/b/c\"", "must not contain more than one slash"),
+                                a + ": Too long: may not be more than 32 bytes",
+                                Bad(a, "\"bad-name\"", kCIdentifierMsg),
+                                Bad(a, "\"\"", "the name must not be empty")}));
+}
 
-    TEST(ResourceSliceValidationTest, LongMapKeysAreTruncatedInPaths) {
-      json obj = Slice();
-      const std::string key = std::string(63, 'd') + "/" + std::string(40, 'i');
-      obj["spec"]["devices"][0]["attributes"] = {{key, {{"string", std::string(65, 'x')}}}};
-      const Errors errs = Check(obj);
-      const std::string shortened =
-          std::string(47, 'd') + "..." + std::string(5, 'd') + "/" + std::string(40, 'i');
-      EXPECT_TRUE(Contains(errs, "spec.devices[0].attributes[" + shortened +
-                                     "].string: Too long: may not be more than 64 bytes"))
-          << testing::PrintToString(errs);
-    }
+TEST(ResourceSliceValidationTest, LongMapKeysAreTruncatedInPaths) {
+  json obj = Slice();
+  const std::string key = std::string(63, 'd') + "/" + std::string(40, 'i');
+  obj["spec"]["devices"][0]["attributes"] = {{key, {{"string", std::string(65, 'x')}}}};
+  const Errors errs = Check(obj);
+  const std::string shortened =
+      std::string(47, 'd') + "..." + std::string(5, 'd') + "/" + std::string(40, 'i');
+  EXPECT_TRUE(Contains(errs, "spec.devices[0].attributes[" + shortened +
+                                 "].string: Too long: may not be more than 64 bytes"))
+      << testing::PrintToString(errs);
+}
 
-    TEST(ResourceSliceValidationTest, CapacityQuantitiesMustParse) {
-      json obj = Slice();
-      obj["spec"]["devices"][0]["capacity"] = R"({"memory": {"value": "80GB"},
+TEST(ResourceSliceValidationTest, CapacityQuantitiesMustParse) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["capacity"] = R"({"memory": {"value": "80K"},
                                               "cores": {"value": "1.5.5"}})"_json;
-      EXPECT_EQ(Check(obj), (Errors{Bad("spec.devices[0].capacity[cores].value", "\"1.5.5\"",
-                                        "quantities must match the regular expression "
-                                        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
-                                    Bad("spec.devices[0].capacity[memory].value", "\"80GB\"",
-                                        "unable to parse quantity's suffix")}));
-    }
+  EXPECT_EQ(Check(obj), (Errors{Bad("spec.devices[0].capacity[cores].value", "\"1.5.5\"",
+                                    "quantities must match the regular expression "
+                                    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+                                Bad("spec.devices[0].capacity[memory].value", "\"80K\"",
+                                    "unable to parse quantity's suffix")}));
+}
 
-    TEST(ResourceSliceValidationTest, RequestPolicyNeedsMultipleAllocations) {
-      json obj = Slice();
-      obj["spec"]["devices"][0]["capacity"] =
-          R"({"memory": {"value": "80Gi", "requestPolicy": {"default": "1Gi"}}})"_json;
-      EXPECT_EQ(Check(obj), Errors{"spec.devices[0].capacity[memory].requestPolicy: Forbidden: "
-                                   "allowMultipleAllocations must be true"});
-      obj["spec"]["devices"][0]["allowMultipleAllocations"] = true;
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(ResourceSliceValidationTest, RequestPolicyNeedsMultipleAllocations) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["capacity"] =
+      R"({"memory": {"value": "80Gi", "requestPolicy": {"default": "1Gi"}}})"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec.devices[0].capacity[memory].requestPolicy: Forbidden: "
+                               "allowMultipleAllocations must be true"});
+  obj["spec"]["devices"][0]["allowMultipleAllocations"] = true;
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    json SharedDevice(const json& policy) {
-      json obj = Slice();
-      obj["spec"]["devices"][0]["allowMultipleAllocations"] = true;
-      obj["spec"]["devices"][0]["capacity"] = {
-          {"memory", {{"value", "10Gi"}, {"requestPolicy", policy}}}};
-      return obj;
-    }
+json SharedDevice(const json& policy) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["allowMultipleAllocations"] = true;
+  obj["spec"]["devices"][0]["capacity"] = {
+      {"memory", {{"value", "10Gi"}, {"requestPolicy", policy}}}};
+  return obj;
+}
 
-    const char kPolicy[] = "spec.devices[0].capacity[memory].requestPolicy";
+const char kPolicy[] = "spec.devices[0].capacity[memory].requestPolicy";
 
-    TEST(ResourceSliceValidationTest, RequestPolicyValidValues) {
-      const std::string p = kPolicy;
-      EXPECT_EQ(
-          Check(SharedDevice(R"({"default": "2Gi", "validValues": ["1Gi", "2Gi", "4Gi"]})"_json)),
-          Errors{});
-      EXPECT_EQ(Check(SharedDevice(R"({"validValues": ["1Gi"]})"_json)),
-                Errors{p + ".default: Required value: required when validValues is defined"});
-      EXPECT_EQ(
-          Check(
-              SharedDevice(R"({"default": "3Gi", "validValues": ["4Gi", "2048Mi", "12Gi"]})"_json)),
-          (Errors{
-              Bad(p + ".validValues[1]", "\"2Gi\"", "values must be sorted in ascending order"),
+TEST(ResourceSliceValidationTest, RequestPolicyValidValues) {
+  const std::string p = kPolicy;
+  EXPECT_EQ(Check(SharedDevice(R"({"default": "2Gi", "validValues": ["1Gi", "2Gi", "4Gi"]})"_json)),
+            Errors{});
+  EXPECT_EQ(Check(SharedDevice(R"({"validValues": ["1Gi"]})"_json)),
+            Errors{p + ".default: Required value: required when validValues is defined"});
+  EXPECT_EQ(
+      Check(SharedDevice(R"({"default": "3Gi", "validValues": ["4Gi", "2048Mi", "12Gi"]})"_json)),
+      (Errors{Bad(p + ".validValues[1]", "\"2Gi\"", "values must be sorted in ascending order"),
               Bad(p + ".validValues[2]", "\"12Gi\"", "option is larger than capacity value: 10Gi"),
               Bad(p + ".validValues", "\"3Gi\"",
                   "default value is not valid according to the requestPolicy")}));
-      EXPECT_EQ(Check(SharedDevice(R"({"default": "1Gi", "validValues": ["1Gi", "1024Mi"]})"_json)),
-                Errors{p + ".validValues[1]: Duplicate value: \"1073741824\""});
-      json eleven = R"({"default": "1", "validValues": []})"_json;
-      for (int i = 1; i <= 11; ++i) eleven["validValues"].push_back(std::to_string(i));
-      EXPECT_EQ(Check(SharedDevice(eleven)),
-                (Errors{p + ".validValues: Too many: 11: must have at most 10 items",
-                        Bad(p + ".validValues", "\"1\"",
-                            "default value is not valid according to the requestPolicy")}));
-      EXPECT_EQ(
-          Check(SharedDevice(
-              R"({"default": "1Gi", "validValues": ["1Gi"], "validRange": {"min": "1Gi"}})"_json)),
-          Errors{p + ": Forbidden: exactly one policy can be specified, cannot specify "
-                     "\"validValues\" and \"validRange\" at the same time"});
-      EXPECT_EQ(Check(SharedDevice(R"({"default": "1GB", "validValues": ["1Gi"]})"_json)),
-                Errors{Bad(p + ".default", "\"1GB\"", "unable to parse quantity's suffix")});
-    }
+  EXPECT_EQ(Check(SharedDevice(R"({"default": "1Gi", "validValues": ["1Gi", "1024Mi"]})"_json)),
+            Errors{p + ".validValues[1]: Duplicate value: \"1073741824\""});
+  json eleven = R"({"default": "1", "validValues": []})"_json;
+  for (int i = 1; i <= 11; ++i) eleven["validValues"].push_back(std::to_string(i));
+  EXPECT_EQ(Check(SharedDevice(eleven)),
+            (Errors{p + ".validValues: Too many: 11: must have at most 10 items",
+                    Bad(p + ".validValues", "\"1\"",
+                        "default value is not valid according to the requestPolicy")}));
+  EXPECT_EQ(
+      Check(SharedDevice(
+          R"({"default": "1Gi", "validValues": ["1Gi"], "validRange": {"min": "1Gi"}})"_json)),
+      Errors{p + ": Forbidden: exactly one policy can be specified, cannot specify "
+                 "\"validValues\" and \"validRange\" at the same time"});
+  EXPECT_EQ(Check(SharedDevice(R"({"default": "1K", "validValues": ["1Gi"]})"_json)),
+            Errors{Bad(p + ".default", "\"1K\"", "unable to parse quantity's suffix")});
+}
 
-    TEST(ResourceSliceValidationTest, RequestPolicyValidRange) {
-      const std::string r = std::string(kPolicy) + ".validRange";
-      EXPECT_EQ(
-          Check(SharedDevice(
-              R"({"default": "2Gi", "validRange": {"min": "1Gi", "max": "8Gi", "step": "1Gi"}})"_json)),
-          Errors{});
-      EXPECT_EQ(Check(SharedDevice(R"({"validRange": {"min": "1Gi"}})"_json)),
-                Errors{std::string(kPolicy) +
-                       ".default: Required value: required when validRange is defined"});
-      EXPECT_EQ(Check(SharedDevice(R"({"default": "1Gi", "validRange": {"max": "2Gi"}})"_json)),
-                Errors{r + ".min: Required value: required when validRange is defined"});
-      EXPECT_EQ(Check(SharedDevice(
-                    R"({"default": "1Gi", "validRange": {"min": "11Gi", "max": "12Gi"}})"_json)),
-                (Errors{Bad(r + ".min", "\"11Gi\"", "min is larger than capacity value: 10Gi"),
-                        Bad(r + ".default", "\"1Gi\"", "default is less than min: 11Gi"),
-                        Bad(r + ".max", "\"12Gi\"", "max is larger than capacity value: 10Gi")}));
-      EXPECT_EQ(Check(SharedDevice(
-                    R"({"default": "4Gi", "validRange": {"min": "2Gi", "max": "1Gi"}})"_json)),
-                (Errors{Bad(r + ".max", "\"2Gi\"", "min is larger than max: 1Gi"),
-                        Bad(r + ".default", "\"4Gi\"", "default is more than max: 1Gi")}));
-      EXPECT_EQ(Check(SharedDevice(
-                    R"({"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}})"_json)),
-                Errors{Bad(r + ".step", "\"0\"", "must be greater than zero")});
-      EXPECT_EQ(
-          Check(SharedDevice(
-              R"({"default": "2Gi", "validRange": {"min": "1Gi", "step": "10Gi"}})"_json)),
-          (Errors{Bad(r + ".step", "\"10Gi\"", "one step 11Gi is larger than capacity value: 10Gi"),
-                  Bad(r + ".step", "\"2Gi\"",
-                      "value is not a multiple of a given step (10Gi) from (1Gi)")}));
-      EXPECT_EQ(
-          Check(SharedDevice(
-              R"({"default": "3Gi", "validRange": {"min": "1Gi", "max": "6Gi", "step": "2Gi"}})"_json)),
-          Errors{Bad(r + ".step", "\"6Gi\"",
-                     "value is not a multiple of a given step (2Gi) from (1Gi)")});
-      EXPECT_EQ(Check(SharedDevice(
-                    R"({"default": "-1", "validRange": {"min": "-2", "step": "1"}})"_json)),
-                (Errors{Bad(r + ".default", "\"-1\"", "must be greater than or equal to 0"),
-                        Bad(r + ".min", "\"-2\"", "must be greater than or equal to 0")}));
-    }
+TEST(ResourceSliceValidationTest, RequestPolicyValidRange) {
+  const std::string r = std::string(kPolicy) + ".validRange";
+  EXPECT_EQ(
+      Check(SharedDevice(
+          R"({"default": "2Gi", "validRange": {"min": "1Gi", "max": "8Gi", "step": "1Gi"}})"_json)),
+      Errors{});
+  EXPECT_EQ(Check(SharedDevice(R"({"validRange": {"min": "1Gi"}})"_json)),
+            Errors{std::string(kPolicy) +
+                   ".default: Required value: required when validRange is defined"});
+  EXPECT_EQ(Check(SharedDevice(R"({"default": "1Gi", "validRange": {"max": "2Gi"}})"_json)),
+            Errors{r + ".min: Required value: required when validRange is defined"});
+  EXPECT_EQ(Check(SharedDevice(
+                R"({"default": "1Gi", "validRange": {"min": "11Gi", "max": "12Gi"}})"_json)),
+            (Errors{Bad(r + ".min", "\"11Gi\"", "min is larger than capacity value: 10Gi"),
+                    Bad(r + ".default", "\"1Gi\"", "default is less than min: 11Gi"),
+                    Bad(r + ".max", "\"12Gi\"", "max is larger than capacity value: 10Gi")}));
+  EXPECT_EQ(
+      Check(SharedDevice(R"({"default": "4Gi", "validRange": {"min": "2Gi", "max": "1Gi"}})"_json)),
+      (Errors{Bad(r + ".max", "\"2Gi\"", "min is larger than max: 1Gi"),
+              Bad(r + ".default", "\"4Gi\"", "default is more than max: 1Gi")}));
+  EXPECT_EQ(
+      Check(SharedDevice(R"({"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}})"_json)),
+      Errors{Bad(r + ".step", "\"0\"", "must be greater than zero")});
+  EXPECT_EQ(
+      Check(
+          SharedDevice(R"({"default": "2Gi", "validRange": {"min": "1Gi", "step": "10Gi"}})"_json)),
+      (Errors{Bad(r + ".step", "\"10Gi\"", "one step 11Gi is larger than capacity value: 10Gi"),
+              Bad(r + ".step", "\"2Gi\"",
+                  "value is not a multiple of a given step (10Gi) from (1Gi)")}));
+  EXPECT_EQ(
+      Check(SharedDevice(
+          R"({"default": "3Gi", "validRange": {"min": "1Gi", "max": "6Gi", "step": "2Gi"}})"_json)),
+      Errors{
+          Bad(r + ".step", "\"6Gi\"", "value is not a multiple of a given step (2Gi) from (1Gi)")});
+  EXPECT_EQ(
+      Check(SharedDevice(R"({"default": "-1", "validRange": {"min": "-2", "step": "1"}})"_json)),
+      (Errors{Bad(r + ".default", "\"-1\"", "must be greater than or equal to 0"),
+              Bad(r + ".min", "\"-2\"", "must be greater than or equal to 0")}));
+}
 
-    TEST(ResourceSliceValidationTest, SharedCounterSets) {
-      json obj = Slice();
-      obj["spec"].erase("devices");
-      obj["spec"]["sharedCounters"] = R"([
+TEST(ResourceSliceValidationTest, SharedCounterSets) {
+  json obj = Slice();
+  obj["spec"].erase("devices");
+  obj["spec"]["sharedCounters"] = R"([
     {"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}, "Bad_Counter": {"value": "1"}}},
     {"name": "", "counters": {}},
     {"name": "gpu-0", "counters": {"memory": {"value": "lots"}}}
   ])"_json;
-      const std::string s = "spec.sharedCounters";
-      EXPECT_EQ(Check(obj),
-                (Errors{Bad(s + "[0].counters", "\"Bad_Counter\"", kLabelMsg),
-                        s + "[1].name: Required value", s + "[1].counters: Required value",
-                        Bad(s + "[2].counters[memory].value", "\"lots\"",
-                            "quantities must match the regular expression "
-                            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
-                        s + "[2]: Duplicate value: \"gpu-0\""}));
-      obj["spec"]["sharedCounters"] = Repeat(json::object(), 9);
-      EXPECT_EQ(Check(obj), Errors{s + ": Too many: 9: must have at most 8 items"});
-      json counters = json::object();
-      for (int i = 0; i < 33; ++i) counters["c" + std::to_string(i)] = {{"value", "1"}};
-      obj["spec"]["sharedCounters"] = {{{"name", "set"}, {"counters", counters}}};
-      EXPECT_EQ(Check(obj), Errors{s + "[0].counters: Too many: 33: must have at most 32 items"});
-    }
+  const std::string s = "spec.sharedCounters";
+  EXPECT_EQ(Check(obj), (Errors{Bad(s + "[0].counters", "\"Bad_Counter\"", kLabelMsg),
+                                s + "[1].name: Required value", s + "[1].counters: Required value",
+                                Bad(s + "[2].counters[memory].value", "\"lots\"",
+                                    "quantities must match the regular expression "
+                                    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+                                s + "[2]: Duplicate value: \"gpu-0\""}));
+  obj["spec"]["sharedCounters"] = Repeat(json::object(), 9);
+  EXPECT_EQ(Check(obj), Errors{s + ": Too many: 9: must have at most 8 items"});
+  json counters = json::object();
+  for (int i = 0; i < 33; ++i) counters["c" + std::to_string(i)] = {{"value", "1"}};
+  obj["spec"]["sharedCounters"] = {{{"name", "set"}, {"counters", counters}}};
+  EXPECT_EQ(Check(obj), Errors{s + "[0].counters: Too many: 33: must have at most 32 items"});
+}
 
-    TEST(ResourceSliceValidationTest, DeviceCounterConsumption) {
-      json obj = Slice();
-      obj["spec"]["devices"][0]["consumesCounters"] = R"([
+TEST(ResourceSliceValidationTest, DeviceCounterConsumption) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["consumesCounters"] = R"([
     {"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}},
     {"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}}
   ])"_json;
-      const std::string c = "spec.devices[0].consumesCounters";
-      EXPECT_EQ(Check(obj), Errors{c + "[1]: Duplicate value: \"gpu-0\""});
-      obj["spec"]["devices"][0]["consumesCounters"] = R"([{"counters": {}}, {}, {}])"_json;
-      EXPECT_EQ(Check(obj), Errors{c + ": Too many: 3: must have at most 2 items"});
-      obj["spec"]["devices"][0]["consumesCounters"] = R"([{"counterSet": "Set"}])"_json;
-      EXPECT_EQ(Check(obj), (Errors{Bad(c + "[0].counterSet", "\"Set\"", kLabelMsg),
-                                    c + "[0].counters: Required value"}));
-    }
+  const std::string c = "spec.devices[0].consumesCounters";
+  EXPECT_EQ(Check(obj), Errors{c + "[1]: Duplicate value: \"gpu-0\""});
+  obj["spec"]["devices"][0]["consumesCounters"] = R"([{"counters": {}}, {}, {}])"_json;
+  EXPECT_EQ(Check(obj), Errors{c + ": Too many: 3: must have at most 2 items"});
+  obj["spec"]["devices"][0]["consumesCounters"] = R"([{"counterSet": "Set"}])"_json;
+  EXPECT_EQ(Check(obj), (Errors{Bad(c + "[0].counterSet", "\"Set\"", kLabelMsg),
+                                c + "[0].counters: Required value"}));
+}
 
-    TEST(ResourceSliceValidationTest, DeviceTaints) {
-      json obj = Slice();
-      obj["spec"]["devices"][0]["taints"] = R"([
+TEST(ResourceSliceValidationTest, DeviceTaints) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["taints"] = R"([
     {"key": "example.com/unhealthy", "value": "ecc", "effect": "NoExecute"},
     {"key": "example.com/info", "effect": "None"},
     {"key": "", "effect": "NoSchedule"},
     {"key": "example.com/x", "value": "bad value"},
     {"key": "example.com/y", "effect": "PreferNoSchedule"}
   ])"_json;
-      const std::string t = "spec.devices[0].taints";
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{Bad(t + "[2].key", "\"\"", "name part must be non-empty"),
-                  Bad(t + "[3].value", "\"bad value\"", kLabelValueMsg),
-                  t + "[3].effect: Required value",
-                  t + "[4].effect: Unsupported value: \"PreferNoSchedule\": supported values: "
-                      "\"NoExecute\", \"NoSchedule\", \"None\""}));
-      obj["spec"]["devices"][0]["taints"] = Repeat(json::object(), 17);
-      EXPECT_EQ(Check(obj), Errors{t + ": Too many: 17: must have at most 16 items"});
-    }
+  const std::string t = "spec.devices[0].taints";
+  EXPECT_EQ(Check(obj),
+            (Errors{Bad(t + "[2].key", "\"\"", "name part must be non-empty"),
+                    Bad(t + "[2].key", "\"\"", kNamePartMsg),
+                    Bad(t + "[3].value", "\"bad value\"", kLabelValueMsg),
+                    t + "[3].effect: Required value",
+                    t + "[4].effect: Unsupported value: \"PreferNoSchedule\": supported values: "
+                        "\"NoExecute\", \"NoSchedule\", \"None\""}));
+  obj["spec"]["devices"][0]["taints"] = Repeat(json::object(), 17);
+  EXPECT_EQ(Check(obj), Errors{t + ": Too many: 17: must have at most 16 items"});
+}
 
-    TEST(ResourceSliceValidationTest, BindingConditions) {
-      json obj = Slice();
-      json& device = obj["spec"]["devices"][0];
-      device["bindingConditions"] = {"example.com/ready", "example.com/ready"};
-      device["bindingFailureConditions"] = {"example.com/failed", "example.com/ready", "bad key"};
-      const std::string d = "spec.devices[0]";
-      EXPECT_EQ(Check(obj),
-                (Errors{Bad(d + ".bindingFailureConditions[2]", "\"bad key\"", kNamePartMsg),
-                        d + ".bindingConditions[1]: Duplicate value: \"example.com/ready\"",
-                        Bad(d + ".bindingFailureConditions[1]", "\"example.com/ready\"",
-                            "bindingFailureConditions must not overlap with bindingConditions")}));
-      device.erase("bindingConditions");
-      device["bindingFailureConditions"] = {"example.com/failed"};
-      EXPECT_EQ(Check(obj), Errors{Bad(d + ".bindingConditions", "[]string(nil)",
-                                       "bindingConditions are required to use "
-                                       "bindingFailureConditions")});
-      device["bindingConditions"] = {"a", "b", "c", "d", "e"};
-      EXPECT_EQ(Check(obj),
-                Errors{d + ".bindingConditions: Too many: 5: must have at most 4 items"});
-    }
+TEST(ResourceSliceValidationTest, BindingConditions) {
+  json obj = Slice();
+  json& device = obj["spec"]["devices"][0];
+  device["bindingConditions"] = {"example.com/ready", "example.com/ready"};
+  device["bindingFailureConditions"] = {"example.com/failed", "example.com/ready", "bad key"};
+  const std::string d = "spec.devices[0]";
+  EXPECT_EQ(Check(obj),
+            (Errors{Bad(d + ".bindingFailureConditions[2]", "\"bad key\"", kNamePartMsg),
+                    d + ".bindingConditions[1]: Duplicate value: \"example.com/ready\"",
+                    Bad(d + ".bindingFailureConditions[1]", "\"example.com/ready\"",
+                        "bindingFailureConditions must not overlap with bindingConditions")}));
+  device.erase("bindingConditions");
+  device["bindingFailureConditions"] = {"example.com/failed"};
+  EXPECT_EQ(Check(obj), Errors{Bad(d + ".bindingConditions", "[]string(nil)",
+                                   "bindingConditions are required to use "
+                                   "bindingFailureConditions")});
+  device["bindingConditions"] = {"a", "b", "c", "d", "e"};
+  EXPECT_EQ(Check(obj), Errors{d + ".bindingConditions: Too many: 5: must have at most 4 items"});
+}
 
-    TEST(ResourceSliceValidationTest, PerDeviceNodeSelection) {
-      json obj = Slice();
-      obj["spec"].erase("nodeName");
-      obj["spec"]["perDeviceNodeSelection"] = true;
-      obj["spec"]["devices"] = R"([{"name": "gpu-0", "nodeName": "node-a"},
+TEST(ResourceSliceValidationTest, PerDeviceNodeSelection) {
+  json obj = Slice();
+  obj["spec"].erase("nodeName");
+  obj["spec"]["perDeviceNodeSelection"] = true;
+  obj["spec"]["devices"] = R"([{"name": "gpu-0", "nodeName": "node-a"},
                                {"name": "gpu-1", "allNodes": true},
                                {"name": "gpu-2"},
                                {"name": "gpu-3", "nodeName": "node-a", "allNodes": true},
                                {"name": "gpu-4", "nodeName": ""}])"_json;
-      const std::string msg =
-          "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required "
-          "when `perDeviceNodeSelection` is set to true in the ResourceSlice spec";
-      EXPECT_EQ(Check(obj),
-                (Errors{"spec.devices[2]: Required value: " + msg,
-                        "spec.devices[3]: Invalid value: \"{`nodeName`, `allNodes`}\": " + msg,
-                        "spec.devices[4].nodeName: Invalid value: \"\": must not be empty",
-                        "spec.devices[4]: Required value: " + msg}));
-      obj = Slice();
-      obj["spec"]["devices"][0]["nodeName"] = "node-a";
-      EXPECT_EQ(Check(obj), Errors{"spec.devices[0]: Invalid value: \"null\": `nodeName`, "
-                                   "`nodeSelector` and `allNodes` can only be set if "
-                                   "`perDeviceNodeSelection` is set to true in the ResourceSlice "
-                                   "spec"});
-    }
+  const std::string msg =
+      "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required "
+      "when `perDeviceNodeSelection` is set to true in the ResourceSlice spec";
+  EXPECT_EQ(Check(obj),
+            (Errors{"spec.devices[2]: Required value: " + msg,
+                    "spec.devices[3]: Invalid value: \"{`nodeName`, `allNodes`}\": " + msg,
+                    "spec.devices[4].nodeName: Invalid value: \"\": must not be empty",
+                    "spec.devices[4]: Required value: " + msg}));
+  obj = Slice();
+  obj["spec"]["devices"][0]["nodeName"] = "node-a";
+  EXPECT_EQ(Check(obj), Errors{"spec.devices[0]: Invalid value: \"null\": `nodeName`, "
+                               "`nodeSelector` and `allNodes` can only be set if "
+                               "`perDeviceNodeSelection` is set to true in the ResourceSlice "
+                               "spec"});
+}
 
-    TEST(ResourceSliceValidationTest, DriverPoolAndNodeNameAreImmutable) {
-      json old = Slice();
-      json obj = Slice();
-      obj["spec"]["driver"] = "other.example.com";
-      obj["spec"]["pool"]["name"] = "node-b";
-      obj["spec"]["nodeName"] = "node-b";
-      EXPECT_EQ(Check(obj, &old), (Errors{"spec.pool.name: Invalid value: field is immutable",
-                                          "spec.driver: Invalid value: field is immutable",
-                                          "spec.nodeName: Invalid value: field is immutable"}));
-      obj = Slice();
-      obj["spec"]["pool"]["generation"] = 2;
-      obj["spec"]["devices"] = NamedDevices(3);
-      EXPECT_EQ(Check(obj, &old), Errors{});
-    }
+TEST(ResourceSliceValidationTest, DriverPoolAndNodeNameAreImmutable) {
+  json old = Slice();
+  json obj = Slice();
+  obj["spec"]["driver"] = "other.example.com";
+  obj["spec"]["pool"]["name"] = "node-b";
+  obj["spec"]["nodeName"] = "node-b";
+  EXPECT_EQ(Check(obj, &old), (Errors{"spec.pool.name: Invalid value: field is immutable",
+                                      "spec.driver: Invalid value: field is immutable",
+                                      "spec.nodeName: Invalid value: field is immutable"}));
+  obj = Slice();
+  obj["spec"]["pool"]["generation"] = 2;
+  obj["spec"]["devices"] = NamedDevices(3);
+  EXPECT_EQ(Check(obj, &old), Errors{});
+}
 
-    TEST(ResourceSliceValidationTest, UnchangedCapacityAndTaintsAreNotRevalidated) {
-      json old = Slice();
-      old["spec"]["devices"][0]["capacity"] =
-          R"({"memory": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}})"_json;
-      old["spec"]["devices"][0]["taints"] =
-          R"([{"key": "example.com/k", "effect": "Legacy"}])"_json;
-      json obj = old;
-      obj["spec"]["pool"]["generation"] = 2;
-      EXPECT_EQ(Check(obj, &old), Errors{});
-      EXPECT_EQ(Check(obj).size(), 2u);
-    }
+TEST(ResourceSliceValidationTest, UnchangedCapacityAndTaintsAreNotRevalidated) {
+  json old = Slice();
+  old["spec"]["devices"][0]["capacity"] =
+      R"({"memory": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}})"_json;
+  old["spec"]["devices"][0]["taints"] = R"([{"key": "example.com/k", "effect": "Legacy"}])"_json;
+  json obj = old;
+  obj["spec"]["pool"]["generation"] = 2;
+  EXPECT_EQ(Check(obj, &old), Errors{});
+  EXPECT_EQ(Check(obj).size(), 2u);
+}
 
-    // ---- ResourceClaim spec --------------------------------------------------------------------
+// ---- ResourceClaim spec --------------------------------------------------------------------
 
-    constexpr char kRequests[] = "spec.devices.requests";
+constexpr char kRequests[] = "spec.devices.requests";
 
-    TEST(ResourceClaimValidationTest, RequestsAreBoundedUniqueAndNamed) {
-      json obj = Claim();
-      json request = obj["spec"]["devices"]["requests"][0];
-      obj["spec"]["devices"]["requests"] = Repeat(request, 33);
-      EXPECT_EQ(Check(obj),
-                Errors{std::string(kRequests) + ": Too many: 33: must have at most 32 items"});
-      obj["spec"]["devices"]["requests"] = Repeat(request, 2);
-      obj["spec"]["devices"]["requests"][1]["name"] = "gpu";
-      EXPECT_EQ(Check(obj), Errors{std::string(kRequests) + "[1]: Duplicate value: \"gpu\""});
-      obj["spec"]["devices"]["requests"][1]["name"] = "GPU";
-      EXPECT_EQ(Check(obj), Errors{Bad(std::string(kRequests) + "[1].name", "\"GPU\"", kLabelMsg)});
-    }
+TEST(ResourceClaimValidationTest, RequestsAreBoundedUniqueAndNamed) {
+  json obj = Claim();
+  json request = obj["spec"]["devices"]["requests"][0];
+  obj["spec"]["devices"]["requests"] = Repeat(request, 33);
+  EXPECT_EQ(Check(obj),
+            Errors{std::string(kRequests) + ": Too many: 33: must have at most 32 items"});
+  obj["spec"]["devices"]["requests"] = Repeat(request, 2);
+  obj["spec"]["devices"]["requests"][1]["name"] = "gpu";
+  EXPECT_EQ(Check(obj), Errors{std::string(kRequests) + "[1]: Duplicate value: \"gpu\""});
+  obj["spec"]["devices"]["requests"][1]["name"] = "GPU";
+  EXPECT_EQ(Check(obj), Errors{Bad(std::string(kRequests) + "[1].name", "\"GPU\"", kLabelMsg)});
+}
 
-    TEST(ResourceClaimValidationTest, RequestNeedsExactlyOrFirstAvailable) {
-      json obj = Claim();
-      json& request = obj["spec"]["devices"]["requests"][0];
-      json exactly = request["exactly"];
-      request.erase("exactly");
-      EXPECT_EQ(Check(obj),
-                Errors{std::string(kRequests) + "[0]: Required value: exactly one of "
-                                                "`exactly` or `firstAvailable` is required"});
-      request["firstAvailable"] = json::array();
-      EXPECT_EQ(Check(obj).size(), 1u);
-      request["exactly"] = exactly;
-      request["firstAvailable"] = {exactly};
-      request["firstAvailable"][0]["name"] = "one";
-      EXPECT_EQ(Check(obj), Errors{std::string(kRequests) +
-                                   "[0]: Invalid value: \"null\": exactly one of `exactly` or "
-                                   "`firstAvailable` is required, but multiple fields are set"});
-    }
+TEST(ResourceClaimValidationTest, RequestNeedsExactlyOrFirstAvailable) {
+  json obj = Claim();
+  json& request = obj["spec"]["devices"]["requests"][0];
+  json exactly = request["exactly"];
+  request.erase("exactly");
+  EXPECT_EQ(Check(obj),
+            Errors{std::string(kRequests) + "[0]: Required value: exactly one of "
+                                            "`exactly` or `firstAvailable` is required"});
+  request["firstAvailable"] = json::array();
+  EXPECT_EQ(Check(obj).size(), 1u);
+  request["exactly"] = exactly;
+  request["firstAvailable"] = {exactly};
+  request["firstAvailable"][0]["name"] = "one";
+  EXPECT_EQ(Check(obj), Errors{std::string(kRequests) +
+                               "[0]: Invalid value: \"null\": exactly one of `exactly` or "
+                               "`firstAvailable` is required, but multiple fields are set"});
+}
 
-    TEST(ResourceClaimValidationTest, DeviceClassNameIsARequiredSubdomain) {
-      json obj = Claim();
-      json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
-      exactly.erase("deviceClassName");
-      const std::string p = std::string(kRequests) + "[0].exactly.deviceClassName";
-      EXPECT_EQ(Check(obj), Errors{p + ": Required value"});
-      exactly["deviceClassName"] = "GPU";
-      EXPECT_EQ(Check(obj), Errors{Bad(p, "\"GPU\"", kSubdomainMsg)});
-    }
+TEST(ResourceClaimValidationTest, DeviceClassNameIsARequiredSubdomain) {
+  json obj = Claim();
+  json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
+  exactly.erase("deviceClassName");
+  const std::string p = std::string(kRequests) + "[0].exactly.deviceClassName";
+  EXPECT_EQ(Check(obj), Errors{p + ": Required value"});
+  exactly["deviceClassName"] = "GPU";
+  EXPECT_EQ(Check(obj), Errors{Bad(p, "\"GPU\"", kSubdomainMsg)});
+}
 
-    TEST(ResourceClaimValidationTest, AllocationModeAndCount) {
-      json obj = Claim();
-      json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
-      const std::string p = std::string(kRequests) + "[0].exactly";
-      exactly["allocationMode"] = "All";
-      exactly["count"] = 2;
-      EXPECT_EQ(Check(obj), Errors{p + ".count: Invalid value: 2: must not be specified when "
-                                       "allocationMode is 'All'"});
-      exactly.erase("count");
-      EXPECT_EQ(Check(obj), Errors{});
-      exactly["allocationMode"] = "ExactCount";
-      exactly["count"] = 0;
-      EXPECT_EQ(Check(obj), Errors{p + ".count: Invalid value: 0: must be greater than zero"});
-      exactly["count"] = -3;
-      EXPECT_EQ(Check(obj), Errors{p + ".count: Invalid value: -3: must be greater than zero"});
-      exactly["allocationMode"] = "Some";
-      exactly["count"] = 1;
-      EXPECT_EQ(Check(obj), Errors{p + ".allocationMode: Unsupported value: \"Some\": supported "
-                                       "values: \"All\", \"ExactCount\""});
-    }
+TEST(ResourceClaimValidationTest, AllocationModeAndCount) {
+  json obj = Claim();
+  json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
+  const std::string p = std::string(kRequests) + "[0].exactly";
+  exactly["allocationMode"] = "All";
+  exactly["count"] = 2;
+  EXPECT_EQ(Check(obj), Errors{p + ".count: Invalid value: 2: must not be specified when "
+                                   "allocationMode is 'All'"});
+  exactly.erase("count");
+  EXPECT_EQ(Check(obj), Errors{});
+  exactly["allocationMode"] = "ExactCount";
+  exactly["count"] = 0;
+  EXPECT_EQ(Check(obj), Errors{p + ".count: Invalid value: 0: must be greater than zero"});
+  exactly["count"] = -3;
+  EXPECT_EQ(Check(obj), Errors{p + ".count: Invalid value: -3: must be greater than zero"});
+  exactly["allocationMode"] = "Some";
+  exactly["count"] = 1;
+  EXPECT_EQ(Check(obj), Errors{p + ".allocationMode: Unsupported value: \"Some\": supported "
+                                   "values: \"All\", \"ExactCount\""});
+}
 
-    TEST(ResourceClaimValidationTest, RequestSelectors) {
-      json obj = Claim();
-      json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
-      const std::string p = std::string(kRequests) + "[0].exactly.selectors";
-      exactly["selectors"] = Repeat(R"({"cel": {"expression": "true"}})"_json, 33);
-      EXPECT_EQ(Check(obj), Errors{p + ": Too many: 33: must have at most 32 items"});
-      exactly["selectors"] = {{{"cel", {{"expression", std::string(10 * 1024 + 1, ' ')}}}}};
-      EXPECT_EQ(Check(obj),
-                Errors{p + "[0].cel.expression: Too long: may not be more than 10240 bytes"});
-      exactly["selectors"] = {{{"cel", {{"expression", std::string(10 * 1024, ' ')}}}}};
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(ResourceClaimValidationTest, RequestSelectors) {
+  json obj = Claim();
+  json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
+  const std::string p = std::string(kRequests) + "[0].exactly.selectors";
+  exactly["selectors"] = Repeat(R"({"cel": {"expression": "true"}})"_json, 33);
+  EXPECT_EQ(Check(obj), Errors{p + ": Too many: 33: must have at most 32 items"});
+  exactly["selectors"] = {{{"cel", {{"expression", std::string(10 * 1024 + 1, ' ')}}}}};
+  EXPECT_EQ(Check(obj),
+            Errors{p + "[0].cel.expression: Too long: may not be more than 10240 bytes"});
+  exactly["selectors"] = {{{"cel", {{"expression", std::string(10 * 1024, ' ')}}}}};
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    TEST(ResourceClaimValidationTest, Tolerations) {
-      json obj = Claim();
-      json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
-      const std::string t = std::string(kRequests) + "[0].exactly.tolerations";
-      exactly["tolerations"] = R"([
+TEST(ResourceClaimValidationTest, Tolerations) {
+  json obj = Claim();
+  json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
+  const std::string t = std::string(kRequests) + "[0].exactly.tolerations";
+  exactly["tolerations"] = R"([
     {"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoExecute",
      "tolerationSeconds": 30},
     {"operator": "Exists"},
@@ -992,322 +971,320 @@ std::vector<json> SeedObjects() {
     {"key": "example.com/k", "operator": "Above", "value": "v"},
     {"key": "bad key", "operator": "Equal", "value": "bad value", "effect": "PreferNoSchedule"}
   ])"_json;
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{Bad(t + "[3].value", "\"v\"", "must be empty for operator `Exists`"),
-                  t + "[4].operator: Unsupported value: \"Above\": supported values: "
-                      "\"Equal\", \"Exists\"",
-                  Bad(t + "[5].key", "\"bad key\"", kNamePartMsg),
-                  Bad(t + "[5].value", "\"bad value\"", kLabelValueMsg),
-                  t + "[5].effect: Unsupported value: \"PreferNoSchedule\": supported values: "
-                      "\"NoExecute\", \"NoSchedule\", \"None\""}));
-      exactly["tolerations"] = Repeat(R"({"operator": "Exists"})"_json, 17);
-      EXPECT_EQ(Check(obj), Errors{t + ": Too many: 17: must have at most 16 items"});
-    }
+  EXPECT_EQ(Check(obj),
+            (Errors{Bad(t + "[3].value", "\"v\"", "must be empty for operator `Exists`"),
+                    t + "[4].operator: Unsupported value: \"Above\": supported values: "
+                        "\"Equal\", \"Exists\"",
+                    Bad(t + "[5].key", "\"bad key\"", kNamePartMsg),
+                    Bad(t + "[5].value", "\"bad value\"", kLabelValueMsg),
+                    t + "[5].effect: Unsupported value: \"PreferNoSchedule\": supported values: "
+                        "\"NoExecute\", \"NoSchedule\", \"None\""}));
+  exactly["tolerations"] = Repeat(R"({"operator": "Exists"})"_json, 17);
+  EXPECT_EQ(Check(obj), Errors{t + ": Too many: 17: must have at most 16 items"});
+}
 
-    TEST(ResourceClaimValidationTest, FirstAvailableSubrequests) {
-      json obj = Claim();
-      json& request = obj["spec"]["devices"]["requests"][0];
-      json sub = request["exactly"];
-      request.erase("exactly");
-      const std::string f = std::string(kRequests) + "[0].firstAvailable";
-      request["firstAvailable"] = Repeat(sub, 9);
-      for (int i = 0; i < 9; ++i) request["firstAvailable"][i]["name"] = "s" + std::to_string(i);
-      EXPECT_EQ(Check(obj), Errors{f + ": Too many: 9: must have at most 8 items"});
-      request["firstAvailable"] = Repeat(sub, 3);
-      request["firstAvailable"][0]["name"] = "big";
-      request["firstAvailable"][1]["name"] = "big";
-      request["firstAvailable"][2]["name"] = "Small";
-      request["firstAvailable"][2].erase("deviceClassName");
-      request["firstAvailable"][2]["allocationMode"] = "All";
-      EXPECT_EQ(Check(obj), (Errors{Bad(f + "[2].name", "\"Small\"", kLabelMsg),
-                                    f + "[2].deviceClassName: Required value",
-                                    f + "[2].count: Invalid value: 1: must not be specified when "
-                                        "allocationMode is 'All'",
-                                    f + "[1]: Duplicate value: \"big\""}));
-    }
+TEST(ResourceClaimValidationTest, FirstAvailableSubrequests) {
+  json obj = Claim();
+  json& request = obj["spec"]["devices"]["requests"][0];
+  json sub = request["exactly"];
+  request.erase("exactly");
+  const std::string f = std::string(kRequests) + "[0].firstAvailable";
+  request["firstAvailable"] = Repeat(sub, 9);
+  for (int i = 0; i < 9; ++i) request["firstAvailable"][i]["name"] = "s" + std::to_string(i);
+  EXPECT_EQ(Check(obj), Errors{f + ": Too many: 9: must have at most 8 items"});
+  request["firstAvailable"] = Repeat(sub, 3);
+  request["firstAvailable"][0]["name"] = "big";
+  request["firstAvailable"][1]["name"] = "big";
+  request["firstAvailable"][2]["name"] = "Small";
+  request["firstAvailable"][2].erase("deviceClassName");
+  request["firstAvailable"][2]["allocationMode"] = "All";
+  EXPECT_EQ(Check(obj), (Errors{Bad(f + "[2].name", "\"Small\"", kLabelMsg),
+                                f + "[2].deviceClassName: Required value",
+                                f + "[2].count: Invalid value: 1: must not be specified when "
+                                    "allocationMode is 'All'",
+                                f + "[1]: Duplicate value: \"big\""}));
+}
 
-    json ClaimWithSubrequests() {
-      json obj = Claim();
-      json exact = obj["spec"]["devices"]["requests"][0]["exactly"];
-      json sub = exact;
-      sub["name"] = "a100";
-      obj["spec"]["devices"]["requests"].push_back({{"name", "accel"}, {"firstAvailable", {sub}}});
-      return obj;
-    }
+json ClaimWithSubrequests() {
+  json obj = Claim();
+  json exact = obj["spec"]["devices"]["requests"][0]["exactly"];
+  json sub = exact;
+  sub["name"] = "a100";
+  obj["spec"]["devices"]["requests"].push_back({{"name", "accel"}, {"firstAvailable", {sub}}});
+  return obj;
+}
 
-    TEST(ResourceClaimValidationTest, ConstraintRequestReferences) {
-      json obj = ClaimWithSubrequests();
-      const std::string c = "spec.devices.constraints[0]";
-      obj["spec"]["devices"]["constraints"] =
-          R"([{"requests": ["gpu", "accel", "accel/a100"], "matchAttribute": "example.com/numa"}])"_json;
-      EXPECT_EQ(Check(obj), Errors{});
-      obj["spec"]["devices"]["constraints"] = R"([{"requests":
+TEST(ResourceClaimValidationTest, ConstraintRequestReferences) {
+  json obj = ClaimWithSubrequests();
+  const std::string c = "spec.devices.constraints[0]";
+  obj["spec"]["devices"]["constraints"] =
+      R"([{"requests": ["gpu", "accel", "accel/a100"],
+           "matchAttribute": "example.com/numa"}])"_json;
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["spec"]["devices"]["constraints"] = R"([{"requests":
       ["other", "gpu/sub", "accel/other", "a/b/c", "Gpu", "gpu"],
       "matchAttribute": "example.com/numa"}, {"requests": ["gpu", "gpu"],
       "matchAttribute": "example.com/numa"}])"_json;
-      EXPECT_EQ(Check(obj),
-                (Errors{Bad(c + ".requests[0]", "\"other\"", kRequestRefMsg),
-                        Bad(c + ".requests[1]", "\"gpu/sub\"", kRequestRefMsg),
-                        Bad(c + ".requests[2]", "\"accel/other\"", kRequestRefMsg),
-                        Bad(c + ".requests[3]", "\"a/b/c\"", kRequestRefMsg),
-                        Bad(c + ".requests[4]", "\"Gpu\"", kLabelMsg),
-                        Bad(c + ".requests[4]", "\"Gpu\"", kRequestRefMsg),
-                        "spec.devices.constraints[1].requests[1]: Duplicate value: \"gpu\""}));
-    }
+  EXPECT_EQ(Check(obj),
+            (Errors{Bad(c + ".requests[0]", "\"other\"", kRequestRefMsg),
+                    Bad(c + ".requests[1]", "\"gpu/sub\"", kRequestRefMsg),
+                    Bad(c + ".requests[2]", "\"accel/other\"", kRequestRefMsg),
+                    Bad(c + ".requests[3]", "\"a/b/c\"", kRequestRefMsg),
+                    Bad(c + ".requests[4]", "\"Gpu\"", kLabelMsg),
+                    Bad(c + ".requests[4]", "\"Gpu\"", kRequestRefMsg),
+                    "spec.devices.constraints[1].requests[1]: Duplicate value: \"gpu\""}));
+}
 
-    TEST(ResourceClaimValidationTest, ConstraintNeedsOneFullyQualifiedAttribute) {
-      json obj = Claim();
-      const std::string c = "spec.devices.constraints";
-      obj["spec"]["devices"]["constraints"] = R"([
+TEST(ResourceClaimValidationTest, ConstraintNeedsOneFullyQualifiedAttribute) {
+  json obj = Claim();
+  const std::string c = "spec.devices.constraints";
+  obj["spec"]["devices"]["constraints"] = R"([
     {},
     {"matchAttribute": "example.com/a", "distinctAttribute": "example.com/b"},
     {"matchAttribute": "numa"},
     {"distinctAttribute": "example.com/bad-id"}
   ])"_json;
-      const std::string one_of =
-          "exactly one of \"matchAttribute\" or \"distinctAttribute\" is "
-          "required, but multiple fields are set";
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{c + "[0]: Required value: " + one_of,
-                  Bad(c + "[1]", "\"{`matchAttribute`, `distinctAttribute`}\"", one_of),
-                  Bad(c + "[2].matchAttribute", "\"numa\"",
-                      "a fully qualified name must be a domain and a name separated by a slash"),
-                  Bad(c + "[3].distinctAttribute", "\"bad-id\"", kCIdentifierMsg)}));
-      obj["spec"]["devices"]["constraints"] =
-          Repeat(R"({"matchAttribute": "example.com/a"})"_json, 33);
-      EXPECT_EQ(Check(obj), Errors{c + ": Too many: 33: must have at most 32 items"});
-    }
+  const std::string one_of =
+      "exactly one of \"matchAttribute\" or \"distinctAttribute\" is "
+      "required, but multiple fields are set";
+  EXPECT_EQ(Check(obj),
+            (Errors{c + "[0]: Required value: " + one_of,
+                    Bad(c + "[1]", "\"{`matchAttribute`, `distinctAttribute`}\"", one_of),
+                    Bad(c + "[2].matchAttribute", "\"numa\"",
+                        "a fully qualified name must be a domain and a name separated by a slash"),
+                    Bad(c + "[3].distinctAttribute", "\"bad-id\"", kCIdentifierMsg)}));
+  obj["spec"]["devices"]["constraints"] = Repeat(R"({"matchAttribute": "example.com/a"})"_json, 33);
+  EXPECT_EQ(Check(obj), Errors{c + ": Too many: 33: must have at most 32 items"});
+}
 
-    TEST(ResourceClaimValidationTest, ClaimConfig) {
-      json obj = Claim();
-      const std::string c = "spec.devices.config";
-      obj["spec"]["devices"]["config"] = R"([
+TEST(ResourceClaimValidationTest, ClaimConfig) {
+  json obj = Claim();
+  const std::string c = "spec.devices.config";
+  obj["spec"]["devices"]["config"] = R"([
     {"requests": ["gpu"], "opaque": {"driver": "gpu.example.com", "parameters": {"a": 1}}},
     {"requests": ["cpu"], "opaque": {"driver": "gpu.example.com", "parameters": "text"}},
     {"requests": ["gpu"]}
   ])"_json;
-      EXPECT_EQ(Check(obj), (Errors{Bad(c + "[1].requests[0]", "\"cpu\"", kRequestRefMsg),
-                                    Bad(c + "[1].opaque.parameters", "\"<value omitted>\"",
-                                        "must be a valid JSON object"),
-                                    c + "[2].opaque: Required value"}));
-      obj["spec"]["devices"]["config"] = Repeat(json::object(), 33);
-      EXPECT_EQ(Check(obj), Errors{c + ": Too many: 33: must have at most 32 items"});
-    }
+  EXPECT_EQ(Check(obj), (Errors{Bad(c + "[1].requests[0]", "\"cpu\"", kRequestRefMsg),
+                                Bad(c + "[1].opaque.parameters", "\"<value omitted>\"",
+                                    "must be a valid JSON object"),
+                                c + "[2].opaque: Required value"}));
+  obj["spec"]["devices"]["config"] = Repeat(json::object(), 33);
+  EXPECT_EQ(Check(obj), Errors{c + ": Too many: 33: must have at most 32 items"});
+}
 
-    TEST(ResourceClaimValidationTest, CapacityRequests) {
-      json obj = Claim();
-      const std::string p = std::string(kRequests) + "[0].exactly.capacity.requests";
-      obj["spec"]["devices"]["requests"][0]["exactly"]["capacity"] =
-          R"({"requests": {"memory": "10Gi", "example.com/bw": 100, "bad-key": "1", "cores": "x"}})"_json;
-      EXPECT_EQ(Check(obj), (Errors{Bad(p, "\"bad-key\"", kCIdentifierMsg),
-                                    Bad(p + "[cores]", "\"x\"",
-                                        "quantities must match the regular expression "
-                                        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")}));
-    }
+TEST(ResourceClaimValidationTest, CapacityRequests) {
+  json obj = Claim();
+  const std::string p = std::string(kRequests) + "[0].exactly.capacity.requests";
+  obj["spec"]["devices"]["requests"][0]["exactly"]["capacity"] =
+      R"({"requests": {"memory": "10Gi", "example.com/bw": 100,
+                       "bad-key": "1", "cores": "x"}})"_json;
+  EXPECT_EQ(Check(obj), (Errors{Bad(p, "\"bad-key\"", kCIdentifierMsg),
+                                Bad(p + "[cores]", "\"x\"",
+                                    "quantities must match the regular expression "
+                                    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")}));
+}
 
-    TEST(ResourceClaimValidationTest, SpecIsImmutable) {
-      json old = Claim();
-      json obj = Claim();
-      obj["metadata"]["labels"] = {{"team", "a"}};
-      EXPECT_EQ(Check(obj, &old), Errors{});
-      obj["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2;
-      EXPECT_EQ(Check(obj, &old), Errors{"spec: Invalid value: field is immutable"});
-    }
+TEST(ResourceClaimValidationTest, SpecIsImmutable) {
+  json old = Claim();
+  json obj = Claim();
+  obj["metadata"]["labels"] = {{"team", "a"}};
+  EXPECT_EQ(Check(obj, &old), Errors{});
+  obj["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2;
+  EXPECT_EQ(Check(obj, &old), Errors{"spec: Invalid value: field is immutable"});
+}
 
-    // ---- ResourceClaimTemplate -----------------------------------------------------------------
+// ---- ResourceClaimTemplate -----------------------------------------------------------------
 
-    json Template() {
-      json obj = Claim();
-      obj["kind"] = "ResourceClaimTemplate";
-      obj["spec"] = {{"spec", obj["spec"]}};
-      return obj;
-    }
+json Template() {
+  json obj = Claim();
+  obj["kind"] = "ResourceClaimTemplate";
+  obj["spec"] = {{"spec", obj["spec"]}};
+  return obj;
+}
 
-    TEST(ResourceClaimTemplateValidationTest, ClaimSpecIsValidatedUnderSpecSpec) {
-      json obj = Template();
-      obj["spec"]["spec"]["devices"]["requests"][0]["exactly"].erase("deviceClassName");
-      obj["spec"]["spec"]["devices"]["constraints"] = R"([{"requests": ["cpu"],
-                                                       "matchAttribute": "example.com/numa"}])"_json;
-      EXPECT_EQ(
-          Check(obj),
-          (Errors{"spec.spec.devices.requests[0].exactly.deviceClassName: Required value",
-                  Bad("spec.spec.devices.constraints[0].requests[0]", "\"cpu\"", kRequestRefMsg)}));
-    }
+TEST(ResourceClaimTemplateValidationTest, ClaimSpecIsValidatedUnderSpecSpec) {
+  json obj = Template();
+  obj["spec"]["spec"]["devices"]["requests"][0]["exactly"].erase("deviceClassName");
+  obj["spec"]["spec"]["devices"]["constraints"] =
+      R"([{"requests": ["cpu"], "matchAttribute": "example.com/numa"}])"_json;
+  EXPECT_EQ(
+      Check(obj),
+      (Errors{"spec.spec.devices.requests[0].exactly.deviceClassName: Required value",
+              Bad("spec.spec.devices.constraints[0].requests[0]", "\"cpu\"", kRequestRefMsg)}));
+}
 
-    TEST(ResourceClaimTemplateValidationTest, EmbeddedMetadataOnlyCarriesLabelsAndAnnotations) {
-      json obj = Template();
-      obj["spec"]["metadata"] = {{"labels", {{"app", "trainer"}, {"bad key", "x"}}},
-                                 {"annotations", {{"example.com/note", "x"}}},
-                                 {"name", "fixed"},
-                                 {"uid", "1234"},
-                                 {"namespace", ""},
-                                 {"finalizers", json::array()}};
-      EXPECT_EQ(Check(obj), (Errors{Bad("spec.metadata.labels", "\"bad key\"", kNamePartMsg),
-                                    "spec.metadata.name: Forbidden: cannot be set",
-                                    "spec.metadata.uID: Forbidden: cannot be set"}));
-    }
+TEST(ResourceClaimTemplateValidationTest, EmbeddedMetadataOnlyCarriesLabelsAndAnnotations) {
+  json obj = Template();
+  obj["spec"]["metadata"] = {{"labels", {{"app", "trainer"}, {"bad key", "x"}}},
+                             {"annotations", {{"example.com/note", "x"}}},
+                             {"name", "fixed"},
+                             {"uid", "1234"},
+                             {"namespace", ""},
+                             {"finalizers", json::array()}};
+  EXPECT_EQ(Check(obj), (Errors{Bad("spec.metadata.labels", "\"bad key\"", kNamePartMsg),
+                                "spec.metadata.name: Forbidden: cannot be set",
+                                "spec.metadata.uID: Forbidden: cannot be set"}));
+}
 
-    TEST(ResourceClaimTemplateValidationTest, SpecIsImmutable) {
-      json old = Template();
-      json obj = Template();
-      obj["spec"]["metadata"] = {{"labels", {{"app", "x"}}}};
-      EXPECT_EQ(Check(obj, &old), Errors{"spec: Invalid value: field is immutable"});
-    }
+TEST(ResourceClaimTemplateValidationTest, SpecIsImmutable) {
+  json old = Template();
+  json obj = Template();
+  obj["spec"]["metadata"] = {{"labels", {{"app", "x"}}}};
+  EXPECT_EQ(Check(obj, &old), Errors{"spec: Invalid value: field is immutable"});
+}
 
-    // ---- ResourceClaim status ------------------------------------------------------------------
+// ---- ResourceClaim status ------------------------------------------------------------------
 
-    constexpr char kResults[] = "status.allocation.devices.results";
+constexpr char kResults[] = "status.allocation.devices.results";
 
-    TEST(ResourceClaimStatusTest, NewAllocationIsValidatedAgainstTheSpec) {
-      json old = Claim();
-      json obj = AllocatedClaim();
-      EXPECT_EQ(CheckStatus(obj, old), Errors{});
-      json& result = obj["status"]["allocation"]["devices"]["results"][0];
-      result = R"({"request": "other", "driver": "", "pool": "Pool_A", "device": "GPU0",
+TEST(ResourceClaimStatusTest, NewAllocationIsValidatedAgainstTheSpec) {
+  json old = Claim();
+  json obj = AllocatedClaim();
+  EXPECT_EQ(CheckStatus(obj, old), Errors{});
+  json& result = obj["status"]["allocation"]["devices"]["results"][0];
+  result = R"({"request": "other", "driver": "", "pool": "Pool_A", "device": "GPU0",
                "shareID": "ABC", "adminAccess": true})"_json;
-      const std::string r = std::string(kResults) + "[0]";
-      EXPECT_EQ(
-          CheckStatus(obj, old),
-          (Errors{Bad(r + ".request", "\"other\"", kRequestRefMsg), r + ".driver: Required value",
-                  Bad(r + ".driver", "\"\"", kSubdomainMsg),
-                  Bad(r + ".pool", "\"Pool_A\"", kSubdomainMsg),
-                  Bad(r + ".device", "\"GPU0\"", kLabelMsg),
-                  Bad(r + ".shareID", "\"ABC\"", "error validating uid: invalid UUID length: 3")}));
-    }
+  const std::string r = std::string(kResults) + "[0]";
+  EXPECT_EQ(
+      CheckStatus(obj, old),
+      (Errors{Bad(r + ".request", "\"other\"", kRequestRefMsg), r + ".driver: Required value",
+              Bad(r + ".driver", "\"\"", kSubdomainMsg),
+              Bad(r + ".pool", "\"Pool_A\"", kSubdomainMsg),
+              Bad(r + ".device", "\"GPU0\"", kLabelMsg),
+              Bad(r + ".shareID", "\"ABC\"", "error validating uid: invalid UUID length: 3")}));
+}
 
-    TEST(ResourceClaimStatusTest, ShareIdMustBeANormalizedUuid) {
-      json old = Claim();
-      json obj = AllocatedClaim();
-      json& result = obj["status"]["allocation"]["devices"]["results"][0];
-      result["shareID"] = "5f0c7a4e-8b6f-4a2e-9d55-1f2a3b4c5d6e";
-      EXPECT_EQ(CheckStatus(obj, old), Errors{});
-      result["shareID"] = "5F0C7A4E-8B6F-4A2E-9D55-1F2A3B4C5D6E";
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{Bad(std::string(kResults) + "[0].shareID",
-                           "\"5F0C7A4E-8B6F-4A2E-9D55-1F2A3B4C5D6E\"",
-                           "uid must be in RFC 4122 normalized form, "
-                           "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal "
-                           "characters")});
-      result["shareID"] = "5f0c7a4e-8b6f-4a2e-9d55x1f2a3b4c5d6e";
-      EXPECT_EQ(CheckStatus(obj, old), Errors{Bad(std::string(kResults) + "[0].shareID",
-                                                  "\"5f0c7a4e-8b6f-4a2e-9d55x1f2a3b4c5d6e\"",
-                                                  "error validating uid: invalid UUID format")});
-    }
+TEST(ResourceClaimStatusTest, ShareIdMustBeANormalizedUuid) {
+  json old = Claim();
+  json obj = AllocatedClaim();
+  json& result = obj["status"]["allocation"]["devices"]["results"][0];
+  result["shareID"] = "5f0c7a4e-8b6f-4a2e-9d55-1f2a3b4c5d6e";
+  EXPECT_EQ(CheckStatus(obj, old), Errors{});
+  result["shareID"] = "5F0C7A4E-8B6F-4A2E-9D55-1F2A3B4C5D6E";
+  EXPECT_EQ(
+      CheckStatus(obj, old),
+      Errors{Bad(std::string(kResults) + "[0].shareID", "\"5F0C7A4E-8B6F-4A2E-9D55-1F2A3B4C5D6E\"",
+                 "uid must be in RFC 4122 normalized form, "
+                 "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal "
+                 "characters")});
+  result["shareID"] = "5f0c7a4e-8b6f-4a2e-9d55x1f2a3b4c5d6e";
+  EXPECT_EQ(CheckStatus(obj, old), Errors{Bad(std::string(kResults) + "[0].shareID",
+                                              "\"5f0c7a4e-8b6f-4a2e-9d55x1f2a3b4c5d6e\"",
+                                              "error validating uid: invalid UUID format")});
+}
 
-    TEST(ResourceClaimStatusTest, ResultsReferToSubrequests) {
-      json old = ClaimWithSubrequests();
-      json obj = old;
-      obj["status"] = R"({"allocation": {"devices": {"results": [
+TEST(ResourceClaimStatusTest, ResultsReferToSubrequests) {
+  json old = ClaimWithSubrequests();
+  json obj = old;
+  obj["status"] = R"({"allocation": {"devices": {"results": [
       {"request": "accel/a100", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"},
       {"request": "accel/h100", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-1"}
     ]}}})"_json;
-      EXPECT_EQ(CheckStatus(obj, old), Errors{Bad(std::string(kResults) + "[1].request",
-                                                  "\"accel/h100\"", kRequestRefMsg)});
-    }
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{Bad(std::string(kResults) + "[1].request", "\"accel/h100\"", kRequestRefMsg)});
+}
 
-    TEST(ResourceClaimStatusTest, TooManyResultsAndConfigs) {
-      json old = Claim();
-      json obj = AllocatedClaim();
-      json& devices = obj["status"]["allocation"]["devices"];
-      devices["results"] = Repeat(devices["results"][0], 33);
-      devices["config"] = Repeat(json::object(), 65);
-      EXPECT_EQ(CheckStatus(obj, old),
-                (Errors{std::string(kResults) + ": Too many: 33: must have at most 32 items",
-                        "status.allocation.devices.config: Too many: 65: must have at most 64 "
-                        "items"}));
-    }
+TEST(ResourceClaimStatusTest, TooManyResultsAndConfigs) {
+  json old = Claim();
+  json obj = AllocatedClaim();
+  json& devices = obj["status"]["allocation"]["devices"];
+  devices["results"] = Repeat(devices["results"][0], 33);
+  devices["config"] = Repeat(json::object(), 65);
+  EXPECT_EQ(CheckStatus(obj, old),
+            (Errors{std::string(kResults) + ": Too many: 33: must have at most 32 items",
+                    "status.allocation.devices.config: Too many: 65: must have at most 64 "
+                    "items"}));
+}
 
-    TEST(ResourceClaimStatusTest, AllocationConfigSource) {
-      json old = Claim();
-      json obj = AllocatedClaim();
-      obj["status"]["allocation"]["devices"]["config"] = R"([
+TEST(ResourceClaimStatusTest, AllocationConfigSource) {
+  json old = Claim();
+  json obj = AllocatedClaim();
+  obj["status"]["allocation"]["devices"]["config"] = R"([
     {"source": "FromClass", "opaque": {"driver": "gpu.example.com", "parameters": {}}},
     {"source": "FromPod", "requests": ["gpu"],
      "opaque": {"driver": "gpu.example.com", "parameters": {}}},
     {"opaque": {"driver": "gpu.example.com", "parameters": {}}}
   ])"_json;
-      const std::string c = "status.allocation.devices.config";
-      EXPECT_EQ(CheckStatus(obj, old),
-                (Errors{c + "[1].source: Unsupported value: \"FromPod\": supported values: "
-                            "\"FromClaim\", \"FromClass\"",
-                        c + "[2].source: Required value"}));
-    }
+  const std::string c = "status.allocation.devices.config";
+  EXPECT_EQ(CheckStatus(obj, old),
+            (Errors{c + "[1].source: Unsupported value: \"FromPod\": supported values: "
+                        "\"FromClaim\", \"FromClass\"",
+                    c + "[2].source: Required value"}));
+}
 
-    TEST(ResourceClaimStatusTest, AllocationNodeSelector) {
-      json old = Claim();
-      json obj = AllocatedClaim();
-      obj["status"]["allocation"]["nodeSelector"] = R"({"nodeSelectorTerms": [{"matchFields": [
+TEST(ResourceClaimStatusTest, AllocationNodeSelector) {
+  json old = Claim();
+  json obj = AllocatedClaim();
+  obj["status"]["allocation"]["nodeSelector"] = R"({"nodeSelectorTerms": [{"matchFields": [
       {"key": "metadata.name", "operator": "In", "values": ["Node_A"]}]}]})"_json;
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{Bad("status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0]"
-                           ".values[0]",
-                           "\"Node_A\"", kSubdomainMsg)});
-    }
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{Bad("status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0]"
+                       ".values[0]",
+                       "\"Node_A\"", kSubdomainMsg)});
+}
 
-    TEST(ResourceClaimStatusTest, ReservedFor) {
-      json old = AllocatedClaim();
-      json obj = AllocatedClaim();
-      obj["status"]["reservedFor"] = R"([
+TEST(ResourceClaimStatusTest, ReservedFor) {
+  json old = AllocatedClaim();
+  json obj = AllocatedClaim();
+  obj["status"]["reservedFor"] = R"([
     {"resource": "pods", "name": "pod-1", "uid": "u1"},
     {"name": "pod-2", "uid": "u2"},
     {"resource": "pods", "name": "pod-3", "uid": "u1"},
     {}
   ])"_json;
-      EXPECT_EQ(CheckStatus(obj, old), (Errors{"status.reservedFor[1].resource: Required value",
-                                               "status.reservedFor[3].resource: Required value",
-                                               "status.reservedFor[3].name: Required value",
-                                               "status.reservedFor[3].uid: Required value",
-                                               "status.reservedFor[2]: Duplicate value: \"u1\""}));
-      obj["status"]["reservedFor"] = json::array();
-      for (int i = 0; i < 257; ++i) {
-        obj["status"]["reservedFor"].push_back(
-            {{"resource", "pods"}, {"name", "p"}, {"uid", "u" + std::to_string(i)}});
-      }
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{"status.reservedFor: Too many: 257: must have at most 256 items"});
-    }
+  EXPECT_EQ(CheckStatus(obj, old), (Errors{"status.reservedFor[1].resource: Required value",
+                                           "status.reservedFor[3].resource: Required value",
+                                           "status.reservedFor[3].name: Required value",
+                                           "status.reservedFor[3].uid: Required value",
+                                           "status.reservedFor[2]: Duplicate value: \"u1\""}));
+  obj["status"]["reservedFor"] = json::array();
+  for (int i = 0; i < 257; ++i) {
+    obj["status"]["reservedFor"].push_back(
+        {{"resource", "pods"}, {"name", "p"}, {"uid", "u" + std::to_string(i)}});
+  }
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{"status.reservedFor: Too many: 257: must have at most 256 items"});
+}
 
-    TEST(ResourceClaimStatusTest, ReservedForNeedsAnAllocation) {
-      json old = Claim();
-      json obj = Claim();
-      obj["status"]["reservedFor"] = R"([{"resource": "pods", "name": "p", "uid": "u1"}])"_json;
-      EXPECT_EQ(CheckStatus(obj, old), Errors{"status.reservedFor: Forbidden: may not be specified "
-                                              "when `allocated` is not set"});
-    }
+TEST(ResourceClaimStatusTest, ReservedForNeedsAnAllocation) {
+  json old = Claim();
+  json obj = Claim();
+  obj["status"]["reservedFor"] = R"([{"resource": "pods", "name": "p", "uid": "u1"}])"_json;
+  EXPECT_EQ(CheckStatus(obj, old), Errors{"status.reservedFor: Forbidden: may not be specified "
+                                          "when `allocated` is not set"});
+}
 
-    TEST(ResourceClaimStatusTest, AllocationCannotChangeButCanBeRemoved) {
-      json old = AllocatedClaim();
-      json obj = AllocatedClaim();
-      obj["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-1";
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{"status.allocation: Invalid value: field is immutable"});
-      obj["status"].erase("allocation");
-      EXPECT_EQ(CheckStatus(obj, old), Errors{});
-      // A stored allocation is not re-validated even where today's rules would reject it.
-      old["status"]["allocation"]["devices"]["results"][0]["request"] = "gone";
-      EXPECT_EQ(CheckStatus(old, old), Errors{});
-    }
+TEST(ResourceClaimStatusTest, AllocationCannotChangeButCanBeRemoved) {
+  json old = AllocatedClaim();
+  json obj = AllocatedClaim();
+  obj["status"]["allocation"]["devices"]["results"][0]["device"] = "gpu-1";
+  EXPECT_EQ(CheckStatus(obj, old), Errors{"status.allocation: Invalid value: field is immutable"});
+  obj["status"].erase("allocation");
+  EXPECT_EQ(CheckStatus(obj, old), Errors{});
+  // A stored allocation is not re-validated even where today's rules would reject it.
+  old["status"]["allocation"]["devices"]["results"][0]["request"] = "gone";
+  EXPECT_EQ(CheckStatus(old, old), Errors{});
+}
 
-    TEST(ResourceClaimStatusTest, NoNewConsumersWhileDeleting) {
-      json old = AllocatedClaim();
-      old["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
-      old["status"]["reservedFor"] = R"([{"resource": "pods", "name": "p1", "uid": "u1"},
+TEST(ResourceClaimStatusTest, NoNewConsumersWhileDeleting) {
+  json old = AllocatedClaim();
+  old["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  old["status"]["reservedFor"] = R"([{"resource": "pods", "name": "p1", "uid": "u1"},
                                      {"resource": "pods", "name": "p2", "uid": "u2"}])"_json;
-      json obj = old;
-      obj["status"]["reservedFor"].erase(0);
-      EXPECT_EQ(CheckStatus(obj, old), Errors{});
-      obj["status"]["reservedFor"].push_back({{"resource", "pods"}, {"name", "p3"}, {"uid", "u3"}});
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{"status.reservedFor: Forbidden: new entries may not be added while "
-                       "`deallocationRequested` or `deletionTimestamp` are set"});
-    }
+  json obj = old;
+  obj["status"]["reservedFor"].erase(0);
+  EXPECT_EQ(CheckStatus(obj, old), Errors{});
+  obj["status"]["reservedFor"].push_back({{"resource", "pods"}, {"name", "p3"}, {"uid", "u3"}});
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{"status.reservedFor: Forbidden: new entries may not be added while "
+                   "`deallocationRequested` or `deletionTimestamp` are set"});
+}
 
-    TEST(ResourceClaimStatusTest, DeviceStatusMustReferToAnAllocatedDevice) {
-      json old = AllocatedClaim();
-      json obj = AllocatedClaim();
-      obj["status"]["devices"] = R"([
+TEST(ResourceClaimStatusTest, DeviceStatusMustReferToAnAllocatedDevice) {
+  json old = AllocatedClaim();
+  json obj = AllocatedClaim();
+  obj["status"]["devices"] = R"([
     {"driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0",
      "conditions": [{"type": "Ready", "status": "True", "reason": "Prepared",
                      "lastTransitionTime": "2026-01-01T00:00:00Z"}],
@@ -1316,32 +1293,31 @@ std::vector<json> SeedObjects() {
     {"driver": "gpu.example.com", "pool": "node-a", "device": "gpu-9"},
     {"driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"}
   ])"_json;
-      EXPECT_EQ(
-          CheckStatus(obj, old),
-          (Errors{"status.devices[1]: Invalid value: gpu.example.com/node-a/gpu-9: must be an "
-                  "allocated device in the claim",
-                  "status.devices[2]: Duplicate value: gpu.example.com/node-a/gpu-0"}));
-    }
+  EXPECT_EQ(CheckStatus(obj, old),
+            (Errors{"status.devices[1]: Invalid value: gpu.example.com/node-a/gpu-9: must be an "
+                    "allocated device in the claim",
+                    "status.devices[2]: Duplicate value: gpu.example.com/node-a/gpu-0"}));
+}
 
-    TEST(ResourceClaimStatusTest, DeviceStatusConditionsDataAndNetwork) {
-      json old = AllocatedClaim();
-      json obj = AllocatedClaim();
-      json device = R"({"driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"})"_json;
-      device["conditions"] = R"([
+TEST(ResourceClaimStatusTest, DeviceStatusConditionsDataAndNetwork) {
+  json old = AllocatedClaim();
+  json obj = AllocatedClaim();
+  json device = R"({"driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"})"_json;
+  device["conditions"] = R"([
     {"type": "Ready", "status": "Maybe", "reason": "bad reason", "observedGeneration": -1},
-    {"type": "Ready", "status": "True", "reason": "Ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    {"type": "Ready", "status": "True", "reason": "Ok",
+     "lastTransitionTime": "2026-01-01T00:00:00Z"}
   ])"_json;
-      device["data"] = json::array();
-      device["networkData"] = {
-          {"interfaceName", std::string(257, 'e')},
-          {"hardwareAddress", std::string(129, 'a')},
-          {"ips", {"10.9.8.7", "010.9.8.7/24", "2001:DB8::1/64", "10.9.8.7/24", "10.9.8.7/24"}}};
-      obj["status"]["devices"] = {device};
-      const std::string d = "status.devices[0]";
-      EXPECT_EQ(
-          CheckStatus(obj, old),
-          (Errors{
-              d + ".conditions[0].status: Unsupported value: \"Maybe\": supported values: "
+  device["data"] = json::array();
+  device["networkData"] = {
+      {"interfaceName", std::string(257, 'e')},
+      {"hardwareAddress", std::string(129, 'a')},
+      {"ips", {"10.9.8.7", "010.9.8.7/24", "2001:DB8::1/64", "10.9.8.7/24", "10.9.8.7/24"}}};
+  obj["status"]["devices"] = {device};
+  const std::string d = "status.devices[0]";
+  EXPECT_EQ(
+      CheckStatus(obj, old),
+      (Errors{d + ".conditions[0].status: Unsupported value: \"Maybe\": supported values: "
                   "\"False\", \"True\", \"Unknown\"",
               d + ".conditions[0].observedGeneration: Invalid value: -1: must be greater than or "
                   "equal to zero",
@@ -1363,103 +1339,102 @@ std::vector<json> SeedObjects() {
               Bad(d + ".networkData.ips[2]", "\"2001:DB8::1/64\"",
                   "must be in canonical form (\"2001:db8::1/64\")"),
               d + ".networkData.ips[4]: Duplicate value: \"10.9.8.7/24\""}));
-      obj["status"]["devices"][0] = R"({"driver": "gpu.example.com", "pool": "node-a",
+  obj["status"]["devices"][0] = R"({"driver": "gpu.example.com", "pool": "node-a",
                                     "device": "gpu-0"})"_json;
-      obj["status"]["devices"][0]["conditions"] = json::array();
-      for (int i = 0; i < 9; ++i) {
-        obj["status"]["devices"][0]["conditions"].push_back(
-            {{"type", "T" + std::to_string(i)},
-             {"status", "True"},
-             {"reason", "R"},
-             {"lastTransitionTime", "2026-01-01T00:00:00Z"}});
-      }
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{d + ".conditions: Too many: 9: must have at most 8 items"});
-    }
+  obj["status"]["devices"][0]["conditions"] = json::array();
+  for (int i = 0; i < 9; ++i) {
+    obj["status"]["devices"][0]["conditions"].push_back(
+        {{"type", "T" + std::to_string(i)},
+         {"status", "True"},
+         {"reason", "R"},
+         {"lastTransitionTime", "2026-01-01T00:00:00Z"}});
+  }
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{d + ".conditions: Too many: 9: must have at most 8 items"});
+}
 
-    TEST(ResourceClaimStatusTest, StatusSentOnCreateIsChecked) {
-      json obj = Claim();
-      obj["status"] = R"({"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]})"_json;
-      EXPECT_EQ(Check(obj), Errors{"status.reservedFor: Forbidden: may not be specified when "
-                                   "`allocated` is not set"});
-    }
+TEST(ResourceClaimStatusTest, StatusSentOnCreateIsChecked) {
+  json obj = Claim();
+  obj["status"] = R"({"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]})"_json;
+  EXPECT_EQ(Check(obj), Errors{"status.reservedFor: Forbidden: may not be specified when "
+                               "`allocated` is not set"});
+}
 
-    // ---- DeviceTaintRule -----------------------------------------------------------------------
+// ---- DeviceTaintRule -----------------------------------------------------------------------
 
-    TEST(DeviceTaintRuleValidationTest, ValidRule) { EXPECT_EQ(Check(TaintRule()), Errors{}); }
+TEST(DeviceTaintRuleValidationTest, ValidRule) { EXPECT_EQ(Check(TaintRule()), Errors{}); }
 
-    TEST(DeviceTaintRuleValidationTest, TaintIsRequired) {
-      json obj = TaintRule();
-      obj["spec"].erase("taint");
-      EXPECT_EQ(Check(obj), (Errors{Bad("spec.taint.key", "\"\"", "name part must be non-empty"),
-                                    "spec.taint.effect: Required value"}));
-      obj["spec"]["taint"] = R"({"key": "example.com/k", "effect": "Evict"})"_json;
-      EXPECT_EQ(Check(obj), Errors{"spec.taint.effect: Unsupported value: \"Evict\": supported "
-                                   "values: \"NoExecute\", \"NoSchedule\", \"None\""});
-    }
+TEST(DeviceTaintRuleValidationTest, TaintIsRequired) {
+  json obj = TaintRule();
+  obj["spec"].erase("taint");
+  EXPECT_EQ(Check(obj), (Errors{Bad("spec.taint.key", "\"\"", "name part must be non-empty"),
+                                Bad("spec.taint.key", "\"\"", kNamePartMsg),
+                                "spec.taint.effect: Required value"}));
+  obj["spec"]["taint"] = R"({"key": "example.com/k", "effect": "Evict"})"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec.taint.effect: Unsupported value: \"Evict\": supported "
+                               "values: \"NoExecute\", \"NoSchedule\", \"None\""});
+}
 
-    TEST(DeviceTaintRuleValidationTest, SelectorFieldFormats) {
-      json obj = TaintRule();
-      obj["spec"]["deviceSelector"] =
-          R"({"driver": "Bad_Driver", "pool": "a//b", "device": "GPU"})"_json;
-      EXPECT_EQ(Check(obj),
-                (Errors{Bad("spec.deviceSelector.driver", "\"Bad_Driver\"", kSubdomainMsg),
-                        Bad("spec.deviceSelector.pool", "\"\"", kSubdomainMsg),
-                        Bad("spec.deviceSelector.device", "\"GPU\"", kLabelMsg)}));
-      obj["spec"].erase("deviceSelector");
-      EXPECT_EQ(Check(obj), Errors{});
-    }
+TEST(DeviceTaintRuleValidationTest, SelectorFieldFormats) {
+  json obj = TaintRule();
+  obj["spec"]["deviceSelector"] =
+      R"({"driver": "Bad_Driver", "pool": "a//b", "device": "GPU"})"_json;
+  EXPECT_EQ(Check(obj), (Errors{Bad("spec.deviceSelector.driver", "\"Bad_Driver\"", kSubdomainMsg),
+                                Bad("spec.deviceSelector.pool", "\"\"", kSubdomainMsg),
+                                Bad("spec.deviceSelector.device", "\"GPU\"", kLabelMsg)}));
+  obj["spec"].erase("deviceSelector");
+  EXPECT_EQ(Check(obj), Errors{});
+}
 
-    TEST(DeviceTaintRuleValidationTest, UnchangedEffectIsNotRechecked) {
-      json old = TaintRule();
-      old["spec"]["taint"]["effect"] = "Legacy";
-      json obj = old;
-      obj["spec"]["taint"]["value"] = "unplanned";
-      EXPECT_EQ(Check(obj, &old), Errors{});
-      obj["spec"]["taint"]["effect"] = "Legacy2";
-      EXPECT_EQ(Check(obj, &old).size(), 1u);
-    }
+TEST(DeviceTaintRuleValidationTest, UnchangedEffectIsNotRechecked) {
+  json old = TaintRule();
+  old["spec"]["taint"]["effect"] = "Legacy";
+  json obj = old;
+  obj["spec"]["taint"]["value"] = "unplanned";
+  EXPECT_EQ(Check(obj, &old), Errors{});
+  obj["spec"]["taint"]["effect"] = "Legacy2";
+  EXPECT_EQ(Check(obj, &old).size(), 1u);
+}
 
-    TEST(DeviceTaintRuleValidationTest, StatusConditions) {
-      json old = TaintRule();
-      json obj = TaintRule();
-      obj["status"]["conditions"] = json::array();
-      for (int i = 0; i < 9; ++i) {
-        obj["status"]["conditions"].push_back({{"type", "T" + std::to_string(i)},
-                                               {"status", "True"},
-                                               {"reason", "R"},
-                                               {"lastTransitionTime", "2026-01-01T00:00:00Z"}});
-      }
-      EXPECT_EQ(CheckStatus(obj, old),
-                Errors{"status.conditions: Too many: 9: must have at most 8 items"});
-      obj["status"]["conditions"].erase(8);
-      EXPECT_EQ(CheckStatus(obj, old), Errors{});
-    }
+TEST(DeviceTaintRuleValidationTest, StatusConditions) {
+  json old = TaintRule();
+  json obj = TaintRule();
+  obj["status"]["conditions"] = json::array();
+  for (int i = 0; i < 9; ++i) {
+    obj["status"]["conditions"].push_back({{"type", "T" + std::to_string(i)},
+                                           {"status", "True"},
+                                           {"reason", "R"},
+                                           {"lastTransitionTime", "2026-01-01T00:00:00Z"}});
+  }
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{"status.conditions: Too many: 9: must have at most 8 items"});
+  obj["status"]["conditions"].erase(8);
+  EXPECT_EQ(CheckStatus(obj, old), Errors{});
+}
 
-    // ---- core Node -----------------------------------------------------------------------------
+// ---- core Node -----------------------------------------------------------------------------
 
-    TEST(NodeValidationTest, Taints) {
-      json node = SeedNode("node-a", json::object(), R"({"taints": [
+TEST(NodeValidationTest, Taints) {
+  json node = SeedNode("node-a", json::object(), R"({"taints": [
     {"key": "example.com/a", "effect": "PreferNoSchedule"},
     {"key": "example.com/a", "effect": "None"},
     {"key": "bad key", "value": "bad value"},
     {"key": "example.com/a", "value": "x", "effect": "PreferNoSchedule"}
   ]})"_json);
-      const std::string t = "spec.taints";
-      EXPECT_EQ(Check(node),
-                (Errors{t + "[1].effect: Unsupported value: \"None\": supported values: "
-                            "\"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
-                        Bad(t + "[2].key", "\"bad key\"", kNamePartMsg),
-                        Bad(t + "[2].value", "\"bad value\"", kLabelValueMsg),
-                        t + "[2].effect: Required value",
-                        t + "[3]: Duplicate value: " + node["spec"]["taints"][3].dump() +
-                            ": taints must be unique by key and effect pair"}));
-    }
+  const std::string t = "spec.taints";
+  EXPECT_EQ(Check(node), (Errors{t + "[1].effect: Unsupported value: \"None\": supported values: "
+                                     "\"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+                                 Bad(t + "[2].key", "\"bad key\"", kNamePartMsg),
+                                 Bad(t + "[2].value", "\"bad value\"", kLabelValueMsg),
+                                 t + "[2].effect: Required value",
+                                 t + "[3]: Duplicate value: " + node["spec"]["taints"][3].dump() +
+                                     ": taints must be unique by key and effect pair"}));
+}
 
-    TEST(NodeValidationTest, NameIsADnsSubdomain) {
-      json node = SeedNode("Node_A", json::object(), json::object());
-      EXPECT_EQ(Check(node), Errors{Bad("metadata.name", "\"Node_A\"", kSubdomainMsg)});
-    }
+TEST(NodeValidationTest, NameIsADnsSubdomain) {
+  json node = SeedNode("Node_A", json::object(), json::object());
+  EXPECT_EQ(Check(node), Errors{Bad("metadata.name", "\"Node_A\"", kSubdomainMsg)});
+}
 
-    }  // namespace
-    }  // namespace qm::api
+}  // namespace
+}  // namespace qm::api

@@ -1,0 +1,342 @@
+// REST load driver: measures creates/s, gets/s, request latency, the time to list 10,000
+// objects, and watch delivery lag with many concurrent watchers, against a running server.
+//
+//   rest_load --url http://127.0.0.1:8080 [--objects 10000] [--concurrency 8] [--watchers 100]
+//
+// Uses raw HTTP/1.1 keep-alive connections (no client library) so the numbers are the server's.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class Connection {
+ public:
+  Connection(const std::string& host, int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      std::perror("connect");
+      std::exit(1);
+    }
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ~Connection() { close(fd_); }
+
+  // Sends a request and reads the whole response; returns the status code.
+  int Request(const std::string& method, const std::string& path, const std::string& body,
+              std::string* out, const std::string& content_type = "application/json") {
+    std::string req =
+        method + " " + path + " HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n";
+    if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
+      req += "Content-Type: " + content_type +
+             "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    }
+    req += "\r\n" + body;
+    Send(req);
+    return ReadResponse(out);
+  }
+
+  // Starts a watch: sends the request and reads the response head.
+  void StartStream(const std::string& path) {
+    Send("GET " + path + " HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n\r\n");
+    std::string head;
+    ReadHead(&head);
+  }
+
+  // Reads the next chunk of a chunked stream; false at the end.
+  bool NextChunk(std::string* chunk) {
+    std::string line = ReadLine();
+    size_t size = std::strtoul(line.c_str(), nullptr, 16);
+    if (size == 0) return false;
+    *chunk = ReadN(size);
+    ReadLine();
+    return true;
+  }
+
+ private:
+  void Send(const std::string& data) {
+    size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) {
+        std::perror("send");
+        std::exit(1);
+      }
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  void Fill() {
+    char tmp[65536];
+    ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
+    if (n <= 0) {
+      std::fprintf(stderr, "connection closed\n");
+      std::exit(1);
+    }
+    buf_.append(tmp, static_cast<size_t>(n));
+  }
+
+  std::string ReadLine() {
+    size_t eol;
+    while ((eol = buf_.find("\r\n")) == std::string::npos) Fill();
+    std::string line = buf_.substr(0, eol);
+    buf_.erase(0, eol + 2);
+    return line;
+  }
+
+  std::string ReadN(size_t n) {
+    while (buf_.size() < n) Fill();
+    std::string out = buf_.substr(0, n);
+    buf_.erase(0, n);
+    return out;
+  }
+
+  void ReadHead(std::string* head) {
+    size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos) Fill();
+    *head = buf_.substr(0, end);
+    buf_.erase(0, end + 4);
+  }
+
+  int ReadResponse(std::string* body) {
+    std::string head;
+    ReadHead(&head);
+    int code = std::atoi(head.c_str() + 9);
+    auto cl = head.find("Content-Length: ");
+    if (cl != std::string::npos) {
+      *body = ReadN(std::strtoul(head.c_str() + cl + 16, nullptr, 10));
+    } else {
+      body->clear();
+      std::string chunk;
+      while (NextChunk(&chunk)) *body += chunk;
+      ReadLine();
+    }
+    return code;
+  }
+
+  int fd_;
+  std::string buf_;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+std::string ClaimBody(const std::string& name, int64_t stamp = 0) {
+  json c = {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceClaim"},
+            {"metadata", {{"name", name}, {"labels", {{"bench", "yes"}}}}},
+            {"spec",
+             {{"devices",
+               {{"requests",
+                 {{{"name", "gpu"},
+                   {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", 1}}}}}}}}}}};
+  if (stamp != 0) c["metadata"]["annotations"] = {{"bench/sent-ns", std::to_string(stamp)}};
+  return c.dump();
+}
+
+struct Args {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int objects = 10000;
+  int concurrency = 8;
+  int watchers = 100;
+  int watch_events = 200;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--url") {
+      auto hp = v.substr(v.find("//") + 2);
+      a.host = hp.substr(0, hp.find(':'));
+      a.port = std::atoi(hp.substr(hp.find(':') + 1).c_str());
+    } else if (k == "--objects") {
+      a.objects = std::atoi(v.c_str());
+    } else if (k == "--concurrency") {
+      a.concurrency = std::atoi(v.c_str());
+    } else if (k == "--watchers") {
+      a.watchers = std::atoi(v.c_str());
+    } else if (k == "--watch-events") {
+      a.watch_events = std::atoi(v.c_str());
+    }
+  }
+  const std::string ns = "bench-" + std::to_string(NowNs() % 1000000);
+  const std::string base = "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims";
+  {
+    Connection c(a.host, a.port);
+    std::string out;
+    int code = c.Request(
+        "POST", "/api/v1/namespaces",
+        json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}}.dump(),
+        &out);
+    if (code != 201) {
+      std::fprintf(stderr, "cannot create namespace: %d %s\n", code, out.c_str());
+      return 1;
+    }
+  }
+
+  // Phase 1: creates.
+  std::vector<std::vector<double>> lat(static_cast<size_t>(a.concurrency));
+  std::atomic<int> next{0}, errors{0};
+  auto t0 = Clock::now();
+  {
+    std::vector<std::thread> ts;
+    for (int w = 0; w < a.concurrency; ++w) {
+      ts.emplace_back([&, w] {
+        Connection c(a.host, a.port);
+        std::string out;
+        for (int i; (i = next++) < a.objects;) {
+          auto s = Clock::now();
+          int code = c.Request("POST", base, ClaimBody("claim-" + std::to_string(i)), &out);
+          lat[static_cast<size_t>(w)].push_back(
+              std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+          if (code != 201) errors++;
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+  double create_secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> all;
+  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  std::printf("creates:  %d objects, %d errors, %.0f creates/s, p50 %.2f ms, p99 %.2f ms\n",
+              a.objects, errors.load(), a.objects / create_secs, Percentile(all, 0.5),
+              Percentile(all, 0.99));
+
+  // Phase 2: gets.
+  for (auto& l : lat) l.clear();
+  next = 0;
+  errors = 0;
+  t0 = Clock::now();
+  {
+    std::vector<std::thread> ts;
+    for (int w = 0; w < a.concurrency; ++w) {
+      ts.emplace_back([&, w] {
+        Connection c(a.host, a.port);
+        std::string out;
+        for (int i; (i = next++) < a.objects;) {
+          auto s = Clock::now();
+          int code =
+              c.Request("GET", base + "/claim-" + std::to_string((i * 7919) % a.objects), "", &out);
+          lat[static_cast<size_t>(w)].push_back(
+              std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+          if (code != 200) errors++;
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+  double get_secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  all.clear();
+  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  std::printf("gets:     %d gets, %d errors, %.0f gets/s, p50 %.2f ms, p99 %.2f ms\n", a.objects,
+              errors.load(), a.objects / get_secs, Percentile(all, 0.5), Percentile(all, 0.99));
+
+  // Phase 3: list everything.
+  {
+    Connection c(a.host, a.port);
+    std::vector<double> times;
+    size_t bytes = 0;
+    for (int i = 0; i < 5; ++i) {
+      std::string out;
+      auto s = Clock::now();
+      c.Request("GET", base, "", &out);
+      times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+      bytes = out.size();
+    }
+    std::printf("list:     %d objects (%.1f MB), median %.1f ms, best %.1f ms\n", a.objects,
+                static_cast<double>(bytes) / 1e6, Percentile(times, 0.5),
+                *std::min_element(times.begin(), times.end()));
+  }
+
+  // Phase 4: watch delivery lag.
+  std::string rv;
+  {
+    Connection c(a.host, a.port);
+    std::string out;
+    c.Request("GET", base + "?limit=1", "", &out);
+    rv = json::parse(out)["metadata"]["resourceVersion"];
+  }
+  std::mutex mu;
+  std::vector<double> lags;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> watchers;
+  for (int w = 0; w < a.watchers; ++w) {
+    watchers.emplace_back([&] {
+      Connection c(a.host, a.port);
+      c.StartStream(base + "?watch=true&resourceVersion=" + rv);
+      ready++;
+      std::string chunk;
+      int seen = 0;
+      std::vector<double> mine;
+      while (seen < a.watch_events && c.NextChunk(&chunk)) {
+        int64_t now = NowNs();
+        json ev = json::parse(chunk, nullptr, false);
+        if (!ev.is_object() || ev["type"] != "ADDED") continue;
+        auto& ann = ev["object"]["metadata"]["annotations"];
+        if (!ann.is_object() || !ann.contains("bench/sent-ns")) continue;
+        int64_t sent = std::stoll(ann["bench/sent-ns"].get<std::string>());
+        mine.push_back(static_cast<double>(now - sent) / 1e6);
+        ++seen;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      lags.insert(lags.end(), mine.begin(), mine.end());
+    });
+  }
+  while (ready.load() < a.watchers) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    Connection c(a.host, a.port);
+    std::string out;
+    for (int i = 0; i < a.watch_events; ++i) {
+      c.Request("POST", base, ClaimBody("watched-" + std::to_string(i), NowNs()), &out);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  for (auto& t : watchers) t.join();
+  std::printf("watch:    %d watchers x %d events, lag p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+              a.watchers, a.watch_events, Percentile(lags, 0.5), Percentile(lags, 0.99),
+              lags.empty() ? 0.0 : *std::max_element(lags.begin(), lags.end()));
+
+  // Clean up: deleting the namespace deletes its claims.
+  {
+    Connection c(a.host, a.port);
+    std::string out;
+    c.Request("DELETE", "/api/v1/namespaces/" + ns, "", &out);
+  }
+  return 0;
+}

@@ -1,0 +1,358 @@
+// The REST API in-process over the in-memory store: Kubernetes conventions request by request.
+#include "api/rest/rest_api.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <nlohmann/json.hpp>
+
+#include "api/rest/discovery.h"
+#include "common/id_generator.h"
+#include "store/memory_store.h"
+
+namespace qm::api {
+namespace {
+
+using nlohmann::json;
+
+class FakeClock : public Clock {
+ public:
+  std::chrono::system_clock::time_point Now() const override { return now; }
+  std::chrono::system_clock::time_point now{std::chrono::seconds(1800000000)};
+};
+
+class RecordingSink : public WatchSink {
+ public:
+  void Begin(const std::vector<std::string>& w) override { warnings = w; }
+  bool Write(const std::string& chunk) override {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(json::parse(chunk));
+    cv.notify_all();
+    return true;
+  }
+  void End() override { ended = true; }
+  std::vector<json> WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(5), [&] { return events.size() >= n; });
+    return events;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<json> events;
+  std::vector<std::string> warnings;
+  bool ended = false;
+};
+
+const char kClaimV1[] = R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
+  "metadata":{"name":"c1","namespace":"default","labels":{"app":"demo"}},
+  "spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu"}}]}}})";
+
+class RestApiTest : public ::testing::Test {
+ protected:
+  RestApiTest()
+      : objects_(store_, clock_, ids_),
+        hub_(store_, service::WatchHubOptions{}),
+        api_(objects_, hub_, clock_) {
+    hub_.Start();
+    EXPECT_TRUE(api_.EnsureDefaultNamespace().ok());
+  }
+  ~RestApiTest() override { hub_.Stop(); }
+
+  HttpResponse Call(const std::string& method, const std::string& path,
+                    const std::string& body = "",
+                    const std::string& content_type = "application/json",
+                    std::map<std::string, std::string> query = {}, const std::string& accept = "") {
+    HttpRequest r{method, path, std::move(query), content_type, accept, body};
+    return api_.Handle(r);
+  }
+
+  static json Body(const HttpResponse& r) { return json::parse(r.body); }
+
+  const std::string claims_ = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+  store::MemoryStore store_;
+  FakeClock clock_;
+  RandomIdGenerator ids_;
+  service::ObjectService objects_;
+  service::WatchHub hub_;
+  RestApi api_;
+};
+
+TEST_F(RestApiTest, VersionAndDiscovery) {
+  auto v = Body(Call("GET", "/version"));
+  EXPECT_EQ(v["major"], "1");
+  EXPECT_EQ(v["minor"], "32");
+  auto agg = Call("GET", "/apis", "", "", {},
+                  "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+  EXPECT_EQ(agg.content_type, kAggregatedDiscoveryContentType);
+  auto groups = Body(agg);
+  ASSERT_EQ(groups["items"].size(), 1u);
+  EXPECT_EQ(groups["items"][0]["versions"][0]["version"], "v1");
+  bool found_status = false;
+  for (const auto& r : groups["items"][0]["versions"][0]["resources"]) {
+    EXPECT_TRUE(r.contains("responseKind"));
+    if (r["resource"] == "resourceclaims") found_status = r.contains("subresources");
+  }
+  EXPECT_TRUE(found_status);
+  auto legacy = Body(Call("GET", "/apis"));
+  EXPECT_EQ(legacy["kind"], "APIGroupList");
+  EXPECT_EQ(legacy["groups"][0]["preferredVersion"]["version"], "v1");
+  auto core = Body(Call("GET", "/api/v1"));
+  EXPECT_EQ(core["kind"], "APIResourceList");
+  EXPECT_EQ(Call("GET", "/openapi/v2").code, 404);
+  EXPECT_EQ(Call("GET", "/apis/nope.example.com/v1").code, 404);
+}
+
+TEST_F(RestApiTest, CreateGetAndAlreadyExists) {
+  auto created = Call("POST", claims_, kClaimV1);
+  ASSERT_EQ(created.code, 201) << created.body;
+  auto obj = Body(created);
+  EXPECT_EQ(obj["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"], "ExactCount");
+  EXPECT_EQ(obj["spec"]["devices"]["requests"][0]["exactly"]["count"], 1);
+  EXPECT_TRUE(obj["metadata"]["resourceVersion"].is_string());
+  EXPECT_EQ(obj["metadata"]["creationTimestamp"], "2027-01-15T08:00:00Z");
+  auto got = Body(Call("GET", claims_ + "/c1"));
+  EXPECT_EQ(got["metadata"]["uid"], obj["metadata"]["uid"]);
+  auto again = Call("POST", claims_, kClaimV1);
+  EXPECT_EQ(again.code, 409);
+  EXPECT_EQ(Body(again)["reason"], "AlreadyExists");
+  EXPECT_EQ(Body(again)["message"], "resourceclaims.resource.k8s.io \"c1\" already exists");
+  auto missing = Call("GET", claims_ + "/nope");
+  EXPECT_EQ(missing.code, 404);
+  EXPECT_EQ(Body(missing)["message"], "resourceclaims.resource.k8s.io \"nope\" not found");
+  EXPECT_EQ(Body(missing)["details"]["kind"], "resourceclaims");
+}
+
+TEST_F(RestApiTest, InvalidObjectIs422WithCauses) {
+  json bad = json::parse(kClaimV1);
+  bad["metadata"]["name"] = "Bad_Name";
+  bad["spec"]["devices"]["requests"][0]["exactly"].erase("deviceClassName");
+  auto r = Call("POST", claims_, bad.dump());
+  ASSERT_EQ(r.code, 422) << r.body;
+  auto st = Body(r);
+  EXPECT_EQ(st["reason"], "Invalid");
+  EXPECT_EQ(st["details"]["name"], "Bad_Name");
+  std::set<std::string> fields;
+  for (const auto& c : st["details"]["causes"]) fields.insert(c["field"]);
+  EXPECT_TRUE(fields.count("metadata.name"));
+  EXPECT_TRUE(fields.count("spec.devices.requests[0].exactly.deviceClassName"));
+}
+
+TEST_F(RestApiTest, V1beta1ErrorsUseTheClientsPathsAndWarn) {
+  json bad = {
+      {"apiVersion", "resource.k8s.io/v1beta1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", "b1"}}},
+      {"spec", {{"devices", {{"requests", {{{"name", "gpu"}, {"allocationMode", "Some"}}}}}}}}};
+  auto r =
+      Call("POST", "/apis/resource.k8s.io/v1beta1/namespaces/default/resourceclaims", bad.dump());
+  ASSERT_EQ(r.code, 422) << r.body;
+  bool flat = false;
+  const json status = Body(r);
+  for (const auto& c : status["details"]["causes"]) {
+    if (c["field"] == "spec.devices.requests[0].allocationMode") flat = true;
+    EXPECT_EQ(std::string(c["field"]).find("exactly"), std::string::npos) << c;
+  }
+  EXPECT_TRUE(flat) << r.body;
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("v1beta1 ResourceClaim is deprecated"), std::string::npos);
+}
+
+TEST_F(RestApiTest, StrictFieldValidationRejectsUnknownFields) {
+  json obj = json::parse(kClaimV1);
+  obj["spec"]["surprise"] = true;
+  auto strict =
+      Call("POST", claims_, obj.dump(), "application/json", {{"fieldValidation", "Strict"}});
+  EXPECT_EQ(strict.code, 400);
+  EXPECT_EQ(Body(strict)["message"], "strict decoding error: unknown field \"spec.surprise\"");
+  auto warn = Call("POST", claims_, obj.dump(), "application/json", {{"fieldValidation", "Warn"}});
+  EXPECT_EQ(warn.code, 201);
+  ASSERT_EQ(warn.warnings.size(), 1u);
+  EXPECT_EQ(warn.warnings[0], "unknown field \"spec.surprise\"");
+}
+
+TEST_F(RestApiTest, NamespaceAndNameMustMatchTheUrl) {
+  json obj = json::parse(kClaimV1);
+  obj["metadata"]["namespace"] = "elsewhere";
+  EXPECT_EQ(Call("POST", claims_, obj.dump()).code, 400);
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  json renamed = json::parse(kClaimV1);
+  renamed["metadata"]["name"] = "other";
+  EXPECT_EQ(Call("PUT", claims_ + "/c1", renamed.dump()).code, 400);
+  EXPECT_EQ(Call("POST", "/apis/resource.k8s.io/v1/namespaces/ghost/resourceclaims", kClaimV1).code,
+            400);
+}
+
+TEST_F(RestApiTest, ClaimSpecIsImmutable) {
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  auto r = Call(
+      "PATCH", claims_ + "/c1",
+      R"({"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"other"}}]}}})",
+      "application/merge-patch+json");
+  EXPECT_EQ(r.code, 422) << r.body;
+  EXPECT_NE(r.body.find("field is immutable"), std::string::npos) << r.body;
+}
+
+TEST_F(RestApiTest, StatusSubresourceOnlyChangesStatus) {
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  // Status sent to the main resource is ignored.
+  auto main = Call(
+      "PATCH", claims_ + "/c1",
+      R"({"metadata":{"labels":{"x":"y"}},"status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u1"}]}})",
+      "application/merge-patch+json");
+  ASSERT_EQ(main.code, 200) << main.body;
+  EXPECT_FALSE(Body(main).contains("status"));
+  EXPECT_EQ(Body(main)["metadata"]["labels"]["x"], "y");
+  // Through /status the status changes and labels do not.
+  const std::string status =
+      R"({"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com",)"
+      R"("pool":"p1","device":"d0"}]}},"reservedFor":[{"resource":"pods","name":"p","uid":"u1"}]})";
+  auto st = Call("PATCH", claims_ + "/c1/status",
+                 R"({"metadata":{"labels":{"x":"z"}},"status":)" + status + "}",
+                 "application/merge-patch+json");
+  ASSERT_EQ(st.code, 200) << st.body;
+  EXPECT_EQ(Body(st)["status"]["reservedFor"][0]["name"], "p");
+  EXPECT_EQ(Body(st)["metadata"]["labels"]["x"], "y");
+  // A reservation without an allocation breaks the status rules.
+  auto bad =
+      Call("PUT", claims_ + "/c1/status",
+           R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c1"},)"
+           R"("status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u1"}]}})");
+  EXPECT_EQ(bad.code, 422) << bad.body;
+  EXPECT_EQ(Body(st)["metadata"]["generation"], 1);
+  auto table = Body(
+      Call("GET", claims_ + "/c1", "", "", {}, "application/json;as=Table;v=v1;g=meta.k8s.io"));
+  EXPECT_EQ(table["rows"][0]["cells"][1], "allocated,reserved");
+}
+
+TEST_F(RestApiTest, PatchTypes) {
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  auto jp =
+      Call("PATCH", claims_ + "/c1", R"([{"op":"add","path":"/metadata/labels/j","value":"1"}])",
+           "application/json-patch+json");
+  ASSERT_EQ(jp.code, 200) << jp.body;
+  EXPECT_EQ(Body(jp)["metadata"]["labels"]["j"], "1");
+  auto failed_test =
+      Call("PATCH", claims_ + "/c1", R"([{"op":"test","path":"/metadata/labels/j","value":"2"}])",
+           "application/json-patch+json");
+  EXPECT_EQ(failed_test.code, 400);
+  auto smp =
+      Call("PATCH", claims_ + "/c1", R"({"metadata":{"finalizers":["a/b"],"labels":{"app":null}}})",
+           "application/strategic-merge-patch+json");
+  ASSERT_EQ(smp.code, 200) << smp.body;
+  EXPECT_EQ(Body(smp)["metadata"]["finalizers"], json::array({"a/b"}));
+  EXPECT_FALSE(Body(smp)["metadata"]["labels"].contains("app"));
+  EXPECT_EQ(Call("PATCH", claims_ + "/c1", "{}", "text/plain").code, 415);
+  // A resourceVersion in the patch is a precondition.
+  auto stale = Call("PATCH", claims_ + "/c1", R"({"metadata":{"resourceVersion":"1"}})",
+                    "application/merge-patch+json");
+  EXPECT_EQ(stale.code, 409);
+  EXPECT_EQ(Body(stale)["reason"], "Conflict");
+}
+
+TEST_F(RestApiTest, ServerSideApplyUpsertsAndMerges) {
+  auto created = Call("PATCH", claims_ + "/c1", kClaimV1, "application/apply-patch+yaml",
+                      {{"fieldManager", "kubectl"}});
+  ASSERT_EQ(created.code, 201) << created.body;
+  auto merged = Call(
+      "PATCH", claims_ + "/c1",
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c1","annotations":{"a":"b"}}})",
+      "application/apply-patch+yaml");
+  ASSERT_EQ(merged.code, 200) << merged.body;
+  EXPECT_EQ(Body(merged)["metadata"]["annotations"]["a"], "b");
+  EXPECT_TRUE(Body(merged)["spec"]["devices"]["requests"].is_array());
+}
+
+TEST_F(RestApiTest, DryRunAndDelete) {
+  EXPECT_EQ(Call("POST", claims_, kClaimV1, "application/json", {{"dryRun", "All"}}).code, 201);
+  EXPECT_EQ(Call("GET", claims_ + "/c1").code, 404);
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  auto del = Call("DELETE", claims_ + "/c1", R"({"propagationPolicy":"Background"})");
+  ASSERT_EQ(del.code, 200);
+  EXPECT_EQ(Body(del)["metadata"]["name"], "c1");
+  EXPECT_EQ(Call("GET", claims_ + "/c1").code, 404);
+  EXPECT_EQ(Call("DELETE", claims_ + "/c1").code, 404);
+  EXPECT_EQ(Call("POST", claims_ + "/c1", kClaimV1).code, 405);
+}
+
+TEST_F(RestApiTest, ListPagesWithContinueAndSelectors) {
+  for (int i = 0; i < 5; ++i) {
+    json o = json::parse(kClaimV1);
+    o["metadata"]["name"] = "c" + std::to_string(i);
+    o["metadata"]["labels"]["i"] = std::to_string(i % 2);
+    ASSERT_EQ(Call("POST", claims_, o.dump()).code, 201);
+  }
+  auto p1 = Body(Call("GET", claims_, "", "", {{"limit", "2"}}));
+  ASSERT_EQ(p1["items"].size(), 2u);
+  ASSERT_TRUE(p1["metadata"].contains("continue"));
+  auto p2 = Body(
+      Call("GET", claims_, "", "", {{"limit", "10"}, {"continue", p1["metadata"]["continue"]}}));
+  EXPECT_EQ(p2["items"].size(), 3u);
+  EXPECT_FALSE(p2["metadata"].contains("continue"));
+  auto odd = Body(Call("GET", claims_, "", "", {{"labelSelector", "i=1"}}));
+  EXPECT_EQ(odd["items"].size(), 2u);
+  auto named = Body(Call("GET", "/apis/resource.k8s.io/v1/resourceclaims", "", "",
+                         {{"fieldSelector", "metadata.name=c3"}}));
+  ASSERT_EQ(named["items"].size(), 1u);
+  EXPECT_EQ(named["kind"], "ResourceClaimList");
+  EXPECT_EQ(Call("GET", claims_, "", "", {{"fieldSelector", "spec.bogus=1"}}).code, 400);
+  EXPECT_EQ(Call("GET", claims_, "", "", {{"continue", "garbage!"}}).code, 400);
+}
+
+TEST_F(RestApiTest, TablesUseUpstreamColumns) {
+  json slice = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceSlice"},
+                {"metadata", {{"name", "s1"}}},
+                {"spec",
+                 {{"driver", "gpu.example.com"},
+                  {"nodeName", "n1"},
+                  {"pool", {{"name", "p1"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                  {"devices", {{{"name", "d0"}}}}}}};
+  ASSERT_EQ(Call("POST", "/apis/resource.k8s.io/v1/resourceslices", slice.dump()).code, 201);
+  auto t = Body(Call("GET", "/apis/resource.k8s.io/v1/resourceslices", "", "", {},
+                     "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"));
+  EXPECT_EQ(t["kind"], "Table");
+  std::vector<std::string> cols;
+  for (const auto& c : t["columnDefinitions"]) cols.push_back(c["name"]);
+  EXPECT_EQ(cols, (std::vector<std::string>{"Name", "Node", "Driver", "Pool", "Age"}));
+  EXPECT_EQ(t["rows"][0]["cells"], json::array({"s1", "n1", "gpu.example.com", "p1", "0s"}));
+  EXPECT_EQ(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+}
+
+TEST_F(RestApiTest, WatchFromZeroStartsWithSyntheticAdds) {
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  auto sink = std::make_shared<RecordingSink>();
+  HttpRequest w{"GET", claims_, {{"watch", "true"}, {"resourceVersion", "0"}}, "", "", ""};
+  ASSERT_FALSE(api_.StartWatch(w, sink).has_value());
+  json second = json::parse(kClaimV1);
+  second["metadata"]["name"] = "c2";
+  ASSERT_EQ(Call("POST", claims_, second.dump()).code, 201);
+  ASSERT_EQ(Call("DELETE", claims_ + "/c1").code, 200);
+  auto events = sink->WaitFor(3);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "c1");
+  EXPECT_EQ(events[1]["type"], "ADDED");
+  EXPECT_EQ(events[1]["object"]["metadata"]["name"], "c2");
+  EXPECT_EQ(events[2]["type"], "DELETED");
+}
+
+TEST_F(RestApiTest, WatchFromACompactedRevisionGetsExpired) {
+  for (int i = 0; i < 3; ++i) {
+    json o = json::parse(kClaimV1);
+    o["metadata"]["name"] = "c" + std::to_string(i);
+    ASSERT_EQ(Call("POST", claims_, o.dump()).code, 201);
+  }
+  ASSERT_TRUE(store_.Compact(*store_.CurrentRevision() - 1).ok());
+  auto sink = std::make_shared<RecordingSink>();
+  HttpRequest w{"GET", claims_, {{"watch", "1"}, {"resourceVersion", "1"}}, "", "", ""};
+  ASSERT_FALSE(api_.StartWatch(w, sink).has_value());
+  auto events = sink->WaitFor(1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "ERROR");
+  EXPECT_EQ(events[0]["object"]["code"], 410);
+  EXPECT_EQ(events[0]["object"]["reason"], "Expired");
+  EXPECT_TRUE(sink->ended);
+}
+
+}  // namespace
+}  // namespace qm::api

@@ -1,0 +1,217 @@
+#include "service/object_service.h"
+
+#include <gtest/gtest.h>
+
+#include "store/memory_store.h"
+
+namespace qm::service {
+namespace {
+
+class FakeClock : public Clock {
+ public:
+  std::chrono::system_clock::time_point Now() const override { return now; }
+  std::chrono::system_clock::time_point now{std::chrono::seconds(1800000000)};
+};
+
+class SequentialIds : public IdGenerator {
+ public:
+  std::string NewUid() override { return "uid-" + std::to_string(++n_); }
+
+ private:
+  int n_ = 0;
+};
+
+model::Object Obj(const std::string& resource, const std::string& ns, const std::string& name,
+                  const std::string& spec = "{}") {
+  model::Object o;
+  o.resource = resource;
+  o.meta.name = name;
+  o.meta.namespace_ = ns;
+  o.body = R"({"spec":)" + spec + "}";
+  o.spec_digest = spec;
+  return o;
+}
+
+class ObjectServiceTest : public ::testing::Test {
+ protected:
+  ObjectServiceTest() : service_(store_, clock_, ids_) {
+    EXPECT_TRUE(service_.Create(Obj("namespaces", "", "team"), false).ok());
+  }
+  store::MemoryStore store_;
+  FakeClock clock_;
+  SequentialIds ids_;
+  ObjectService service_;
+};
+
+TEST_F(ObjectServiceTest, CreateFillsServerOwnedMetadata) {
+  model::Object in = Obj("resourceclaims.resource.k8s.io", "team", "c");
+  in.meta.uid = "client-chosen";
+  in.meta.generation = 42;
+  in.meta.deletion_timestamp = clock_.now;
+  auto out = service_.Create(in, false);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->meta.uid, "uid-2");
+  EXPECT_EQ(out->meta.generation, 1);
+  EXPECT_EQ(out->meta.creation_timestamp, clock_.now);
+  EXPECT_FALSE(out->meta.deletion_timestamp.has_value());
+  EXPECT_GT(out->meta.resource_version, 0);
+}
+
+TEST_F(ObjectServiceTest, NamespacedObjectsNeedTheirNamespace) {
+  auto out = service_.Create(Obj("resourceclaims.resource.k8s.io", "nowhere", "c"), false);
+  EXPECT_TRUE(absl::IsNotFound(out.status()));
+  EXPECT_EQ(out.status().message(), "namespaces \"nowhere\" not found");
+  // Cluster-scoped objects do not.
+  EXPECT_TRUE(service_.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu"), false).ok());
+}
+
+TEST_F(ObjectServiceTest, GenerateNameGetsASuffix) {
+  model::Object in = Obj("deviceclasses.resource.k8s.io", "", "");
+  in.meta.generate_name = "gpu-";
+  auto out = service_.Create(in, false);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->meta.name.rfind("gpu-", 0), 0u);
+  EXPECT_EQ(out->meta.name.size(), 9u);
+}
+
+TEST_F(ObjectServiceTest, DryRunWritesNothing) {
+  auto out = service_.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu"), true);
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(absl::IsNotFound(service_.Get(out->Key()).status()));
+}
+
+TEST_F(ObjectServiceTest, GenerationBumpsOnlyOnSpecChange) {
+  auto c = service_.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu", "1"), false);
+  ASSERT_TRUE(c.ok());
+  auto labelled = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.labels["x"] = "y";
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(labelled.ok());
+  EXPECT_EQ(labelled->meta.generation, 1);
+  auto changed = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.spec_digest = "2";
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(changed->meta.generation, 2);
+  EXPECT_EQ(changed->meta.uid, c->meta.uid);
+}
+
+TEST_F(ObjectServiceTest, StaleResourceVersionIsConflict) {
+  auto c = service_.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu"), false);
+  auto stale = c->meta.resource_version;
+  ASSERT_TRUE(service_
+                  .Update(
+                      c->Key(),
+                      [](const model::Object& cur) -> absl::StatusOr<model::Object> { return cur; },
+                      false)
+                  .ok());
+  auto out = service_.Update(
+      c->Key(),
+      [stale](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.resource_version = stale;
+        return next;
+      },
+      false);
+  EXPECT_TRUE(absl::IsAborted(out.status())) << out.status();
+  EXPECT_NE(out.status().message().find("the object has been modified"), absl::string_view::npos);
+}
+
+TEST_F(ObjectServiceTest, FinalizersDelayDeletionUntilRemoved) {
+  model::Object in = Obj("deviceclasses.resource.k8s.io", "", "held");
+  in.meta.finalizers = {"example.com/hold"};
+  auto c = service_.Create(in, false);
+  ASSERT_TRUE(c.ok());
+  auto del = service_.Delete(c->Key(), DeleteOptions{});
+  ASSERT_TRUE(del.ok());
+  EXPECT_FALSE(del->deleted);
+  ASSERT_TRUE(del->object.meta.deletion_timestamp.has_value());
+  EXPECT_EQ(*del->object.meta.deletion_timestamp, clock_.now);
+  // New finalizers may not be added while deleting.
+  auto add = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.finalizers.push_back("example.com/other");
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  EXPECT_TRUE(absl::IsInvalidArgument(add.status())) << add.status();
+  auto cleared = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.finalizers.clear();
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(cleared.ok()) << cleared.status();
+  EXPECT_TRUE(absl::IsNotFound(service_.Get(c->Key()).status()));
+}
+
+TEST_F(ObjectServiceTest, DeletePreconditionsAreChecked) {
+  auto c = service_.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu"), false);
+  DeleteOptions wrong_uid;
+  wrong_uid.precondition_uid = "someone-else";
+  EXPECT_TRUE(absl::IsFailedPrecondition(service_.Delete(c->Key(), wrong_uid).status()));
+  DeleteOptions right;
+  right.precondition_uid = c->meta.uid;
+  auto d = service_.Delete(c->Key(), right);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->deleted);
+}
+
+TEST_F(ObjectServiceTest, DeletingANamespaceDeletesItsContents) {
+  ASSERT_TRUE(service_.Create(Obj("resourceclaims.resource.k8s.io", "team", "a"), false).ok());
+  ASSERT_TRUE(
+      service_.Create(Obj("resourceclaimtemplates.resource.k8s.io", "team", "t"), false).ok());
+  ASSERT_TRUE(service_.Create(Obj("namespaces", "", "other"), false).ok());
+  ASSERT_TRUE(service_.Create(Obj("resourceclaims.resource.k8s.io", "other", "b"), false).ok());
+  auto d = service_.Delete(model::ResourceKey{"namespaces", "", "team"}, DeleteOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(absl::IsNotFound(
+      service_.Get(model::ResourceKey{"resourceclaims.resource.k8s.io", "team", "a"}).status()));
+  EXPECT_TRUE(absl::IsNotFound(
+      service_.Get(model::ResourceKey{"resourceclaimtemplates.resource.k8s.io", "team", "t"})
+          .status()));
+  EXPECT_TRUE(
+      service_.Get(model::ResourceKey{"resourceclaims.resource.k8s.io", "other", "b"}).ok());
+}
+
+TEST_F(ObjectServiceTest, ListAppliesSelectorsAndCountsLimitOnMatches) {
+  for (int i = 0; i < 10; ++i) {
+    model::Object o = Obj("deviceclasses.resource.k8s.io", "", "c" + std::to_string(i));
+    o.meta.labels["parity"] = i % 2 ? "odd" : "even";
+    ASSERT_TRUE(service_.Create(o, false).ok());
+  }
+  ListRequest req;
+  req.store.resource = "deviceclasses.resource.k8s.io";
+  req.labels = *model::LabelSelector::Parse("parity=odd");
+  req.store.limit = 3;
+  auto page = service_.List(req);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->items.size(), 3u);
+  EXPECT_TRUE(page->more);
+  for (const auto& o : page->items) EXPECT_EQ(o.meta.labels.at("parity"), "odd");
+  req.store.after_name = page->items.back().meta.name;
+  auto rest = service_.List(req);
+  ASSERT_EQ(rest->items.size(), 2u);
+  EXPECT_FALSE(rest->more);
+}
+
+}  // namespace
+}  // namespace qm::service
