@@ -172,6 +172,7 @@ struct Args {
   int concurrency = 8;
   int watchers = 100;
   int watch_events = 200;
+  bool keep = false;  // leave the objects behind (for inspecting the database)
 };
 
 }  // namespace
@@ -192,6 +193,8 @@ int main(int argc, char** argv) {
       a.watchers = std::atoi(v.c_str());
     } else if (k == "--watch-events") {
       a.watch_events = std::atoi(v.c_str());
+    } else if (k == "--keep") {
+      a.keep = v == "true";
     }
   }
   const std::string ns = "bench-" + std::to_string(NowNs() % 1000000);
@@ -333,7 +336,7 @@ int main(int argc, char** argv) {
               lags.empty() ? 0.0 : *std::max_element(lags.begin(), lags.end()));
 
   // Clean up: deleting the namespace deletes its claims.
-  {
+  if (!a.keep) {
     Connection c(a.host, a.port);
     std::string out;
     c.Request("DELETE", "/api/v1/namespaces/" + ns, "", &out);

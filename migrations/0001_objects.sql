@@ -29,16 +29,25 @@ CREATE INDEX objects_node_name ON objects (resource, node_name) WHERE node_name 
 CREATE INDEX objects_driver_pool ON objects (resource, driver, pool) WHERE driver IS NOT NULL;
 CREATE INDEX objects_labels ON objects USING gin (labels);
 
--- One row per write, in resourceVersion order; watches replay it. "object" is the full stored
--- object as the store serialises it (json, not jsonb: it is written once and read back whole).
+-- One row per write, in resourceVersion order; watches replay it. Each row holds the object as
+-- it was right after the write (for DELETED: its last state), in the same columns as objects.
+-- The JSON columns are json, not jsonb: written once, read back whole by every replica.
 CREATE TABLE change_log (
-  rv          bigint      PRIMARY KEY,
-  event_type  text        NOT NULL CHECK (event_type IN ('ADDED', 'MODIFIED', 'DELETED')),
-  resource    text        NOT NULL,
-  namespace   text        NOT NULL,
-  name        text        NOT NULL,
-  object      json        NOT NULL,
-  created_at  timestamptz NOT NULL DEFAULT now()
+  rv                  bigint      PRIMARY KEY,
+  event_type          text        NOT NULL CHECK (event_type IN ('ADDED', 'MODIFIED', 'DELETED')),
+  resource            text        NOT NULL,
+  namespace           text        NOT NULL,
+  name                text        NOT NULL,
+  uid                 text        NOT NULL,
+  generation          bigint      NOT NULL,
+  creation_timestamp  timestamptz NOT NULL,
+  deletion_timestamp  timestamptz,
+  labels              json        NOT NULL,
+  meta                json        NOT NULL,
+  fields              json        NOT NULL,
+  spec_digest         text        NOT NULL,
+  body                json        NOT NULL,
+  created_at          timestamptz NOT NULL DEFAULT now()
 );
 
 -- Single-row bookkeeping: the newest revision removed from change_log by compaction.

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   qm::RandomIdGenerator ids;
   qm::service::WatchHub hub(**store, qm::service::WatchHubOptions{options->watch_history});
   hub.Start();
-  qm::service::ObjectService objects(**store, clock, ids);
+  qm::service::ObjectService objects(**store, clock, ids, &hub);
   qm::api::RestApi api(objects, hub, clock);
   if (auto st = api.EnsureDefaultNamespace(); !st.ok()) return Fail("default namespace", st);
   if (options->sample_inventory) {

@@ -28,8 +28,9 @@ std::string RandomSuffix() {
 
 }  // namespace
 
-ObjectService::ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids)
-    : store_(store), clock_(clock), ids_(ids) {}
+ObjectService::ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids,
+                             WatchHub* hub)
+    : store_(store), clock_(clock), ids_(ids), hub_(hub) {}
 
 absl::Status ObjectService::CheckNamespace(const std::string& ns) {
   auto got = store_.Get(model::ResourceKey{"namespaces", "", ns});
@@ -173,6 +174,13 @@ absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) 
 }
 
 absl::StatusOr<store::ListResult> ObjectService::List(const ListRequest& request) {
+  if (hub_ != nullptr) {
+    auto current = store_.CurrentRevision();
+    if (current.ok()) {
+      auto cached = hub_->List(request, *current);
+      if (cached.ok()) return cached;
+    }
+  }
   const bool filtered = !request.labels.Empty() || !request.fields.Empty();
   if (!filtered) return store_.List(request.store);
   // Filter page by page so `limit` counts matching objects.
@@ -191,7 +199,7 @@ absl::StatusOr<store::ListResult> ObjectService::List(const ListRequest& request
         out.more = true;
         return out;
       }
-      if (request.labels.Matches(obj.meta.labels) && request.fields.Matches(obj.fields)) {
+      if (request.Matches(obj)) {
         out.items.push_back(std::move(obj));
       }
     }

@@ -9,6 +9,8 @@
 #include "common/id_generator.h"
 #include "model/object.h"
 #include "model/selector.h"
+#include "service/list_request.h"
+#include "service/watch_hub.h"
 #include "store/store.h"
 
 namespace qm::service {
@@ -24,12 +26,6 @@ struct DeleteResult {
   bool deleted = false;  // false: finalizers remain, only deletionTimestamp was set
 };
 
-struct ListRequest {
-  store::ListOptions store;
-  model::LabelSelector labels;
-  model::FieldSelector fields;
-};
-
 // Kubernetes object-metadata semantics on top of a Store: uid, creationTimestamp and
 // generation assignment; optimistic concurrency with retries for unconditional writes;
 // deletionTimestamp and finalizers; namespaces that must exist and that take their contents
@@ -37,7 +33,9 @@ struct ListRequest {
 // has produced. Thread-safe; holds no state of its own besides its dependencies.
 class ObjectService {
  public:
-  ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids);
+  // With a `hub`, lists are served from its cache once it has caught up with the store
+  // (read-your-writes), otherwise from the store.
+  ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids, WatchHub* hub = nullptr);
 
   // Stores a new object. Fills uid, creationTimestamp, generation 1, and the name from
   // generateName when the name is empty. NotFound when its namespace does not exist;
@@ -72,6 +70,7 @@ class ObjectService {
   store::Store& store_;
   const Clock& clock_;
   IdGenerator& ids_;
+  WatchHub* hub_;
 };
 
 }  // namespace qm::service

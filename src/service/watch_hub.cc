@@ -16,9 +16,29 @@ WatchHub::WatchHub(store::Store& store, WatchHubOptions options)
 
 WatchHub::~WatchHub() { Stop(); }
 
+void WatchHub::LoadSnapshotLocked() {
+  auto all = store_.ListAll();
+  cache_.clear();
+  cache_ready_ = all.ok();
+  if (!all.ok()) {
+    spdlog::warn("watch hub: cannot load the object cache ({}); lists read the store",
+                 all.status().ToString());
+    auto rv = store_.CurrentRevision();
+    last_rv_ = rv.ok() ? *rv : 0;
+    return;
+  }
+  for (auto& obj : all->items) {
+    model::ResourceKey key = obj.Key();
+    cache_.emplace(std::move(key), std::move(obj));
+  }
+  last_rv_ = all->resource_version;
+}
+
 void WatchHub::Start() {
-  auto rv = store_.CurrentRevision();
-  last_rv_ = rv.ok() ? *rv : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    LoadSnapshotLocked();
+  }
   running_ = true;
   thread_ = std::thread([this] { Run(); });
 }
@@ -28,6 +48,8 @@ void WatchHub::Stop() {
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
   watchers_.clear();
+  cache_ready_ = false;
+  dispatched_.notify_all();
 }
 
 size_t WatchHub::watcher_count() {
@@ -59,8 +81,42 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   return absl::OkStatus();
 }
 
+absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cache_ready_) return absl::FailedPreconditionError("no object cache");
+  if (!dispatched_.wait_for(lock, std::chrono::seconds(1),
+                            [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                              return last_rv_.load() >= min_rv || !cache_ready_;
+                            }) ||
+      !cache_ready_) {
+    return absl::DeadlineExceededError("object cache is behind the store");
+  }
+  store::ListResult result;
+  result.resource_version = last_rv_.load();
+  const store::ListOptions& o = request.store;
+  auto it = cache_.lower_bound(model::ResourceKey{o.resource, o.after_namespace, o.after_name});
+  for (; it != cache_.end() && it->first.resource == o.resource; ++it) {
+    if (!o.after_name.empty() && it->first.namespace_ == o.after_namespace &&
+        it->first.name == o.after_name) {
+      continue;
+    }
+    if (!request.Matches(it->second)) continue;
+    if (o.limit > 0 && static_cast<int64_t>(result.items.size()) == o.limit) {
+      result.more = true;
+      break;
+    }
+    result.items.push_back(it->second);
+  }
+  return result;
+}
+
 void WatchHub::DispatchLocked(const model::WatchEvent& event) {
   const int64_t rv = event.object.meta.resource_version;
+  if (event.type == model::EventType::kDeleted) {
+    cache_.erase(event.object.Key());
+  } else {
+    cache_[event.object.Key()] = event.object;
+  }
   for (size_t i = 0; i < watchers_.size();) {
     Entry& e = watchers_[i];
     if (rv > e.start_rv && !e.watcher->Deliver(event)) {
@@ -80,11 +136,11 @@ void WatchHub::Run() {
       // Compaction overtook us: end every watch with 410 and continue from the present.
       spdlog::warn("watch hub: fell behind the change log ({}); expiring {} watches",
                    events.status().ToString(), watcher_count());
-      auto current = store_.CurrentRevision();
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& e : watchers_) e.watcher->Expire(events.status());
       watchers_.clear();
-      if (current.ok()) last_rv_ = *current;
+      LoadSnapshotLocked();
+      dispatched_.notify_all();
       continue;
     }
     if (!events.ok()) {
@@ -98,6 +154,7 @@ void WatchHub::Run() {
         DispatchLocked(ev);
         last_rv_ = ev.object.meta.resource_version;
       }
+      dispatched_.notify_all();
     }
     auto now = std::chrono::steady_clock::now();
     if (events->empty() || now - last_tick >= kIdleWait) {

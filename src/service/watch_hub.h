@@ -1,6 +1,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -9,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "model/object.h"
+#include "service/list_request.h"
 #include "store/store.h"
 
 namespace qm::service {
@@ -33,8 +36,9 @@ struct WatchHubOptions {
   int64_t history = 100000;
 };
 
-// Follows the store's change log (LISTEN/NOTIFY plus catch-up by revision) and fans each change
-// out to the subscribed watchers, in revision order, each change exactly once. Thread-safe.
+// Follows the store's change log (LISTEN/NOTIFY plus catch-up by revision), keeps an in-memory
+// copy of every object up to date with it (ARCHITECTURE.md §5), and fans each change out to
+// the subscribed watchers, in revision order, each change exactly once. Thread-safe.
 class WatchHub {
  public:
   WatchHub(store::Store& store, WatchHubOptions options);
@@ -47,6 +51,12 @@ class WatchHub {
   // are replayed to it before this returns. OutOfRange when `from_rv` has been compacted.
   absl::Status Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_rv);
 
+  // Lists from the cache once it reflects at least revision `min_rv` (normally the store's
+  // current revision, so a client reads its own writes). DeadlineExceeded when the cache does
+  // not catch up within a second; FailedPrecondition when it has no snapshot: callers then
+  // read the store.
+  absl::StatusOr<store::ListResult> List(const ListRequest& request, int64_t min_rv);
+
   int64_t last_dispatched() const { return last_rv_.load(); }
   size_t watcher_count();
 
@@ -58,11 +68,16 @@ class WatchHub {
 
   void Run();
   void DispatchLocked(const model::WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replaces the cache with a fresh snapshot of the store and moves last_rv_ to it.
+  void LoadSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store& store_;
   const WatchHubOptions options_;
   std::mutex mu_;
+  std::condition_variable dispatched_;
   std::vector<Entry> watchers_ ABSL_GUARDED_BY(mu_);
+  std::map<model::ResourceKey, model::Object> cache_ ABSL_GUARDED_BY(mu_);
+  bool cache_ready_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> last_rv_{0};
   std::atomic<bool> running_{false};
   std::thread thread_;

@@ -90,6 +90,15 @@ absl::StatusOr<ListResult> MemoryStore::List(const ListOptions& options) {
   return result;
 }
 
+absl::StatusOr<ListResult> MemoryStore::ListAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ListResult result;
+  result.resource_version = revision_;
+  result.items.reserve(objects_.size());
+  for (const auto& [key, obj] : objects_) result.items.push_back(obj);
+  return result;
+}
+
 absl::StatusOr<int64_t> MemoryStore::CurrentRevision() {
   std::lock_guard<std::mutex> lock(mu_);
   return revision_;

@@ -19,6 +19,7 @@ class MemoryStore final : public Store {
   absl::StatusOr<model::Object> Delete(const model::ResourceKey& key, int64_t expected_rv) override;
   absl::StatusOr<model::Object> Get(const model::ResourceKey& key) override;
   absl::StatusOr<ListResult> List(const ListOptions& options) override;
+  absl::StatusOr<ListResult> ListAll() override;
   absl::StatusOr<int64_t> CurrentRevision() override;
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                               int64_t limit) override;

@@ -52,6 +52,8 @@ class Store {
                                                int64_t expected_rv) = 0;
   virtual absl::StatusOr<model::Object> Get(const model::ResourceKey& key) = 0;
   virtual absl::StatusOr<ListResult> List(const ListOptions& options) = 0;
+  // Every object of every resource, from one consistent snapshot, ordered by key.
+  virtual absl::StatusOr<ListResult> ListAll() = 0;
 
   // The newest revision written.
   virtual absl::StatusOr<int64_t> CurrentRevision() = 0;

@@ -375,6 +375,31 @@ json EncodeMeta(const model::ObjectMeta& meta) {
   return m;
 }
 
+namespace {
+
+bool HubShaped(const model::ResourceType& type, const std::string& version) {
+  if (version != "v1beta1" || type.group != model::kResourceGroup) return true;
+  return type.kind != "ResourceClaim" && type.kind != "ResourceClaimTemplate" &&
+         type.kind != "ResourceSlice";
+}
+
+}  // namespace
+
+std::string EncodeObjectText(const model::ResourceType& type, const std::string& version,
+                             const model::Object& obj) {
+  const std::string& body = obj.body;
+  if (!HubShaped(type, version) || body.size() < 2 || body.front() != '{') {
+    return FromHub(type, version, FromObject(type, obj)).dump();
+  }
+  std::string out = R"({"apiVersion":)" + json(type.ApiVersion(version)).dump() + R"(,"kind":)" +
+                    json(type.kind).dump() + R"(,"metadata":)" + EncodeMeta(obj.meta).dump();
+  size_t first = body.find_first_not_of(" \t\r\n", 1);
+  if (first == std::string::npos || body[first] == '}') return out + "}";
+  out += ',';
+  out.append(body, 1, std::string::npos);
+  return out;
+}
+
 json FromObject(const model::ResourceType& type, const model::Object& obj) {
   json out = json::parse(obj.body, nullptr, false);
   if (!out.is_object()) out = json::object();

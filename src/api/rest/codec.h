@@ -32,6 +32,12 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const nl
 // Rebuilds the full hub-shape JSON object (apiVersion, kind, metadata, body).
 nlohmann::json FromObject(const model::ResourceType& type, const model::Object& obj);
 
+// The JSON text of a stored object in `version`. Versions whose shape equals the hub's (v1,
+// v1beta2, and v1beta1 of kinds v1beta1 did not reshape) splice the stored body text in
+// without parsing it, which keeps large lists and watch fan-out cheap.
+std::string EncodeObjectText(const model::ResourceType& type, const std::string& version,
+                             const model::Object& obj);
+
 // The "metadata" member as the API shows it.
 nlohmann::json EncodeMeta(const model::ObjectMeta& meta);
 

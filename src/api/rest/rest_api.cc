@@ -48,6 +48,13 @@ HttpResponse JsonResponse(int code, const json& body) {
   return r;
 }
 
+HttpResponse TextResponse(int code, std::string body) {
+  HttpResponse r;
+  r.code = code;
+  r.body = std::move(body);
+  return r;
+}
+
 HttpResponse ErrorResponse(const HttpError& err) { return JsonResponse(err.code, err.status); }
 
 HttpResponse NotFoundPath() {
@@ -210,6 +217,10 @@ class StreamingWatcher final : public service::Watcher {
     if (!ns_.empty() && obj.meta.namespace_ != ns_) return true;
     if (!labels_.Matches(obj.meta.labels) || !fields_.Matches(obj.fields)) return true;
     last_rv_ = obj.meta.resource_version;
+    if (!table_) {
+      return WriteText(std::string(R"({"type":")") + model::EventTypeName(ev.type) +
+                       R"(","object":)" + EncodeObjectText(type_, version_, obj) + "}");
+    }
     return Send(model::EventTypeName(ev.type), EncodeFor(type_, version_, obj));
   }
 
@@ -241,8 +252,10 @@ class StreamingWatcher final : public service::Watcher {
     return Write(json{{"type", type}, {"object", table}});
   }
 
-  bool Write(const json& event) {
-    if (!sink_->Write(event.dump() + "\n")) {
+  bool Write(const json& event) { return WriteText(event.dump()); }
+
+  bool WriteText(const std::string& event) {
+    if (!sink_->Write(event + "\n")) {
       closed_ = true;
       return false;
     }
@@ -411,6 +424,11 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     r.warnings = warnings;
     return r;
   };
+  auto ok_object = [&](int code, const model::Object& obj) {
+    HttpResponse r = TextResponse(code, EncodeObjectText(type, version, obj));
+    r.warnings = warnings;
+    return r;
+  };
   auto invalid = [&](const std::string& name, model::FieldErrors errors) {
     ToClientPaths(type, version, &errors);
     HttpResponse r = ErrorResponse(InvalidError(type.kind, type.group, name, errors));
@@ -500,7 +518,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       r.warnings = warnings;
       return r;
     }
-    return ok(201, EncodeFor(type, version, *created));
+    return ok_object(201, *created);
   };
 
   const model::ResourceKey key{type.GroupResource(), t.namespace_, t.name};
@@ -524,14 +542,19 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       }
       return ok(200, MakeTable(type, std::move(rows), rv, cont, true));
     }
-    json items = json::array();
-    for (const auto& o : list->items) items.push_back(EncodeFor(type, version, o));
     json meta = {{"resourceVersion", rv}};
     if (!cont.empty()) meta["continue"] = cont;
-    return ok(200, json{{"kind", type.kind + "List"},
-                        {"apiVersion", type.ApiVersion(version)},
-                        {"metadata", meta},
-                        {"items", std::move(items)}});
+    std::string text = R"({"kind":)" + json(type.kind + "List").dump() + R"(,"apiVersion":)" +
+                       json(type.ApiVersion(version)).dump() + R"(,"metadata":)" + meta.dump() +
+                       R"(,"items":[)";
+    for (size_t i = 0; i < list->items.size(); ++i) {
+      if (i) text += ',';
+      text += EncodeObjectText(type, version, list->items[i]);
+    }
+    text += "]}";
+    HttpResponse r = TextResponse(200, std::move(text));
+    r.warnings = warnings;
+    return r;
   }
   if (req.method == "GET") {
     auto got = objects_.Get(key);
@@ -562,7 +585,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
         dry_run);
     if (!errors.empty()) return invalid(t.name, errors);
     if (!updated.ok()) return fail(updated.status());
-    return ok(200, EncodeFor(type, version, *updated));
+    return ok_object(200, *updated);
   }
   if (req.method == "PATCH" && !collection) {
     auto patch_type = PatchTypeFromContentType(req.content_type);
@@ -616,7 +639,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
         dry_run);
     if (!errors.empty()) return invalid(t.name, errors);
     if (!updated.ok()) return fail(updated.status());
-    return ok(200, EncodeFor(type, version, *updated));
+    return ok_object(200, *updated);
   }
   if (req.method == "DELETE") {
     service::DeleteOptions options;
@@ -642,7 +665,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     if (!collection && t.subresource.empty()) {
       auto result = objects_.Delete(key, options);
       if (!result.ok()) return fail(result.status());
-      return ok(200, EncodeFor(type, version, result->object));
+      return ok_object(200, result->object);
     }
     if (collection) {
       auto lr = ListRequestFor(t, req);

@@ -55,43 +55,6 @@ void DecodeColumns(const std::string& labels, const std::string& meta_text,
   if (meta.contains("ownerReferences")) obj->meta.owner_references = meta["ownerReferences"];
 }
 
-// The change-log form of an object: everything needed to rebuild it.
-std::string EncodeSnapshot(const model::Object& obj) {
-  JsonColumns cols = EncodeColumns(obj);
-  json j = {{"resource", obj.resource},
-            {"namespace", obj.meta.namespace_},
-            {"name", obj.meta.name},
-            {"uid", obj.meta.uid},
-            {"generation", obj.meta.generation},
-            {"creationTimestamp", ToEpoch(obj.meta.creation_timestamp)},
-            {"deletionTimestamp",
-             obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0},
-            {"labels", json::parse(cols.labels)},
-            {"meta", json::parse(cols.meta)},
-            {"fields", json::parse(cols.fields)},
-            {"specDigest", obj.spec_digest},
-            {"body", json::parse(obj.body)}};
-  return j.dump();
-}
-
-model::Object DecodeSnapshot(int64_t rv, const std::string& text) {
-  json j = json::parse(text);
-  model::Object obj;
-  obj.meta.resource_version = rv;
-  obj.resource = j["resource"];
-  obj.meta.namespace_ = j["namespace"];
-  obj.meta.name = j["name"];
-  obj.meta.uid = j["uid"];
-  obj.meta.generation = j["generation"];
-  obj.meta.creation_timestamp = FromEpoch(j["creationTimestamp"].get<int64_t>());
-  int64_t del = j["deletionTimestamp"].get<int64_t>();
-  if (del != 0) obj.meta.deletion_timestamp = FromEpoch(del);
-  DecodeColumns(j["labels"].dump(), j["meta"].dump(), j["fields"].dump(), &obj);
-  obj.spec_digest = j["specDigest"];
-  obj.body = j["body"].dump();
-  return obj;
-}
-
 model::Object DecodeRow(const pqxx::row& r) {
   model::Object obj;
   obj.resource = r[0].as<std::string>();
@@ -164,44 +127,59 @@ auto WithConnection(ConnectionPool& pool, Fn&& fn)
 // Runs one write inside the batch transaction. Logical failures (exists, missing, stale
 // revision) are results; SQL errors throw and fail the whole batch.
 absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) {
+  const model::ResourceKey key = w.kind == WriteKind::kDelete ? w.key : w.obj.Key();
+  auto missing_or_conflict = [&]() -> absl::Status {
+    auto exists = tx.exec_prepared("object_revision", key.resource, key.namespace_, key.name);
+    return exists.empty() ? NotFound(key) : Conflict(key);
+  };
   if (w.kind == WriteKind::kDelete) {
-    std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectForUpdateWhere;
-    auto r = tx.exec_params(sql, w.key.resource, w.key.namespace_, w.key.name);
-    if (r.empty()) return NotFound(w.key);
-    model::Object last = DecodeRow(r[0]);
-    if (w.expected_rv != 0 && last.meta.resource_version != w.expected_rv) return Conflict(w.key);
-    tx.exec_params0(queries::kDeleteObject, w.key.resource, w.key.namespace_, w.key.name);
-    auto rv = tx.exec_params1(queries::kInsertDeletion, last.resource, last.meta.namespace_,
-                              last.meta.name, EncodeSnapshot(last));
-    last.meta.resource_version = rv[0].as<int64_t>();
-    return last;
+    auto r =
+        tx.exec_prepared("delete_object", key.resource, key.namespace_, key.name, w.expected_rv);
+    if (r.empty()) return missing_or_conflict();
+    return DecodeRow(r[0]);
   }
   const model::Object& obj = w.obj;
   JsonColumns cols = EncodeColumns(obj);
   int64_t del = obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0;
-  const std::string snapshot = EncodeSnapshot(obj);
   pqxx::result r;
   if (w.kind == WriteKind::kCreate) {
-    r = tx.exec_params(queries::kInsertObject, obj.resource, obj.meta.namespace_, obj.meta.name,
-                       obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp), del,
-                       cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body, snapshot);
+    r = tx.exec_prepared("insert_object", obj.resource, obj.meta.namespace_, obj.meta.name,
+                         obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp),
+                         del, cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body);
     if (r.empty()) {
       return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
     }
   } else {
-    r = tx.exec_params(queries::kUpdateObject, obj.resource, obj.meta.namespace_, obj.meta.name,
-                       obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp), del,
-                       cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body, snapshot,
-                       w.expected_rv);
-    if (r.empty()) {
-      auto exists = tx.exec_params(queries::kObjectRevision, obj.resource, obj.meta.namespace_,
-                                   obj.meta.name);
-      return exists.empty() ? NotFound(obj.Key()) : Conflict(obj.Key());
-    }
+    r = tx.exec_prepared("update_object", obj.resource, obj.meta.namespace_, obj.meta.name,
+                         obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp),
+                         del, cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body,
+                         w.expected_rv);
+    if (r.empty()) return missing_or_conflict();
   }
   model::Object stored = obj;
   stored.meta.resource_version = r[0][0].as<int64_t>();
   return stored;
+}
+
+// Statements prepared on every pooled connection: parsed and planned once per connection.
+const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
+  static const auto* statements = new std::vector<std::pair<std::string, std::string>>{
+      {"lock_writes", queries::kLockWrites},
+      {"insert_object", queries::kInsertObject},
+      {"update_object", queries::kUpdateObject},
+      {"delete_object", queries::kDeleteObject},
+      {"object_revision", queries::kObjectRevision},
+      {"get_object", std::string(queries::kSelectColumns) + queries::kGetObjectWhere},
+      {"list_objects", std::string(queries::kSelectColumns) + queries::kListWhere},
+      {"current_revision", queries::kCurrentRevision},
+      {"changes_since", queries::kChangesSince},
+      {"notify", queries::kNotify},
+  };
+  return *statements;
+}
+
+void PrepareStatements(pqxx::connection& c) {
+  for (const auto& [name, sql] : PreparedStatements()) c.prepare(name, sql);
 }
 
 }  // namespace
@@ -232,8 +210,8 @@ PgStore::~PgStore() {
 }
 
 absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& url, int pool_size) {
-  auto store =
-      std::unique_ptr<PgStore>(new PgStore(url, std::make_unique<ConnectionPool>(url, pool_size)));
+  auto store = std::unique_ptr<PgStore>(
+      new PgStore(url, std::make_unique<ConnectionPool>(url, pool_size, PrepareStatements)));
   if (auto st = store->Ping(); !st.ok()) return st;
   return store;
 }
@@ -297,7 +275,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
   using Results = std::vector<absl::StatusOr<model::Object>>;
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Results> {
     pqxx::work tx(c);
-    tx.exec(queries::kLockWrites);
+    tx.exec_prepared("lock_writes");
     Results results;
     results.reserve(batch.size());
     int64_t newest = 0;
@@ -305,7 +283,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
       results.push_back(ApplyWrite(tx, *w));
       if (results.back().ok()) newest = results.back()->meta.resource_version;
     }
-    if (newest != 0) tx.exec_params(queries::kNotify, newest);
+    if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();
     return results;
   });
@@ -313,9 +291,8 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
 
 absl::StatusOr<model::Object> PgStore::Get(const model::ResourceKey& key) {
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
-    pqxx::read_transaction tx(c);
-    std::string sql = std::string(queries::kSelectColumns) + queries::kGetObjectWhere;
-    auto r = tx.exec_params(sql, key.resource, key.namespace_, key.name);
+    pqxx::nontransaction tx(c);  // one statement: no BEGIN/COMMIT round trips
+    auto r = tx.exec_prepared("get_object", key.resource, key.namespace_, key.name);
     if (r.empty()) return NotFound(key);
     return DecodeRow(r[0]);
   });
@@ -326,11 +303,10 @@ absl::StatusOr<ListResult> PgStore::List(const ListOptions& options) {
     // One snapshot for the items and the revision they reflect.
     pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
     ListResult result;
-    result.resource_version = tx.exec1(queries::kCurrentRevision)[0].as<int64_t>();
+    result.resource_version = tx.exec_prepared1("current_revision")[0].as<int64_t>();
     int64_t fetch = options.limit > 0 ? options.limit + 1 : std::numeric_limits<int64_t>::max();
-    std::string sql = std::string(queries::kSelectColumns) + queries::kListWhere;
-    auto rows = tx.exec_params(sql, options.resource, options.namespace_, options.after_namespace,
-                               options.after_name, fetch);
+    auto rows = tx.exec_prepared("list_objects", options.resource, options.namespace_,
+                                 options.after_namespace, options.after_name, fetch);
     result.items.reserve(rows.size());
     for (const auto& row : rows) {
       if (options.limit > 0 && static_cast<int64_t>(result.items.size()) == options.limit) {
@@ -343,10 +319,22 @@ absl::StatusOr<ListResult> PgStore::List(const ListOptions& options) {
   });
 }
 
+absl::StatusOr<ListResult> PgStore::ListAll() {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<ListResult> {
+    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+    ListResult result;
+    result.resource_version = tx.exec_prepared1("current_revision")[0].as<int64_t>();
+    auto rows = tx.exec(std::string(queries::kSelectColumns) + queries::kListAllOrder);
+    result.items.reserve(rows.size());
+    for (const auto& row : rows) result.items.push_back(DecodeRow(row));
+    return result;
+  });
+}
+
 absl::StatusOr<int64_t> PgStore::CurrentRevision() {
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
     pqxx::read_transaction tx(c);
-    return tx.exec1(queries::kCurrentRevision)[0].as<int64_t>();
+    return tx.exec_prepared1("current_revision")[0].as<int64_t>();
   });
 }
 
@@ -360,17 +348,17 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
       return absl::OutOfRangeError("too old resource version: " + std::to_string(after_rv) + " (" +
                                    std::to_string(compacted + 1) + ")");
     }
-    auto rows = tx.exec_params(queries::kChangesSince, after_rv,
-                               limit > 0 ? limit : std::numeric_limits<int64_t>::max());
+    auto rows = tx.exec_prepared("changes_since", after_rv,
+                                 limit > 0 ? limit : std::numeric_limits<int64_t>::max());
     std::vector<model::WatchEvent> out;
     out.reserve(rows.size());
     for (const auto& row : rows) {
-      std::string type = row[1].as<std::string>();
+      std::string type = row[13].as<std::string>();
       model::WatchEvent ev;
       ev.type = type == "ADDED"     ? model::EventType::kAdded
                 : type == "DELETED" ? model::EventType::kDeleted
                                     : model::EventType::kModified;
-      ev.object = DecodeSnapshot(row[0].as<int64_t>(), row[2].as<std::string>());
+      ev.object = DecodeRow(row);
       out.push_back(std::move(ev));
     }
     return out;

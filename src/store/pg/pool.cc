@@ -16,7 +16,9 @@ ConnectionPool::Lease::~Lease() {
   if (pool_ != nullptr) pool_->Release(std::move(conn_), broken_);
 }
 
-ConnectionPool::ConnectionPool(std::string url, int size) : url_(std::move(url)), size_(size) {}
+ConnectionPool::ConnectionPool(std::string url, int size,
+                               std::function<void(pqxx::connection&)> on_connect)
+    : url_(std::move(url)), size_(size), on_connect_(std::move(on_connect)) {}
 
 ConnectionPool::~ConnectionPool() = default;
 
@@ -35,6 +37,7 @@ absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire() {
   lock.unlock();
   try {
     auto conn = std::make_unique<pqxx::connection>(url_);
+    if (on_connect_) on_connect_(*conn);
     return Lease(this, std::move(conn));
   } catch (const std::exception& e) {
     lock.lock();

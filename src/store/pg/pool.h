@@ -1,6 +1,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,7 +36,9 @@ class ConnectionPool {
     bool broken_ = false;
   };
 
-  ConnectionPool(std::string url, int size);
+  // `on_connect` runs once on every new connection (e.g. to prepare statements).
+  ConnectionPool(std::string url, int size,
+                 std::function<void(pqxx::connection&)> on_connect = nullptr);
   ~ConnectionPool();
 
   // Waits for a free connection, opening one if needed. Unavailable if the database cannot be
@@ -51,6 +54,7 @@ class ConnectionPool {
 
   const std::string url_;
   const int size_;
+  const std::function<void(pqxx::connection&)> on_connect_;
   std::mutex mu_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_ ABSL_GUARDED_BY(mu_);

@@ -10,35 +10,63 @@ inline constexpr char kLockWrites[] = "SELECT pg_advisory_xact_lock(7236011)";
 
 // Insert an object and its change-log entry in one statement; no row when the key exists.
 // $1 resource, $2 namespace, $3 name, $4 uid, $5 generation, $6 creation (epoch s),
-// $7 deletion (epoch s, 0 = none), $8 labels, $9 meta, $10 fields, $11 spec digest, $12 body,
-// $13 change-log snapshot.
+// $7 deletion (epoch s, 0 = none), $8 labels, $9 meta, $10 fields, $11 spec digest, $12 body.
 inline constexpr char kInsertObject[] = R"sql(
 WITH ins AS (
   INSERT INTO objects (resource, namespace, name, uid, resource_version, generation,
                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
                        body)
   VALUES ($1, $2, $3, $4, nextval('resource_version_seq'), $5, to_timestamp($6::bigint),
-          to_timestamp(NULLIF($7::bigint, 0)), $8::jsonb, $9::jsonb, $10::jsonb, $11, $12::jsonb)
+          to_timestamp(NULLIF($7::bigint, 0)), $8::text::jsonb, $9::text::jsonb,
+          $10::text::jsonb, $11, $12::text::jsonb)
   ON CONFLICT (resource, namespace, name) DO NOTHING
-  RETURNING resource_version)
-INSERT INTO change_log (rv, event_type, resource, namespace, name, object)
-SELECT resource_version, 'ADDED', $1, $2, $3, $13::json FROM ins
+  RETURNING *)
+INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generation,
+                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
+                        body)
+SELECT resource_version, 'ADDED', resource, namespace, name, uid, generation, creation_timestamp,
+       deletion_timestamp, $8::text::json, $9::text::json, $10::text::json, spec_digest,
+       $12::text::json FROM ins
 RETURNING rv)sql";
 
-// Same parameters plus $14, the expected resourceVersion (0: any); no row when the key is
+// Same parameters plus $13, the expected resourceVersion (0: any); no row when the key is
 // missing or the revision differs.
 inline constexpr char kUpdateObject[] = R"sql(
 WITH upd AS (
   UPDATE objects SET uid = $4, resource_version = nextval('resource_version_seq'),
                      generation = $5, creation_timestamp = to_timestamp($6::bigint),
-                     deletion_timestamp = to_timestamp(NULLIF($7::bigint, 0)), labels = $8::jsonb,
-                     meta = $9::jsonb, fields = $10::jsonb, spec_digest = $11, body = $12::jsonb
+                     deletion_timestamp = to_timestamp(NULLIF($7::bigint, 0)),
+                     labels = $8::text::jsonb, meta = $9::text::jsonb, fields = $10::text::jsonb,
+                     spec_digest = $11, body = $12::text::jsonb
   WHERE resource = $1 AND namespace = $2 AND name = $3
-    AND ($14::bigint = 0 OR resource_version = $14::bigint)
-  RETURNING resource_version)
-INSERT INTO change_log (rv, event_type, resource, namespace, name, object)
-SELECT resource_version, 'MODIFIED', $1, $2, $3, $13::json FROM upd
+    AND ($13::bigint = 0 OR resource_version = $13::bigint)
+  RETURNING *)
+INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generation,
+                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
+                        body)
+SELECT resource_version, 'MODIFIED', resource, namespace, name, uid, generation,
+       creation_timestamp, deletion_timestamp, $8::text::json, $9::text::json, $10::text::json,
+       spec_digest, $12::text::json FROM upd
 RETURNING rv)sql";
+
+// Deletes an object and logs its last state; no row when the key is missing or the revision
+// differs ($4, 0: any).
+inline constexpr char kDeleteObject[] = R"sql(
+WITH del AS (
+  DELETE FROM objects
+  WHERE resource = $1 AND namespace = $2 AND name = $3
+    AND ($4::bigint = 0 OR resource_version = $4::bigint)
+  RETURNING *)
+INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generation,
+                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
+                        body)
+SELECT nextval('resource_version_seq'), 'DELETED', resource, namespace, name, uid, generation,
+       creation_timestamp, deletion_timestamp, labels::json, meta::json, fields::json,
+       spec_digest, body::json FROM del
+RETURNING resource, namespace, name, uid, rv, generation,
+          extract(epoch FROM creation_timestamp)::bigint,
+          COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0),
+          labels::text, meta::text, fields::text, spec_digest, body::text)sql";
 
 inline constexpr char kObjectRevision[] = R"sql(
 SELECT resource_version FROM objects WHERE resource = $1 AND namespace = $2 AND name = $3)sql";
@@ -51,30 +79,25 @@ SELECT resource, namespace, name, uid, resource_version, generation,
 FROM objects )sql";
 
 inline constexpr char kGetObjectWhere[] = "WHERE resource = $1 AND namespace = $2 AND name = $3";
-inline constexpr char kGetObjectForUpdateWhere[] =
-    "WHERE resource = $1 AND namespace = $2 AND name = $3 FOR UPDATE";
 
-inline constexpr char kDeleteObject[] = R"sql(
-DELETE FROM objects WHERE resource = $1 AND namespace = $2 AND name = $3)sql";
+inline constexpr char kListAllOrder[] = "ORDER BY resource, namespace, name";
 
 inline constexpr char kListWhere[] = R"sql(
 WHERE resource = $1 AND ($2::text = '' OR namespace = $2::text) AND (namespace, name) > ($3, $4)
 ORDER BY namespace, name
 LIMIT $5)sql";
 
-inline constexpr char kInsertDeletion[] = R"sql(
-INSERT INTO change_log (rv, event_type, resource, namespace, name, object)
-VALUES (nextval('resource_version_seq'), 'DELETED', $1, $2, $3, $4::json)
-RETURNING rv)sql";
-
 inline constexpr char kNotify[] = "SELECT pg_notify('qm_changes', $1::text)";
-inline constexpr char kListen[] = "LISTEN qm_changes";
 
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
 inline constexpr char kCompactedThrough[] = "SELECT compacted_through FROM store_state";
 
 inline constexpr char kChangesSince[] = R"sql(
-SELECT rv, event_type, object::text FROM change_log WHERE rv > $1 ORDER BY rv LIMIT $2)sql";
+SELECT resource, namespace, name, uid, rv, generation,
+       extract(epoch FROM creation_timestamp)::bigint,
+       COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0),
+       labels::text, meta::text, fields::text, spec_digest, body::text, event_type
+FROM change_log WHERE rv > $1 ORDER BY rv LIMIT $2)sql";
 
 inline constexpr char kCompactDelete[] = R"sql(
 DELETE FROM change_log WHERE rv <= $1 AND rv < (SELECT MAX(rv) FROM change_log))sql";

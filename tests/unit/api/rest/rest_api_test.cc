@@ -50,8 +50,8 @@ const char kClaimV1[] = R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceCl
 class RestApiTest : public ::testing::Test {
  protected:
   RestApiTest()
-      : objects_(store_, clock_, ids_),
-        hub_(store_, service::WatchHubOptions{}),
+      : hub_(store_, service::WatchHubOptions{}),
+        objects_(store_, clock_, ids_, &hub_),
         api_(objects_, hub_, clock_) {
     hub_.Start();
     EXPECT_TRUE(api_.EnsureDefaultNamespace().ok());
@@ -72,8 +72,8 @@ class RestApiTest : public ::testing::Test {
   store::MemoryStore store_;
   FakeClock clock_;
   RandomIdGenerator ids_;
-  service::ObjectService objects_;
   service::WatchHub hub_;
+  service::ObjectService objects_;
   RestApi api_;
 };
 
