@@ -11,6 +11,7 @@
 #include "api/rest/rest_api.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
+#include "common/logging.h"
 #include "config/options.h"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
@@ -25,16 +26,6 @@ extern const char kSampleInventory[];
 }
 
 namespace {
-
-void SetUpLogging(const qm::config::ServerOptions& o) {
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
-  if (o.log_format == "json") {
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","thread":%t,"msg":"%v"})",
-                        spdlog::pattern_time_type::utc);
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  }
-}
 
 int Fail(const std::string& what, const absl::Status& st) {
   spdlog::critical("{}: {}", what, std::string(st.message()));
@@ -56,7 +47,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quartermaster: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  SetUpLogging(*options);
+  qm::ConfigureLogging(options->log_level, options->log_format);
 
   // Handle SIGINT/SIGTERM synchronously in main; every other thread inherits the mask.
   sigset_t signals;
