@@ -175,6 +175,48 @@ struct Args {
   bool keep = false;  // leave the objects behind (for inspecting the database)
 };
 
+struct PhaseResult {
+  int requests = 0;
+  int errors = 0;
+  double seconds = 0;
+  std::vector<double> latencies_ms;
+
+  void Print(const char* name, const char* unit) const {
+    std::printf("%-9s %d requests, %d errors, %.0f %s, p50 %.2f ms, p99 %.2f ms\n",
+                (std::string(name) + ":").c_str(), requests, errors, requests / seconds, unit,
+                Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99));
+  }
+};
+
+// Runs `a.objects` requests over `a.concurrency` keep-alive connections; `one` sends request i
+// and says whether it succeeded.
+template <typename Fn>
+PhaseResult RunPhase(const Args& a, Fn one) {
+  std::vector<std::vector<double>> lat(static_cast<size_t>(a.concurrency));
+  std::atomic<int> next{0}, errors{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int w = 0; w < a.concurrency; ++w) {
+    ts.emplace_back([&, w] {
+      Connection c(a.host, a.port);
+      std::string out;
+      for (int i; (i = next++) < a.objects;) {
+        auto s = Clock::now();
+        if (!one(c, i, &out)) errors++;
+        lat[static_cast<size_t>(w)].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  PhaseResult r;
+  r.requests = a.objects;
+  r.errors = errors.load();
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (auto& l : lat) r.latencies_ms.insert(r.latencies_ms.end(), l.begin(), l.end());
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,62 +254,16 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Phase 1: creates.
-  std::vector<std::vector<double>> lat(static_cast<size_t>(a.concurrency));
-  std::atomic<int> next{0}, errors{0};
-  auto t0 = Clock::now();
-  {
-    std::vector<std::thread> ts;
-    for (int w = 0; w < a.concurrency; ++w) {
-      ts.emplace_back([&, w] {
-        Connection c(a.host, a.port);
-        std::string out;
-        for (int i; (i = next++) < a.objects;) {
-          auto s = Clock::now();
-          int code = c.Request("POST", base, ClaimBody("claim-" + std::to_string(i)), &out);
-          lat[static_cast<size_t>(w)].push_back(
-              std::chrono::duration<double, std::milli>(Clock::now() - s).count());
-          if (code != 201) errors++;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-  }
-  double create_secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::vector<double> all;
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  std::printf("creates:  %d objects, %d errors, %.0f creates/s, p50 %.2f ms, p99 %.2f ms\n",
-              a.objects, errors.load(), a.objects / create_secs, Percentile(all, 0.5),
-              Percentile(all, 0.99));
-
-  // Phase 2: gets.
-  for (auto& l : lat) l.clear();
-  next = 0;
-  errors = 0;
-  t0 = Clock::now();
-  {
-    std::vector<std::thread> ts;
-    for (int w = 0; w < a.concurrency; ++w) {
-      ts.emplace_back([&, w] {
-        Connection c(a.host, a.port);
-        std::string out;
-        for (int i; (i = next++) < a.objects;) {
-          auto s = Clock::now();
-          int code =
-              c.Request("GET", base + "/claim-" + std::to_string((i * 7919) % a.objects), "", &out);
-          lat[static_cast<size_t>(w)].push_back(
-              std::chrono::duration<double, std::milli>(Clock::now() - s).count());
-          if (code != 200) errors++;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-  }
-  double get_secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  all.clear();
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  std::printf("gets:     %d gets, %d errors, %.0f gets/s, p50 %.2f ms, p99 %.2f ms\n", a.objects,
-              errors.load(), a.objects / get_secs, Percentile(all, 0.5), Percentile(all, 0.99));
+  // Phases 1 and 2: creates, then gets of random objects.
+  auto create = RunPhase(a, [&](Connection& c, int i, std::string* out) {
+    return c.Request("POST", base, ClaimBody("claim-" + std::to_string(i)), out) == 201;
+  });
+  create.Print("creates", "creates/s");
+  auto get = RunPhase(a, [&](Connection& c, int i, std::string* out) {
+    return c.Request("GET", base + "/claim-" + std::to_string((i * 7919) % a.objects), "", out) ==
+           200;
+  });
+  get.Print("gets", "gets/s");
 
   // Phase 3: list everything.
   {

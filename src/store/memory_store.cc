@@ -3,19 +3,7 @@
 #include <algorithm>
 
 namespace qm::store {
-namespace {
-
-absl::Status NotFound(const model::ResourceKey& key) {
-  return absl::NotFoundError(key.resource + " \"" + key.name + "\" not found");
-}
-
-absl::Status Conflict(const model::ResourceKey& key) {
-  return absl::AbortedError("Operation cannot be fulfilled on " + key.resource + " \"" + key.name +
-                            "\": the object has been modified; please apply your changes to the "
-                            "latest version and try again");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void MemoryStore::AppendLocked(model::EventType type, const model::Object& obj) {
   log_.push_back(model::WatchEvent{type, obj});
@@ -39,8 +27,9 @@ absl::StatusOr<model::Object> MemoryStore::Update(const model::Object& obj, int6
   std::lock_guard<std::mutex> lock(mu_);
   model::ResourceKey key = obj.Key();
   auto it = objects_.find(key);
-  if (it == objects_.end()) return NotFound(key);
-  if (expected_rv != 0 && it->second.meta.resource_version != expected_rv) return Conflict(key);
+  if (it == objects_.end()) return NotFoundError(key);
+  if (expected_rv != 0 && it->second.meta.resource_version != expected_rv)
+    return ConflictError(key);
   model::Object stored = obj;
   stored.meta.resource_version = ++revision_;
   it->second = stored;
@@ -52,8 +41,9 @@ absl::StatusOr<model::Object> MemoryStore::Delete(const model::ResourceKey& key,
                                                   int64_t expected_rv) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(key);
-  if (it == objects_.end()) return NotFound(key);
-  if (expected_rv != 0 && it->second.meta.resource_version != expected_rv) return Conflict(key);
+  if (it == objects_.end()) return NotFoundError(key);
+  if (expected_rv != 0 && it->second.meta.resource_version != expected_rv)
+    return ConflictError(key);
   model::Object last = it->second;
   last.meta.resource_version = ++revision_;
   objects_.erase(it);
@@ -64,7 +54,7 @@ absl::StatusOr<model::Object> MemoryStore::Delete(const model::ResourceKey& key,
 absl::StatusOr<model::Object> MemoryStore::Get(const model::ResourceKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(key);
-  if (it == objects_.end()) return NotFound(key);
+  if (it == objects_.end()) return NotFoundError(key);
   return it->second;
 }
 

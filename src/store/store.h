@@ -26,6 +26,11 @@ struct ListResult {
   bool more = false;                 // more items exist past the last one returned
 };
 
+// The errors every Store returns for a missing key and a stale revision, worded as the
+// Kubernetes apiserver words them.
+absl::Status NotFoundError(const model::ResourceKey& key);
+absl::Status ConflictError(const model::ResourceKey& key);
+
 // Durable home of every API object, with a change log that watches replay.
 //
 // Contract shared by all implementations (checked by tests/integration/store_conformance):

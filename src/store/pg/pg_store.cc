@@ -72,16 +72,6 @@ model::Object DecodeRow(const pqxx::row& r) {
   return obj;
 }
 
-absl::Status NotFound(const model::ResourceKey& key) {
-  return absl::NotFoundError(key.resource + " \"" + key.name + "\" not found");
-}
-
-absl::Status Conflict(const model::ResourceKey& key) {
-  return absl::AbortedError("Operation cannot be fulfilled on " + key.resource + " \"" + key.name +
-                            "\": the object has been modified; please apply your changes to the "
-                            "latest version and try again");
-}
-
 }  // namespace
 
 // One queued write and the caller waiting for its outcome.
@@ -130,7 +120,7 @@ absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) 
   const model::ResourceKey key = w.kind == WriteKind::kDelete ? w.key : w.obj.Key();
   auto missing_or_conflict = [&]() -> absl::Status {
     auto exists = tx.exec_prepared("object_revision", key.resource, key.namespace_, key.name);
-    return exists.empty() ? NotFound(key) : Conflict(key);
+    return exists.empty() ? NotFoundError(key) : ConflictError(key);
   };
   if (w.kind == WriteKind::kDelete) {
     auto r =
@@ -293,7 +283,7 @@ absl::StatusOr<model::Object> PgStore::Get(const model::ResourceKey& key) {
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<model::Object> {
     pqxx::nontransaction tx(c);  // one statement: no BEGIN/COMMIT round trips
     auto r = tx.exec_prepared("get_object", key.resource, key.namespace_, key.name);
-    if (r.empty()) return NotFound(key);
+    if (r.empty()) return NotFoundError(key);
     return DecodeRow(r[0]);
   });
 }

@@ -1,0 +1,15 @@
+#include "store/store.h"
+
+namespace qm::store {
+
+absl::Status NotFoundError(const model::ResourceKey& key) {
+  return absl::NotFoundError(key.resource + " \"" + key.name + "\" not found");
+}
+
+absl::Status ConflictError(const model::ResourceKey& key) {
+  return absl::AbortedError("Operation cannot be fulfilled on " + key.resource + " \"" + key.name +
+                            "\": the object has been modified; please apply your changes to the "
+                            "latest version and try again");
+}
+
+}  // namespace qm::store
