@@ -2,10 +2,12 @@
 
 CREATE SEQUENCE resource_version_seq AS bigint;
 
+-- Keys compare byte-wise (COLLATE "C") whatever the database locale, so list order and
+-- continue tokens agree with the in-memory cache.
 CREATE TABLE objects (
-  resource            text        NOT NULL,
-  namespace           text        NOT NULL DEFAULT '',
-  name                text        NOT NULL,
+  resource            text        COLLATE "C" NOT NULL,
+  namespace           text        COLLATE "C" NOT NULL DEFAULT '',
+  name                text        COLLATE "C" NOT NULL,
   uid                 text        NOT NULL,
   resource_version    bigint      NOT NULL,
   generation          bigint      NOT NULL,

@@ -99,22 +99,27 @@ absl::StatusOr<model::Object> ObjectService::Update(
         }
       }
     }
-    absl::StatusOr<model::Object> result;
-    if (dry_run) {
-      return next;
-    } else if (current.meta.deletion_timestamp.has_value() && next.meta.finalizers.empty()) {
-      result = store_.Delete(key, current.meta.resource_version);
-    } else {
-      result = store_.Update(next, current.meta.resource_version);
-    }
+    if (dry_run) return next;
+    absl::StatusOr<model::Object> result = store_.Update(next, current.meta.resource_version);
     if (absl::IsAborted(result.status()) && !conditional && attempt + 1 < kMaxUpdateAttempts) {
       continue;  // someone wrote in between; recompute from the fresh state
+    }
+    if (result.ok() && result->meta.deletion_timestamp.has_value() &&
+        result->meta.finalizers.empty() && key.resource != "namespaces") {
+      // The last finalizer is gone: the object goes away now (watchers see MODIFIED, then
+      // DELETED, as with the apiserver).
+      auto deleted = store_.Delete(key, result->meta.resource_version);
+      if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
+      if (deleted.ok()) {
+        QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key));
+        return deleted;
+      }
     }
     return result;
   }
 }
 
-absl::Status ObjectService::DeleteNamespaceContents(const std::string& ns, bool dry_run) {
+absl::Status ObjectService::DeleteNamespaceContents(const std::string& ns) {
   for (const auto& type : model::AllResourceTypes()) {
     if (!type.namespaced) continue;
     store::ListOptions opts;
@@ -122,9 +127,7 @@ absl::Status ObjectService::DeleteNamespaceContents(const std::string& ns, bool 
     opts.namespace_ = ns;
     QM_ASSIGN_OR_RETURN(store::ListResult items, store_.List(opts));
     for (const auto& obj : items.items) {
-      DeleteOptions options;
-      options.dry_run = dry_run;
-      auto r = Delete(obj.Key(), options);
+      auto r = Delete(obj.Key(), DeleteOptions{});
       if (!r.ok() && !absl::IsNotFound(r.status())) return r.status();
     }
   }
@@ -147,10 +150,29 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
           std::to_string(*options.precondition_resource_version) +
           ", ResourceVersion in object meta: " + std::to_string(current.meta.resource_version));
     }
-    if (key.resource == "namespaces") {
-      QM_RETURN_IF_ERROR(DeleteNamespaceContents(key.name, options.dry_run));
-    }
+    const bool is_namespace = key.resource == "namespaces";
     if (options.dry_run) return DeleteResult{current, current.meta.finalizers.empty()};
+    if (is_namespace) {
+      // A namespace is marked first (no new content may appear), emptied, and removed once
+      // nothing is left in it; content held by finalizers keeps it until they are gone.
+      if (!current.meta.deletion_timestamp.has_value()) {
+        model::Object marked = current;
+        marked.meta.deletion_timestamp =
+            std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
+        auto r = store_.Update(marked, current.meta.resource_version);
+        if (absl::IsAborted(r.status()) && attempt + 1 < kMaxUpdateAttempts) continue;
+        QM_RETURN_IF_ERROR(r.status());
+        current = *std::move(r);
+      }
+      QM_RETURN_IF_ERROR(DeleteNamespaceContents(key.name));
+      // Deleting the last content may already have removed the namespace.
+      auto still = store_.Get(key);
+      if (absl::IsNotFound(still.status())) return DeleteResult{current, true};
+      QM_RETURN_IF_ERROR(still.status());
+      current = *std::move(still);
+      QM_ASSIGN_OR_RETURN(bool empty, NamespaceIsEmpty(key.name));
+      if (!empty || !current.meta.finalizers.empty()) return DeleteResult{current, false};
+    }
     absl::StatusOr<model::Object> result;
     bool deleted = current.meta.finalizers.empty();
     if (deleted) {
@@ -165,8 +187,38 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
     }
     if (absl::IsAborted(result.status()) && attempt + 1 < kMaxUpdateAttempts) continue;
     if (!result.ok()) return result.status();
+    if (deleted && !is_namespace) QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key));
     return DeleteResult{*std::move(result), deleted};
   }
+}
+
+absl::StatusOr<bool> ObjectService::NamespaceIsEmpty(const std::string& ns) {
+  for (const auto& type : model::AllResourceTypes()) {
+    if (!type.namespaced) continue;
+    store::ListOptions opts;
+    opts.resource = type.GroupResource();
+    opts.namespace_ = ns;
+    opts.limit = 1;
+    QM_ASSIGN_OR_RETURN(store::ListResult items, store_.List(opts));
+    if (!items.items.empty()) return false;
+  }
+  return true;
+}
+
+absl::Status ObjectService::FinishNamespaceIfEmpty(const model::ResourceKey& deleted) {
+  if (deleted.namespace_.empty()) return absl::OkStatus();
+  auto ns = store_.Get(model::ResourceKey{"namespaces", "", deleted.namespace_});
+  if (absl::IsNotFound(ns.status())) return absl::OkStatus();
+  QM_RETURN_IF_ERROR(ns.status());
+  if (!ns->meta.deletion_timestamp.has_value() || !ns->meta.finalizers.empty()) {
+    return absl::OkStatus();
+  }
+  QM_ASSIGN_OR_RETURN(bool empty, NamespaceIsEmpty(deleted.namespace_));
+  if (!empty) return absl::OkStatus();
+  auto r = store_.Delete(ns->Key(), ns->meta.resource_version);
+  // Someone else finished it first, or changed it: either way it is handled.
+  if (absl::IsNotFound(r.status()) || absl::IsAborted(r.status())) return absl::OkStatus();
+  return r.status();
 }
 
 absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) {

@@ -48,12 +48,15 @@ class ObjectService {
   // when it is zero, a concurrent write makes the whole read-mutate-write run again.
   // Keeps uid and creationTimestamp; bumps generation when spec_digest changed; refuses new
   // finalizers on an object being deleted; an object being deleted whose last finalizer is
-  // removed is deleted for real (the returned object then carries the deletion's revision).
+  // removed is written and then deleted for real (the returned object is the deletion's).
   absl::StatusOr<model::Object> Update(
       const model::ResourceKey& key,
       const std::function<absl::StatusOr<model::Object>(const model::Object&)>& mutate,
       bool dry_run);
 
+  // Deletes now, or, when finalizers remain, sets deletionTimestamp. A namespace is marked,
+  // emptied, and removed once nothing is left in it (creating content in a namespace being
+  // deleted is Forbidden).
   absl::StatusOr<DeleteResult> Delete(const model::ResourceKey& key, const DeleteOptions& options);
 
   absl::StatusOr<model::Object> Get(const model::ResourceKey& key);
@@ -65,7 +68,10 @@ class ObjectService {
 
  private:
   absl::Status CheckNamespace(const std::string& ns);
-  absl::Status DeleteNamespaceContents(const std::string& ns, bool dry_run);
+  absl::Status DeleteNamespaceContents(const std::string& ns);
+  absl::StatusOr<bool> NamespaceIsEmpty(const std::string& ns);
+  // After `deleted` is gone: removes its namespace if that is being deleted and now empty.
+  absl::Status FinishNamespaceIfEmpty(const model::ResourceKey& deleted);
 
   store::Store& store_;
   const Clock& clock_;

@@ -4,6 +4,7 @@
 #include <pqxx/pqxx>
 
 #include "pg_test_env.h"
+#include "store/pg/embedded_postgres.h"
 #include "store/pg/pg_store.h"
 
 namespace qm::store::pg {
@@ -52,8 +53,9 @@ TEST(PgStoreTest, BrokenConnectionsAreReplaced) {
   {
     pqxx::connection admin(env.url());
     pqxx::nontransaction tx(admin);
-    tx.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND datname = current_database()");
+    tx.exec(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid() AND datname = current_database()");
   }
   auto first = (*store)->Get(model::ResourceKey{"things", "", "a"});
   // The first use may notice the broken connection; the next one must work again.
@@ -77,6 +79,20 @@ TEST(PgStoreTest, MigrationsAreRecordedAndIdempotent) {
 TEST(PgStoreTest, UnreachableDatabaseIsUnavailable) {
   auto store = PgStore::Open("host=/nonexistent port=1 user=x dbname=x connect_timeout=1", 1);
   EXPECT_TRUE(absl::IsUnavailable(store.status())) << store.status();
+}
+
+}  // namespace
+}  // namespace qm::store::pg
+
+namespace qm::store::pg {
+namespace {
+
+TEST(EmbeddedPostgresTest, MissingBinariesGiveAnInstallHint) {
+  EmbeddedPostgres pg("/tmp/qm-never-created", "/nonexistent/bin");
+  absl::Status st = pg.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("apt-get install postgresql-15"), absl::string_view::npos) << st;
+  EXPECT_FALSE(pg.running());
 }
 
 }  // namespace

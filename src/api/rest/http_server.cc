@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -29,7 +30,11 @@ namespace {
 
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 constexpr size_t kMaxBodyBytes = 16 * 1024 * 1024;
-constexpr auto kIdleTimeout = std::chrono::minutes(5);
+constexpr size_t kMaxChunkLineBytes = 1024;
+constexpr auto kIdleTimeout = std::chrono::minutes(5);     // between requests on a connection
+constexpr auto kRequestTimeout = std::chrono::minutes(1);  // to receive one request's body
+constexpr int kMaxConnections = 4096;
+constexpr size_t kMaxWatchBacklogBytes = 64 * 1024 * 1024;
 constexpr int kPollSliceMs = 200;
 
 const char* Reason(int code) {
@@ -99,11 +104,34 @@ bool SendAll(int fd, const char* data, size_t len) {
   return true;
 }
 
+// Warning texts can carry client-chosen field names: keep them to one printable, quoted line.
+std::string SanitizeWarning(const std::string& w) {
+  constexpr size_t kMaxWarningBytes = 256;
+  std::string out;
+  for (char c : w) {
+    if (out.size() >= kMaxWarningBytes) {
+      out += "...";
+      break;
+    }
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += '?';
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string WarningHeaders(const std::vector<std::string>& warnings) {
   std::string out;
   std::set<std::string> seen;
   for (const auto& w : warnings) {
-    if (seen.insert(w).second) out += "Warning: 299 - \"" + w + "\"\r\n";
+    std::string text = SanitizeWarning(w);
+    if (seen.insert(text).second) out += "Warning: 299 - \"" + text + "\"\r\n";
   }
   return out;
 }
@@ -119,13 +147,14 @@ class RequestReader {
   // server is stopping while no request is in progress.
   Result Read(HttpRequest* req, bool* keep_alive) {
     size_t header_end;
-    auto deadline = std::chrono::steady_clock::now() + kIdleTimeout;
+    deadline_ = std::chrono::steady_clock::now() + kIdleTimeout;
     while ((header_end = buf_.find("\r\n\r\n")) == std::string::npos) {
       if (buf_.size() > kMaxHeaderBytes) return Result::kTooLarge;
       if (buf_.empty() && stopping_.load()) return Result::kClosed;
-      if (std::chrono::steady_clock::now() > deadline) return Result::kClosed;
       if (!Fill()) return Result::kClosed;
     }
+    // A request that started must arrive at a reasonable pace.
+    deadline_ = std::chrono::steady_clock::now() + kRequestTimeout;
     std::string head = buf_.substr(0, header_end);
     buf_.erase(0, header_end + 4);
     size_t line_end = head.find("\r\n");
@@ -196,6 +225,7 @@ class RequestReader {
     while (true) {
       size_t eol;
       while ((eol = buf_.find("\r\n")) == std::string::npos) {
+        if (buf_.size() > kMaxChunkLineBytes) return Result::kBad;
         if (!Fill()) return Result::kClosed;
       }
       size_t size = std::strtoul(buf_.substr(0, eol).c_str(), nullptr, 16);
@@ -210,9 +240,10 @@ class RequestReader {
     }
   }
 
-  // Reads more bytes; false on EOF, error, or a stop request while idle.
+  // Reads more bytes; false on EOF, error, the deadline, or a stop request while idle.
   bool Fill() {
     while (true) {
+      if (std::chrono::steady_clock::now() > deadline_) return false;
       pollfd p{fd_, POLLIN, 0};
       int r = poll(&p, 1, kPollSliceMs);
       if (r < 0 && errno == EINTR) continue;
@@ -233,44 +264,41 @@ class RequestReader {
   int fd_;
   const std::atomic<bool>& stopping_;
   std::string buf_;
+  std::chrono::steady_clock::time_point deadline_;
 };
 
-// A watch response streamed with chunked encoding. Writes come from the watch hub's thread; the
-// connection's thread waits in WaitDone until the stream ends or the client goes away.
+// A watch response streamed with chunked encoding. The watch hub's thread only queues frames
+// (it must never block on a slow client); the connection's own thread sends them in WaitDone.
+// A client that falls too far behind loses its watch, as with the apiserver, and re-lists.
 class SocketSink final : public WatchSink {
  public:
   explicit SocketSink(int fd) : fd_(fd) {}
 
   void Begin(const std::vector<std::string>& warnings) override {
-    std::string head =
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-        "Cache-Control: no-cache, private\r\n" +
-        WarningHeaders(warnings) + "\r\n";
+    Enqueue(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+        "chunked\r\nCache-Control: no-cache, private\r\n" +
+        WarningHeaders(warnings) + "\r\n");
     std::lock_guard<std::mutex> lock(mu_);
     began_ = true;
-    if (!SendAll(fd_, head.data(), head.size())) MarkDoneLocked();
   }
 
   bool Write(const std::string& chunk) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (done_ || chunk.empty()) return !done_;
+    if (chunk.empty()) return true;
     char size[32];
     int n = std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
     std::string frame(size, static_cast<size_t>(n));
     frame += chunk;
     frame += "\r\n";
-    if (!SendAll(fd_, frame.data(), frame.size())) {
-      MarkDoneLocked();
-      return false;
-    }
-    return true;
+    return Enqueue(std::move(frame));
   }
 
   void End() override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    SendAll(fd_, "0\r\n\r\n", 5);
-    MarkDoneLocked();
+    if (ending_ || closed_) return;
+    queue_.push_back("0\r\n\r\n");
+    ending_ = true;
+    cv_.notify_all();
   }
 
   bool began() {
@@ -278,18 +306,33 @@ class SocketSink final : public WatchSink {
     return began_;
   }
 
-  // Waits for the end of the stream, watching the socket for the client hanging up.
+  // Sends queued frames until the stream ends, the client hangs up, or the server stops.
   void WaitDone(const std::atomic<bool>& stopping) {
     while (true) {
+      std::deque<std::string> batch;
+      bool ending;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (cv_.wait_for(lock, std::chrono::milliseconds(kPollSliceMs), [&] { return done_; })) {
+        cv_.wait_for(lock, std::chrono::milliseconds(kPollSliceMs),
+                     [&] { return !queue_.empty() || ending_ || closed_; });
+        if (closed_) return;
+        batch.swap(queue_);
+        queued_bytes_ = 0;
+        ending = ending_;
+      }
+      for (const auto& frame : batch) {
+        if (!SendAll(fd_, frame.data(), frame.size())) {
+          Close();
           return;
         }
       }
+      if (ending) {
+        Close();
+        return;
+      }
       if (stopping.load()) {
         End();
-        return;
+        continue;
       }
       pollfd p{fd_, POLLIN | POLLRDHUP, 0};
       if (poll(&p, 1, 0) > 0) {
@@ -297,8 +340,7 @@ class SocketSink final : public WatchSink {
         ssize_t n = recv(fd_, tmp, sizeof(tmp), MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
             (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-          std::lock_guard<std::mutex> lock(mu_);
-          MarkDoneLocked();
+          Close();
           return;
         }
       }
@@ -306,16 +348,34 @@ class SocketSink final : public WatchSink {
   }
 
  private:
-  void MarkDoneLocked() {
-    done_ = true;
+  bool Enqueue(std::string frame) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || ending_) return false;
+    queued_bytes_ += frame.size();
+    if (queued_bytes_ > kMaxWatchBacklogBytes) {
+      closed_ = true;  // the client cannot keep up
+      cv_.notify_all();
+      return false;
+    }
+    queue_.push_back(std::move(frame));
     cv_.notify_all();
+    return true;
+  }
+
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    queue_.clear();
   }
 
   const int fd_;
   std::mutex mu_;
   std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  size_t queued_bytes_ = 0;
   bool began_ = false;
-  bool done_ = false;
+  bool ending_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace
@@ -363,9 +423,13 @@ class HttpServer::Impl {
     if (stopping_.exchange(true)) return;
     if (accept_thread_.joinable()) accept_thread_.join();
     if (listen_fd_ >= 0) close(listen_fd_);
-    // Connections notice `stopping_` within one poll slice once their request is done.
+    // Requests in progress finish and answer; idle connections and watches notice `stopping_`
+    // within one poll slice. Stop reading from everyone so no new request starts.
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(15), [&] { return connections_ == 0; });
+    for (int fd : open_fds_) shutdown(fd, SHUT_RD);
+    while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return open_fds_.empty(); })) {
+      spdlog::info("waiting for {} connections to finish", open_fds_.size());
+    }
   }
 
   int port() const { return port_; }
@@ -376,20 +440,29 @@ class HttpServer::Impl {
       pollfd p{listen_fd_, POLLIN, 0};
       if (poll(&p, 1, kPollSliceMs) <= 0) continue;
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
+      if (fd < 0) {
+        // Out of descriptors (EMFILE/ENFILE) or a transient error: back off instead of spinning.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       timeval tv{10, 0};  // a client that stops reading cannot block a writer forever
       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ++connections_;
+        if (open_fds_.size() >= static_cast<size_t>(kMaxConnections)) {
+          WriteResponse(fd, HttpResponse{503, "text/plain", "too many connections", {}}, false);
+          close(fd);
+          continue;
+        }
+        open_fds_.insert(fd);
       }
       std::thread([this, fd] {
         Serve(fd);
-        close(fd);
         std::lock_guard<std::mutex> lock(mu_);
-        --connections_;
+        open_fds_.erase(fd);
+        close(fd);
         cv_.notify_all();
       }).detach();
     }
@@ -485,7 +558,7 @@ class HttpServer::Impl {
   std::thread accept_thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  int connections_ = 0;
+  std::set<int> open_fds_;  // guarded by mu_
 };
 
 HttpServer::HttpServer(RestApi& api, store::Store& store, Metrics& metrics,

@@ -150,12 +150,30 @@ absl::StatusOr<json> ApplyJsonPatch(const json& target, const json& patch) {
   if (!patch.is_array()) {
     return absl::InvalidArgumentError("json patch must be an array of operations");
   }
+  // Limits as the apiserver's: a bounded number of operations, and copies may not grow the
+  // document past the request size limit (each copy can double it).
+  constexpr size_t kMaxOperations = 10000;
+  constexpr size_t kMaxDocumentBytes = 16 * 1024 * 1024;
+  if (patch.size() > kMaxOperations) {
+    return absl::InvalidArgumentError("the json patch has " + std::to_string(patch.size()) +
+                                      " operations, exceeding the maximum of " +
+                                      std::to_string(kMaxOperations));
+  }
+  json out = target;
   try {
-    return target.patch(patch);
+    for (const auto& op : patch) {
+      out = out.patch(json::array({op}));
+      if (op.is_object() && op.contains("op") && op["op"] == "copy" &&
+          out.dump().size() > kMaxDocumentBytes) {
+        return absl::InvalidArgumentError("the json patch makes the object larger than " +
+                                          std::to_string(kMaxDocumentBytes) + " bytes");
+      }
+    }
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(std::string("the json patch could not be applied: ") +
                                       e.what());
   }
+  return out;
 }
 
 absl::StatusOr<json> ApplyStrategicMergePatch(const json& target, const json& patch) {

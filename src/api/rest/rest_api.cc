@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +70,14 @@ bool WantsTable(const HttpRequest& r) { return r.accept.find("as=Table") != std:
 
 bool DryRun(const HttpRequest& r) { return QueryParam(r, "dryRun") == "All"; }
 
+// dryRun may only be absent or "All".
+absl::Status CheckDryRun(const HttpRequest& r) {
+  auto it = r.query.find("dryRun");
+  if (it == r.query.end() || it->second == "All") return absl::OkStatus();
+  return absl::InvalidArgumentError("dryRun: Unsupported value: \"" + it->second +
+                                    "\": supported values: \"All\"");
+}
+
 std::string DeprecationWarning(const model::ResourceType& type, const std::string& version) {
   std::string removal = version == "v1beta1" ? "v1.38" : "v1.39";
   std::string since = version == "v1beta1" ? "v1.35" : "v1.36";
@@ -91,15 +98,25 @@ bool ParseTarget(const std::vector<std::string>& seg, size_t start, const std::s
 void ToClientPaths(const model::ResourceType& type, const std::string& version,
                    model::FieldErrors* errors) {
   if (version != "v1beta1") return;
-  static const std::regex exact(R"((requests\[\d+\])\.exactly\.)");
-  static const std::regex device(R"(^spec\.devices\[(\d+)\]\.([A-Za-z]+))");
+  constexpr std::string_view kExactly = ".exactly.";
+  constexpr std::string_view kDevices = "spec.devices[";
   for (auto& e : *errors) {
-    e.field = std::regex_replace(e.field, exact, "$1.");
-    std::smatch m;
-    if (type.kind == "ResourceSlice" && std::regex_search(e.field, m, device) &&
-        m[2].str() != "name" && m[2].str() != "basic") {
-      e.field =
-          "spec.devices[" + m[1].str() + "].basic." + e.field.substr(m[0].length() - m[2].length());
+    std::string& f = e.field;
+    // "...requests[3].exactly.count" -> "...requests[3].count"
+    for (size_t pos = f.find(kExactly); pos != std::string::npos; pos = f.find(kExactly, pos)) {
+      if (pos > 0 && f[pos - 1] == ']' && f.rfind("requests[", pos) != std::string::npos) {
+        f.erase(pos + 1, kExactly.size() - 1);
+      } else {
+        pos += kExactly.size();
+      }
+    }
+    // "spec.devices[2].attributes[...]" -> "spec.devices[2].basic.attributes[...]"
+    if (type.kind == "ResourceSlice" && f.rfind(kDevices, 0) == 0) {
+      size_t close = f.find(']', kDevices.size());
+      if (close == std::string::npos || close + 1 >= f.size() || f[close + 1] != '.') continue;
+      std::string_view rest(f.c_str() + close + 2);
+      if (rest.rfind("name", 0) == 0 || rest.rfind("basic", 0) == 0) continue;
+      f.insert(close + 2, "basic.");
     }
   }
 }
@@ -145,7 +162,36 @@ absl::Status CheckUnknownFields(const model::ResourceType& type, const std::stri
   return absl::OkStatus();
 }
 
+// Nesting deeper than this is refused before parsing: the JSON library recurses on copy, dump
+// and merge, and a deep enough document would overflow the stack.
+constexpr int kMaxJsonDepth = 1000;
+
 absl::StatusOr<json> ParseBody(const std::string& body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        // PostgreSQL's jsonb cannot hold NUL characters; refuse them up front.
+        if (i + 5 < body.size() && body[i + 1] == 'u' && body.compare(i + 2, 4, "0000") == 0) {
+          return absl::InvalidArgumentError("JSON strings must not contain NUL (\\u0000)");
+        }
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) {
+        return absl::InvalidArgumentError("the request body nests deeper than " +
+                                          std::to_string(kMaxJsonDepth) + " levels");
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError("the request body is not valid JSON");
@@ -436,6 +482,13 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     return r;
   };
   if (!type.namespaced && !t.namespace_.empty()) return NotFoundPath();
+  if (auto st = CheckDryRun(req); !st.ok()) return fail(st);
+  if (req.method == "DELETE" && collection && type.namespaced && t.namespace_.empty()) {
+    // Like the apiserver: the all-namespaces path serves list and watch only.
+    return ErrorResponse(MakeError(405, "MethodNotAllowed",
+                                   "the server does not allow this method on the requested "
+                                   "resource"));
+  }
 
   // Turns a client object (in `version`) into a validated stored object. `old` is the stored
   // object (hub JSON) on update. Returns the errors for a 422 through `errors`.
@@ -706,11 +759,12 @@ std::optional<HttpResponse> RestApi::StartWatch(const HttpRequest& req,
     auto fs = model::FieldSelector::Parse("metadata.name=" + t.name, {});
     lr->fields = *fs;
   }
-  std::string timeout = QueryParam(req, "timeoutSeconds");
-  auto deadline =
-      std::chrono::steady_clock::now() +
-      (timeout.empty() ? std::chrono::seconds(3600)
-                       : std::chrono::seconds(std::max(1LL, std::atoll(timeout.c_str()))));
+  // timeoutSeconds: absent or 0 means the server default; larger values are capped.
+  constexpr int64_t kDefaultWatchSeconds = 3600, kMaxWatchSeconds = 86400;
+  int64_t timeout_s = std::atoll(QueryParam(req, "timeoutSeconds").c_str());
+  if (timeout_s <= 0) timeout_s = kDefaultWatchSeconds;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(std::min(timeout_s, kMaxWatchSeconds));
   std::string rv_text = QueryParam(req, "resourceVersion");
   int64_t from_rv = 0;
   if (!rv_text.empty() && rv_text != "0") {

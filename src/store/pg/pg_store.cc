@@ -247,7 +247,10 @@ void PgStore::WriterLoop() {
       }
     }
     auto results = RunBatch(batch);
-    if (!results.ok() && batch.size() > 1) {
+    // An SQL error fails the whole transaction: retry the writes one by one so only the bad one
+    // fails. Not when the connection broke (Unavailable): the commit may even have happened,
+    // and running the writes again could apply them twice.
+    if (!results.ok() && batch.size() > 1 && !absl::IsUnavailable(results.status())) {
       for (PendingWrite* w : batch) {
         auto single = RunBatch({w});
         w->done.set_value(single.ok() ? std::move(single->front()) : single.status());

@@ -215,3 +215,37 @@ TEST_F(ObjectServiceTest, ListAppliesSelectorsAndCountsLimitOnMatches) {
 
 }  // namespace
 }  // namespace qm::service
+
+namespace qm::service {
+namespace {
+
+TEST_F(ObjectServiceTest, NamespaceWaitsForContentHeldByFinalizers) {
+  model::Object held = Obj("resourceclaims.resource.k8s.io", "team", "held");
+  held.meta.finalizers = {"example.com/hold"};
+  ASSERT_TRUE(service_.Create(held, false).ok());
+  auto d = service_.Delete(model::ResourceKey{"namespaces", "", "team"}, DeleteOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->deleted);
+  EXPECT_TRUE(d->object.meta.deletion_timestamp.has_value());
+  // No new content while it terminates.
+  auto late = service_.Create(Obj("resourceclaims.resource.k8s.io", "team", "late"), false);
+  EXPECT_TRUE(absl::IsPermissionDenied(late.status())) << late.status();
+  // Releasing the finalizer deletes the claim and then the namespace.
+  auto cleared = service_.Update(
+      held.Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.finalizers.clear();
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(cleared.ok()) << cleared.status();
+  EXPECT_TRUE(cleared->meta.finalizers.empty());
+  EXPECT_TRUE(absl::IsNotFound(service_.Get(held.Key()).status()));
+  EXPECT_TRUE(
+      absl::IsNotFound(service_.Get(model::ResourceKey{"namespaces", "", "team"}).status()));
+}
+
+}  // namespace
+}  // namespace qm::service

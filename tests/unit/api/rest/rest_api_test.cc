@@ -356,3 +356,49 @@ TEST_F(RestApiTest, WatchFromACompactedRevisionGetsExpired) {
 
 }  // namespace
 }  // namespace qm::api
+
+namespace qm::api {
+namespace {
+
+TEST_F(RestApiTest, HostileBodiesAreRejectedNotFatal) {
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += R"({"x":)";
+  deep += "1";
+  for (int i = 0; i < 5000; ++i) deep += "}";
+  auto r = Call("PATCH", "/api/v1/namespaces/default", deep, "application/merge-patch+json");
+  EXPECT_EQ(r.code, 400) << r.body;
+  EXPECT_NE(r.body.find("nests deeper"), std::string::npos);
+
+  json nul = json::parse(kClaimV1);
+  nul["metadata"]["annotations"]["a"] = std::string("x\0y", 3);
+  auto n = Call("POST", claims_, nul.dump());
+  EXPECT_EQ(n.code, 400) << n.body;
+
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  // Each copy of the whole spec into itself doubles the document: the patch must stop at the
+  // size limit before memory runs out.
+  json doubling = json::array();
+  for (int i = 0; i < 40; ++i) {
+    doubling.push_back(
+        {{"op", "copy"}, {"from", "/spec"}, {"path", "/spec/d" + std::to_string(i)}});
+  }
+  auto b = Call("PATCH", claims_ + "/c1", doubling.dump(), "application/json-patch+json");
+  EXPECT_EQ(b.code, 400) << b.body.substr(0, 200);
+}
+
+TEST_F(RestApiTest, DryRunOnlyAcceptsAll) {
+  auto r = Call("POST", claims_, kClaimV1, "application/json", {{"dryRun", "true"}});
+  EXPECT_EQ(r.code, 400);
+  EXPECT_EQ(Call("GET", claims_ + "/c1").code, 404);
+}
+
+TEST_F(RestApiTest, AllNamespacesPathRefusesDeleteCollection) {
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  EXPECT_EQ(Call("DELETE", "/apis/resource.k8s.io/v1/resourceclaims").code, 405);
+  EXPECT_EQ(Call("GET", claims_ + "/c1").code, 200);
+  EXPECT_EQ(Call("DELETE", claims_).code, 200);
+  EXPECT_EQ(Call("GET", claims_ + "/c1").code, 404);
+}
+
+}  // namespace
+}  // namespace qm::api
