@@ -33,7 +33,12 @@ ObjectService::ObjectService(store::Store& store, const Clock& clock, IdGenerato
     : store_(store), clock_(clock), ids_(ids), hub_(hub) {}
 
 absl::Status ObjectService::CheckNamespace(const std::string& ns) {
-  auto got = store_.Get(model::ResourceKey{"namespaces", "", ns});
+  const model::ResourceKey key{"namespaces", "", ns};
+  // Like the apiserver's namespace lifecycle check: trust the cache when it knows the
+  // namespace, ask the store when it does not (it may have been created a moment ago).
+  std::optional<model::Object> cached;
+  if (hub_ != nullptr) cached = hub_->Find(key);
+  auto got = cached ? absl::StatusOr<model::Object>(*std::move(cached)) : store_.Get(key);
   if (absl::IsNotFound(got.status())) {
     return absl::NotFoundError("namespaces \"" + ns + "\" not found");
   }

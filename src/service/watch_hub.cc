@@ -81,6 +81,14 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   return absl::OkStatus();
 }
 
+std::optional<model::Object> WatchHub::Find(const model::ResourceKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cache_ready_) return std::nullopt;
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  return it->second;
+}
+
 absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!cache_ready_) return absl::FailedPreconditionError("no object cache");

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -56,6 +57,9 @@ class WatchHub {
   // not catch up within a second; FailedPrecondition when it has no snapshot: callers then
   // read the store.
   absl::StatusOr<store::ListResult> List(const ListRequest& request, int64_t min_rv);
+
+  // The cached object at `key`, if the cache has one (it may lag the store by a few ms).
+  std::optional<model::Object> Find(const model::ResourceKey& key);
 
   int64_t last_dispatched() const { return last_rv_.load(); }
   size_t watcher_count();
