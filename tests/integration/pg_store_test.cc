@@ -59,7 +59,9 @@ TEST(PgStoreTest, BrokenConnectionsAreReplaced) {
   }
   auto first = (*store)->Get(model::ResourceKey{"things", "", "a"});
   // The first use may notice the broken connection; the next one must work again.
-  if (!first.ok()) EXPECT_TRUE(absl::IsUnavailable(first.status())) << first.status();
+  if (!first.ok()) {
+    EXPECT_TRUE(absl::IsUnavailable(first.status())) << first.status();
+  }
   auto second = (*store)->Get(model::ResourceKey{"things", "", "a"});
   EXPECT_TRUE(second.ok()) << second.status();
 }
