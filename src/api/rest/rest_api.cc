@@ -534,7 +534,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
         next["metadata"]["resourceVersion"] = StringAt(hub["metadata"], "resourceVersion");
         if (next["metadata"]["resourceVersion"] == "") next["metadata"].erase("resourceVersion");
         hub = std::move(next);
-      } else if (type.has_status && type.kind != "Node") {
+      } else if (type.has_status) {
         if (old->contains("status")) {
           hub["status"] = (*old)["status"];
         } else {
