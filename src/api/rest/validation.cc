@@ -18,8 +18,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "common/quantity.h"
 #include "model/names.h"
-#include "model/quantity.h"
 
 // Checks mirror Kubernetes' pkg/apis/resource/validation and the core/apimachinery helpers it
 // calls, including the order in which errors are reported and their wording, so that clients
@@ -1215,8 +1215,7 @@ class Validator {
 
   void DeviceCapacity(const json& capacity, const Path& p, bool allow_multiple) {
     const json& cap = Object(&capacity, p);
-    const model::Quantity value =
-        QuantityAt(Get(cap, "value"), p.Child("value")).value_or(model::Quantity());
+    const Quantity value = QuantityAt(Get(cap, "value"), p.Child("value")).value_or(Quantity());
     const json* policy = OptObject(cap, "requestPolicy", p.Child("requestPolicy"));
     if (policy == nullptr) return;
     if (!allow_multiple) {
@@ -1227,11 +1226,11 @@ class Validator {
     RequestPolicy(value, *policy, p.Child("requestPolicy"));
   }
 
-  void RequestPolicy(const model::Quantity& capacity, const json& policy, const Path& p) {
+  void RequestPolicy(const Quantity& capacity, const json& policy, const Path& p) {
     const size_t errors_before = errs_.size();
-    const std::optional<model::Quantity> default_value =
+    const std::optional<Quantity> default_value =
         QuantityAt(Get(policy, "default"), p.Child("default"));
-    std::vector<model::Quantity> valid_values;
+    std::vector<Quantity> valid_values;
     if (const json* values = OptArray(policy, "validValues", p.Child("validValues"))) {
       for (size_t i = 0; i < values->size(); ++i) {
         if (auto q = QuantityAt(&(*values)[i], p.Child("validValues").Index(i))) {
@@ -1240,7 +1239,7 @@ class Validator {
       }
     }
     const json* range = OptObject(policy, "validRange", p.Child("validRange"));
-    std::optional<model::Quantity> min, max, step;
+    std::optional<Quantity> min, max, step;
     if (range != nullptr) {
       const Path rp = p.Child("validRange");
       min = QuantityAt(Get(*range, "min"), rp.Child("min"));
@@ -1269,8 +1268,8 @@ class Validator {
     }
   }
 
-  void ValidValues(const model::Quantity& default_value, const model::Quantity& capacity,
-                   const std::vector<model::Quantity>& values, const Path& p) {
+  void ValidValues(const Quantity& default_value, const Quantity& capacity,
+                   const std::vector<Quantity>& values, const Path& p) {
     for (size_t i = 0; i + 1 < values.size(); ++i) {
       if (values[i] > values[i + 1]) {
         Add(model::Invalid(p.Index(i + 1).str(), Quote(values[i + 1].String()),
@@ -1302,10 +1301,9 @@ class Validator {
     }
   }
 
-  void ValidRange(const model::Quantity& default_value, const model::Quantity& capacity,
-                  const std::optional<model::Quantity>& min,
-                  const std::optional<model::Quantity>& max,
-                  const std::optional<model::Quantity>& step, const Path& p) {
+  void ValidRange(const Quantity& default_value, const Quantity& capacity,
+                  const std::optional<Quantity>& min, const std::optional<Quantity>& max,
+                  const std::optional<Quantity>& step, const Path& p) {
     if (!min.has_value()) {
       Add(model::Required(p.Child("min").str(), "required when validRange is defined"));
       return;
@@ -1338,7 +1336,7 @@ class Validator {
                          "must be greater than zero"));
       return;
     }
-    const model::Quantity one_step = *min + *step;
+    const Quantity one_step = *min + *step;
     if (one_step > capacity) {
       Add(model::Invalid(p.Child("step").str(), Quote(step->String()),
                          "one step " + one_step.String() +
@@ -1346,12 +1344,12 @@ class Validator {
     }
     // Without the DRAFractionalCapacityRange gate the step arithmetic uses whole units, which
     // only holds for values in [0, MaxInt64].
-    const model::Quantity int64_max = model::Quantity::FromInt(std::numeric_limits<int64_t>::max());
+    const Quantity int64_max = Quantity::FromInt(std::numeric_limits<int64_t>::max());
     bool unsafe = false;
-    const std::pair<const std::optional<model::Quantity>*, const char*> bounds[] = {
+    const std::pair<const std::optional<Quantity>*, const char*> bounds[] = {
         {nullptr, "default"}, {&min, "min"}, {&max, "max"}, {&step, "step"}};
     for (const auto& [bound, name] : bounds) {
-      const model::Quantity* q =
+      const Quantity* q =
           bound == nullptr ? &default_value : (bound->has_value() ? &**bound : nullptr);
       if (q == nullptr) continue;
       if (q->Sign() < 0) {
@@ -1369,8 +1367,7 @@ class Validator {
     if (max.has_value()) RangeStep(*max, *min, *step, p.Child("step"));
   }
 
-  void RangeStep(const model::Quantity& value, const model::Quantity& min,
-                 const model::Quantity& step, const Path& p) {
+  void RangeStep(const Quantity& value, const Quantity& min, const Quantity& step, const Path& p) {
     if ((value.Value() - min.Value()) % step.Value() != 0) {
       Add(model::Invalid(p.str(), Quote(value.String()),
                          "value is not a multiple of a given step (" + step.String() + ") from (" +
@@ -1864,7 +1861,7 @@ class Validator {
   }
 
   // A quantity given as a JSON string or number; parse errors are reported at `p`.
-  std::optional<model::Quantity> QuantityAt(const json* value, const Path& p) {
+  std::optional<Quantity> QuantityAt(const json* value, const Path& p) {
     if (value == nullptr || value->is_null()) return std::nullopt;
     std::string text;
     if (value->is_string()) {
@@ -1875,7 +1872,7 @@ class Validator {
       TypeError(*value, p, "quantity");
       return std::nullopt;
     }
-    absl::StatusOr<model::Quantity> q = model::ParseQuantity(text);
+    absl::StatusOr<Quantity> q = ParseQuantity(text);
     if (!q.ok()) {
       Add(model::Invalid(p.str(), Quote(text), std::string(q.status().message())));
       return std::nullopt;

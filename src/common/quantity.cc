@@ -1,4 +1,4 @@
-#include "model/quantity.h"
+#include "common/quantity.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 
-namespace qm::model {
+namespace qm {
 namespace {
 
 constexpr char kErrFormatWrong[] =
@@ -294,4 +294,4 @@ absl::StatusOr<Quantity> ParseQuantity(const std::string& text) {
   return q;
 }
 
-}  // namespace qm::model
+}  // namespace qm

@@ -7,7 +7,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/status/statusor.h"
 
-namespace qm::model {
+namespace qm {
 
 // A Kubernetes resource quantity ("80Gi", "500m", "1.5e3") held exactly as a count of
 // nano-units, which is the finest precision Kubernetes keeps.
@@ -72,4 +72,4 @@ class Quantity {
 // "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".
 absl::StatusOr<Quantity> ParseQuantity(const std::string& text);
 
-}  // namespace qm::model
+}  // namespace qm

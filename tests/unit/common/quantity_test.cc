@@ -1,4 +1,4 @@
-#include "model/quantity.h"
+#include "common/quantity.h"
 
 #include <cstdint>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace qm::model {
+namespace qm {
 namespace {
 
 constexpr char kFormatError[] =
@@ -125,4 +125,4 @@ TEST(QuantityTest, ArithmeticIsExactAndKeepsFormat) {
 }
 
 }  // namespace
-}  // namespace qm::model
+}  // namespace qm
