@@ -2,6 +2,8 @@
 
 #include <regex>
 
+#include "common/semver.h"
+
 namespace qm::model {
 namespace {
 
@@ -127,13 +129,6 @@ bool IsLowercaseUuid(const std::string& value) {
   return std::regex_match(value, re);
 }
 
-bool IsSemver(const std::string& value) {
-  static const std::regex re(
-      "(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)"
-      "(?:-((?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\\.(?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-"
-      "]*))*))?"
-      "(?:\\+([0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*))?");
-  return std::regex_match(value, re);
-}
+bool IsSemver(const std::string& value) { return Semver::Parse(value).has_value(); }
 
 }  // namespace qm::model

@@ -1,0 +1,1229 @@
+#include "cel/parser.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "cel/operators.h"
+
+namespace qm::cel {
+namespace {
+
+using ExprPtr = std::unique_ptr<Expr>;
+using ExprList = std::vector<ExprPtr>;
+
+// What ANTLR (and so cel-go) lists when an expression was expected.
+constexpr std::string_view kExpectingExpr =
+    "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, "
+    "STRING, BYTES, IDENTIFIER}";
+
+// CEL's reserved words that the lexer returns as identifiers (true, false, null and in are
+// keywords of their own).
+bool IsReserved(std::string_view name) {
+  static constexpr std::string_view kReserved[] = {
+      "as",  "break",  "const",   "continue",  "else",   "for", "function", "if",    "import",
+      "let", "loop",   "package", "namespace", "return", "var", "void",     "while",
+  };
+  return std::find(std::begin(kReserved), std::end(kReserved), name) != std::end(kReserved);
+}
+
+bool IsDigit(int c) { return c >= '0' && c <= '9'; }
+bool IsHex(int c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool IsLetter(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+int HexValue(int c) {
+  if (IsDigit(c)) return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c - 'A' + 10;
+}
+
+enum class Tok : uint8_t {
+  kEof,
+  kIdent,
+  kEscIdent,  // `field name` (only valid after '.')
+  kInt,
+  kUint,
+  kDouble,
+  kString,
+  kBytes,
+  kTrue,
+  kFalse,
+  kNull,
+  kIn,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kAnd,
+  kOr,
+  kLBracket,
+  kRBracket,
+  kLBrace,
+  kRBrace,
+  kLParen,
+  kRParen,
+  kDot,
+  kComma,
+  kMinus,
+  kBang,
+  kQuestion,
+  kColon,
+  kPlus,
+  kStar,
+  kSlash,
+  kPercent,
+};
+
+struct Token {
+  Tok kind = Tok::kEof;
+  size_t begin = 0;  // byte offsets into the source text
+  size_t end = 0;
+  // Identifier name, decoded string/bytes value, or the text of a number.
+  std::string value;
+};
+
+// Collects issues up to the reporting limit. At the limit one marker issue is added and the
+// sink reports full(); lexer and parser then stop.
+class IssueSink {
+ public:
+  explicit IssueSink(int limit) : limit_(std::max(limit, 1)) {}
+
+  void Add(size_t offset, std::string message) {
+    if (full_) return;
+    if (static_cast<int>(issues_.size()) >= limit_) {
+      issues_.push_back(
+          {"Syntax error: More than " + std::to_string(limit_) + " syntax errors", offset});
+      full_ = true;
+      return;
+    }
+    issues_.push_back({std::move(message), offset});
+  }
+  void Syntax(size_t offset, std::string_view message) {
+    Add(offset, "Syntax error: " + std::string(message));
+  }
+
+  bool full() const { return full_; }
+  bool empty() const { return issues_.empty(); }
+  std::vector<Issue> Take() { return std::move(issues_); }
+
+ private:
+  const int limit_;
+  bool full_ = false;
+  std::vector<Issue> issues_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Lexer: the whole input becomes a token vector ending in kEof. Unrecognized characters are
+// reported and dropped, as ANTLR's lexer does, so the parser still sees the rest. A string with a
+// bad escape or without its closing quote is reported and still yields a token, so one mistake
+// gives one message.
+
+class Lexer {
+ public:
+  Lexer(std::string_view text, IssueSink* issues) : text_(text), issues_(issues) {}
+
+  std::vector<Token> Run() {
+    std::vector<Token> tokens;
+    while (!issues_->full()) {
+      SkipSpaceAndComments();
+      if (pos_ >= text_.size()) break;
+      Token tok;
+      if (Next(&tok)) tokens.push_back(std::move(tok));
+    }
+    tokens.push_back(Token{Tok::kEof, text_.size(), text_.size(), {}});
+    return tokens;
+  }
+
+ private:
+  // The byte at `i` (0..255), or -1 past the end.
+  int Ch(size_t i) const { return i < text_.size() ? static_cast<unsigned char>(text_[i]) : -1; }
+
+  void SkipSpaceAndComments() {
+    while (pos_ < text_.size()) {
+      const int c = Ch(pos_);
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
+        ++pos_;
+      } else if (c == '/' && Ch(pos_ + 1) == '/') {
+        while (pos_ < text_.size() && text_[pos_] != '\n') ++pos_;
+      } else {
+        return;
+      }
+    }
+  }
+
+  // The text of [begin, end) for a message, as valid UTF-8.
+  std::string Text(size_t begin, size_t end) const {
+    return SanitizeUtf8(text_.substr(begin, std::min(end, text_.size()) - begin));
+  }
+
+  // Offset just past the code point at `i`.
+  size_t NextCodePoint(size_t i) const {
+    size_t size = 1;
+    if (i < text_.size()) DecodeUtf8(text_, i, &size);
+    return i + size;
+  }
+
+  void RecognitionError(size_t begin, size_t end) {
+    issues_->Syntax(begin, "token recognition error at: '" + Text(begin, end) + "'");
+  }
+
+  bool Next(Token* tok) {
+    const size_t start = pos_;
+    const int c = Ch(pos_);
+    tok->begin = start;
+    if (c == 'r' || c == 'R') {
+      if (Ch(pos_ + 1) == '"' || Ch(pos_ + 1) == '\'') {
+        return LexString(start, pos_ + 1, /*raw=*/true, /*bytes=*/false, tok);
+      }
+    } else if (c == 'b' || c == 'B') {
+      if (Ch(pos_ + 1) == '"' || Ch(pos_ + 1) == '\'') {
+        return LexString(start, pos_ + 1, /*raw=*/false, /*bytes=*/true, tok);
+      }
+      if ((Ch(pos_ + 1) == 'r' || Ch(pos_ + 1) == 'R') &&
+          (Ch(pos_ + 2) == '"' || Ch(pos_ + 2) == '\'')) {
+        return LexString(start, pos_ + 2, /*raw=*/true, /*bytes=*/true, tok);
+      }
+    }
+    if (IsDigit(c) || (c == '.' && IsDigit(Ch(pos_ + 1)))) return LexNumber(tok);
+    if (IsLetter(c) || c == '_') return LexIdent(tok);
+    if (c == '"' || c == '\'') return LexString(start, pos_, /*raw=*/false, /*bytes=*/false, tok);
+    if (c == '`') return LexEscapedIdent(tok);
+
+    const auto single = [&](Tok kind) {
+      tok->kind = kind;
+      tok->end = ++pos_;
+      return true;
+    };
+    const auto pair = [&](int second, Tok both, Tok one) {
+      if (Ch(pos_ + 1) == second) {
+        tok->kind = both;
+        pos_ += 2;
+        tok->end = pos_;
+        return true;
+      }
+      return single(one);
+    };
+    // '=', '&' and '|' exist only doubled. Like ANTLR, report the lone character together with
+    // the one that broke the token, and drop both.
+    const auto doubled = [&](int ch, Tok kind) {
+      if (Ch(pos_ + 1) == ch) {
+        tok->kind = kind;
+        pos_ += 2;
+        tok->end = pos_;
+        return true;
+      }
+      const size_t end = pos_ + 1 < text_.size() ? NextCodePoint(pos_ + 1) : pos_ + 1;
+      RecognitionError(start, end);
+      pos_ = end;
+      return false;
+    };
+    switch (c) {
+      case '(':
+        return single(Tok::kLParen);
+      case ')':
+        return single(Tok::kRParen);
+      case '[':
+        return single(Tok::kLBracket);
+      case ']':
+        return single(Tok::kRBracket);
+      case '{':
+        return single(Tok::kLBrace);
+      case '}':
+        return single(Tok::kRBrace);
+      case ',':
+        return single(Tok::kComma);
+      case '.':
+        return single(Tok::kDot);
+      case '?':
+        return single(Tok::kQuestion);
+      case ':':
+        return single(Tok::kColon);
+      case '+':
+        return single(Tok::kPlus);
+      case '-':
+        return single(Tok::kMinus);
+      case '*':
+        return single(Tok::kStar);
+      case '/':
+        return single(Tok::kSlash);
+      case '%':
+        return single(Tok::kPercent);
+      case '!':
+        return pair('=', Tok::kNe, Tok::kBang);
+      case '<':
+        return pair('=', Tok::kLe, Tok::kLt);
+      case '>':
+        return pair('=', Tok::kGe, Tok::kGt);
+      case '=':
+        return doubled('=', Tok::kEq);
+      case '&':
+        return doubled('&', Tok::kAnd);
+      case '|':
+        return doubled('|', Tok::kOr);
+      default: {
+        const size_t end = NextCodePoint(pos_);
+        RecognitionError(start, end);
+        pos_ = end;
+        return false;
+      }
+    }
+  }
+
+  bool LexIdent(Token* tok) {
+    size_t i = pos_;
+    while (IsLetter(Ch(i)) || IsDigit(Ch(i)) || Ch(i) == '_') ++i;
+    tok->value.assign(text_.substr(pos_, i - pos_));
+    tok->end = i;
+    pos_ = i;
+    if (tok->value == "true") {
+      tok->kind = Tok::kTrue;
+    } else if (tok->value == "false") {
+      tok->kind = Tok::kFalse;
+    } else if (tok->value == "null") {
+      tok->kind = Tok::kNull;
+    } else if (tok->value == "in") {
+      tok->kind = Tok::kIn;
+    } else {
+      tok->kind = Tok::kIdent;
+    }
+    return true;
+  }
+
+  // `name` with letters, digits and _ . - / and space, as cel-go's ESC_IDENTIFIER.
+  bool LexEscapedIdent(Token* tok) {
+    const size_t start = pos_;
+    size_t i = pos_ + 1;
+    while (true) {
+      const int c = Ch(i);
+      if (c == '`' && i > start + 1) {
+        tok->kind = Tok::kEscIdent;
+        tok->value.assign(text_.substr(start + 1, i - start - 1));
+        tok->end = pos_ = i + 1;
+        return true;
+      }
+      if (IsLetter(c) || IsDigit(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ' ') {
+        ++i;
+        continue;
+      }
+      const size_t end = c < 0 ? i : NextCodePoint(i);
+      RecognitionError(start, end);
+      pos_ = end;
+      return false;
+    }
+  }
+
+  // Numbers, by longest match as in CEL.g4:
+  //   NUM_FLOAT  DIGIT+ '.' DIGIT+ EXP? | DIGIT+ EXP | '.' DIGIT+ EXP?
+  //   NUM_INT    DIGIT+ | '0x' HEX+          NUM_UINT  NUM_INT [uU]
+  bool LexNumber(Token* tok) {
+    const size_t start = pos_;
+    size_t i = pos_;
+    if (Ch(i) == '0' && Ch(i + 1) == 'x' && IsHex(Ch(i + 2))) {
+      i += 2;
+      while (IsHex(Ch(i))) ++i;
+      tok->kind = Tok::kInt;
+    } else {
+      bool is_double = false;
+      while (IsDigit(Ch(i))) ++i;
+      if (Ch(i) == '.' && IsDigit(Ch(i + 1))) {
+        i += 1;
+        while (IsDigit(Ch(i))) ++i;
+        is_double = true;
+      }
+      if (Ch(i) == 'e' || Ch(i) == 'E') {
+        size_t j = i + 1;
+        if (Ch(j) == '+' || Ch(j) == '-') ++j;
+        if (IsDigit(Ch(j))) {
+          while (IsDigit(Ch(j))) ++j;
+          i = j;
+          is_double = true;
+        }
+      }
+      tok->kind = is_double ? Tok::kDouble : Tok::kInt;
+    }
+    if (tok->kind == Tok::kInt && (Ch(i) == 'u' || Ch(i) == 'U')) {
+      tok->kind = Tok::kUint;
+      tok->value.assign(text_.substr(start, i - start));  // without the suffix
+      ++i;
+    } else {
+      tok->value.assign(text_.substr(start, i - start));
+    }
+    tok->end = pos_ = i;
+    return true;
+  }
+
+  // A string or bytes literal whose opening quote is at `quote`; `start` is where the token
+  // begins (at its r/b prefix, if any). Single-quoted forms end at the matching quote and may
+  // not contain a newline; triple-quoted forms may. Raw forms keep backslashes. Newlines in the
+  // text are normalized to "\n" as cel-go does; invalid UTF-8 becomes U+FFFD.
+  bool LexString(size_t start, size_t quote, bool raw, bool bytes, Token* tok) {
+    const int q = Ch(quote);
+    const bool triple = Ch(quote + 1) == q && Ch(quote + 2) == q;
+    size_t i = quote + (triple ? 3 : 1);
+    std::string value;
+    bool terminated = false;
+    while (i < text_.size()) {
+      const int c = Ch(i);
+      if (triple) {
+        if (c == q && Ch(i + 1) == q && Ch(i + 2) == q) {
+          i += 3;
+          terminated = true;
+          break;
+        }
+      } else {
+        if (c == q) {
+          i += 1;
+          terminated = true;
+          break;
+        }
+        if (c == '\n' || c == '\r') break;
+      }
+      if (c == '\\' && !raw) {
+        i = LexEscape(i, bytes, &value);
+        continue;
+      }
+      if (c == '\r') {
+        value.push_back('\n');
+        i += Ch(i + 1) == '\n' ? 2 : 1;
+        continue;
+      }
+      size_t size;
+      const char32_t cp = DecodeUtf8(text_, i, &size);
+      if (cp == 0xFFFD && size == 1) {
+        AppendUtf8(cp, &value);
+      } else {
+        value.append(text_.substr(i, size));
+      }
+      i += size;
+    }
+    if (!terminated) issues_->Syntax(start, "unterminated string literal");
+    tok->kind = bytes ? Tok::kBytes : Tok::kString;
+    tok->value = std::move(value);
+    tok->end = pos_ = i;
+    return true;
+  }
+
+  // Decodes the escape sequence at text_[i] == '\\' into `out`; returns the offset after it.
+  // In strings \x and octal escapes denote code points; in bytes they denote octets, and \u and
+  // \U are not allowed.
+  size_t LexEscape(size_t i, bool bytes, std::string* out) {
+    const int e = Ch(i + 1);
+    const auto invalid = [&](size_t end, std::string_view why) {
+      issues_->Syntax(i, "invalid escape sequence '" + Text(i, end) + "'" + std::string(why));
+      return i + 1;  // resume right after the backslash
+    };
+    if (e < 0 || e == '\n' || e == '\r') {
+      // Only a dangling backslash: the missing quote is reported by the caller.
+      if (e < 0) return i + 1;
+      return invalid(i + 1, "");
+    }
+    switch (e) {
+      case 'a':
+        out->push_back('\a');
+        return i + 2;
+      case 'b':
+        out->push_back('\b');
+        return i + 2;
+      case 'f':
+        out->push_back('\f');
+        return i + 2;
+      case 'n':
+        out->push_back('\n');
+        return i + 2;
+      case 'r':
+        out->push_back('\r');
+        return i + 2;
+      case 't':
+        out->push_back('\t');
+        return i + 2;
+      case 'v':
+        out->push_back('\v');
+        return i + 2;
+      case '\\':
+      case '\'':
+      case '"':
+      case '`':
+      case '?':
+        out->push_back(static_cast<char>(e));
+        return i + 2;
+      default:
+        break;
+    }
+    if (e >= '0' && e <= '3') {
+      for (size_t k = 2; k <= 3; ++k) {
+        if (Ch(i + k) < '0' || Ch(i + k) > '7') return invalid(i + k, "");
+      }
+      const int v = (e - '0') * 64 + (Ch(i + 2) - '0') * 8 + (Ch(i + 3) - '0');
+      if (bytes) {
+        out->push_back(static_cast<char>(v));
+      } else {
+        AppendUtf8(static_cast<char32_t>(v), out);
+      }
+      return i + 4;
+    }
+    size_t digits = 0;
+    if (e == 'x' || e == 'X') {
+      digits = 2;
+    } else if (e == 'u') {
+      digits = 4;
+    } else if (e == 'U') {
+      digits = 8;
+    } else {
+      return invalid(NextCodePoint(i + 1), "");
+    }
+    char32_t v = 0;
+    for (size_t k = 0; k < digits; ++k) {
+      const int h = Ch(i + 2 + k);
+      if (!IsHex(h)) return invalid(i + 2 + k, "");
+      v = v * 16 + static_cast<char32_t>(HexValue(h));
+    }
+    const size_t end = i + 2 + digits;
+    if (digits == 2) {
+      if (bytes) {
+        out->push_back(static_cast<char>(v));
+      } else {
+        AppendUtf8(v, out);
+      }
+      return end;
+    }
+    if (bytes) return invalid(end, ": \\u and \\U are not allowed in bytes literals");
+    if (v > 0x10FFFF) return invalid(end, ": code point out of range");
+    // A lone surrogate becomes U+FFFD, as in cel-go (Go's utf8.EncodeRune).
+    AppendUtf8(v, out);
+    return end;
+  }
+
+  std::string_view text_;
+  IssueSink* issues_;
+  size_t pos_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Literal conversion.
+
+// Parses the digits of an int or uint literal (decimal, or hex after "0x") into *out.
+// Returns false on overflow.
+bool ParseUnsigned(std::string_view text, uint64_t* out) {
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && text[1] == 'x') {
+    base = 16;
+    text.remove_prefix(2);
+  }
+  const auto res = std::from_chars(text.data(), text.data() + text.size(), *out, base);
+  return res.ec == std::errc() && res.ptr == text.data() + text.size();
+}
+
+// For a double literal that std::from_chars found out of range: true when its magnitude is too
+// large (an error, as in Go's strconv.ParseFloat), false when it is too small (rounds to zero).
+bool DoubleOverflows(std::string_view s) {
+  size_t i = 0;
+  int64_t int_digits = 0;  // significant digits before the point
+  int64_t frac_zeros = 0;  // zeros right after the point when there are no int digits
+  while (i < s.size() && IsDigit(s[i])) {
+    if (s[i] != '0' || int_digits > 0) ++int_digits;
+    ++i;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (int_digits == 0) {
+      while (i < s.size() && s[i] == '0') ++frac_zeros, ++i;
+    }
+    while (i < s.size() && IsDigit(s[i])) ++i;
+  }
+  int64_t exp = 0;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    bool negative = false;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+    while (i < s.size() && IsDigit(s[i])) exp = std::min<int64_t>(exp * 10 + (s[i++] - '0'), 1e9);
+    if (negative) exp = -exp;
+  }
+  const int64_t magnitude = int_digits > 0 ? int_digits - 1 + exp : exp - frac_zeros - 1;
+  return magnitude > 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Parser: recursive descent over the token vector, one function per precedence level. A syntax
+// error is reported once and unwinds the parse (functions return nullptr); problems the parser
+// can step over (reserved identifiers, bad literals, bad macro arguments) are reported and a
+// placeholder node keeps the parse going, so several of them show at once.
+
+enum class Quantifier { kAll, kExists, kExistsOne };
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::vector<Token> tokens, const ParserOptions& options,
+         IssueSink* issues)
+      : text_(text), tokens_(std::move(tokens)), options_(options), issues_(issues) {}
+
+  ExprPtr ParseStart() {
+    ExprPtr e = ParseExpr();
+    if (!e) return nullptr;
+    if (Cur().kind != Tok::kEof) return SyntaxError(Cur(), "<EOF>");
+    return e;
+  }
+
+  int64_t last_id() const { return factory_.last_id(); }
+
+ private:
+  const Token& Cur() const { return tokens_[pos_]; }
+  const Token& Peek(size_t k) const { return tokens_[std::min(pos_ + k, tokens_.size() - 1)]; }
+  const Token& Advance() {
+    const Token& t = tokens_[pos_];
+    if (pos_ + 1 < tokens_.size()) ++pos_;
+    return t;
+  }
+  bool Accept(Tok kind) {
+    if (Cur().kind != kind) return false;
+    Advance();
+    return true;
+  }
+
+  std::string TokenText(const Token& t) const {
+    if (t.kind == Tok::kEof) return "<EOF>";
+    return SanitizeUtf8(text_.substr(t.begin, t.end - t.begin));
+  }
+
+  ExprPtr SyntaxError(const Token& t, std::string_view expecting) {
+    issues_->Syntax(t.begin,
+                    "mismatched input '" + TokenText(t) + "' expecting " + std::string(expecting));
+    return nullptr;
+  }
+
+  ExprPtr RecursionError(size_t offset) {
+    issues_->Add(offset, "expression recursion limit exceeded: " +
+                             std::to_string(options_.max_recursion_depth));
+    return nullptr;
+  }
+
+  // Fails the parse when `e` has grown taller than the recursion limit.
+  ExprPtr CheckHeight(ExprPtr e) {
+    if (e && e->height() > options_.max_recursion_depth) return RecursionError(e->offset());
+    return e;
+  }
+
+  // Reports a problem the parse can continue past.
+  void Report(size_t offset, std::string message) { issues_->Add(offset, std::move(message)); }
+
+  // A stand-in for a node that could not be built; the parse result is discarded anyway.
+  ExprPtr Placeholder(size_t offset) { return factory_.NewConstant(offset, Constant::Null()); }
+
+  template <typename... Args>
+  ExprPtr Call(size_t offset, std::string_view function, Args... args) {
+    ExprList list;
+    (list.push_back(std::move(args)), ...);
+    return factory_.NewCall(offset, std::string(function), std::move(list));
+  }
+
+  // expr: or ('?' or ':' expr)?
+  ExprPtr ParseExpr() {
+    if (depth_ >= options_.max_recursion_depth) return RecursionError(Cur().begin);
+    ++depth_;
+    ExprPtr e = ParseConditional();
+    --depth_;
+    return CheckHeight(std::move(e));
+  }
+
+  ExprPtr ParseConditional() {
+    ExprPtr cond = ParseLogical(Tok::kOr, op::kLogicalOr);
+    if (!cond || Cur().kind != Tok::kQuestion) return cond;
+    const size_t offset = Advance().begin;
+    ExprPtr if_true = ParseLogical(Tok::kOr, op::kLogicalOr);
+    if (!if_true) return nullptr;
+    if (!Accept(Tok::kColon)) return SyntaxError(Cur(), "':'");
+    ExprPtr if_false = ParseExpr();
+    if (!if_false) return nullptr;
+    return Call(offset, op::kConditional, std::move(cond), std::move(if_true),
+                std::move(if_false));
+  }
+
+  // `a || b || c` and `a && b && c`: the terms become a balanced tree (as cel-go's
+  // balancingLogicManager), so chains of any length stay shallow.
+  ExprPtr ParseLogical(Tok op_kind, std::string_view function) {
+    ExprList terms;
+    std::vector<size_t> ops;
+    ExprPtr first = op_kind == Tok::kOr ? ParseLogical(Tok::kAnd, op::kLogicalAnd)
+                                        : ParseRelation();
+    if (!first) return nullptr;
+    terms.push_back(std::move(first));
+    while (Cur().kind == op_kind) {
+      ops.push_back(Advance().begin);
+      ExprPtr next = op_kind == Tok::kOr ? ParseLogical(Tok::kAnd, op::kLogicalAnd)
+                                         : ParseRelation();
+      if (!next) return nullptr;
+      terms.push_back(std::move(next));
+    }
+    if (ops.empty()) return std::move(terms[0]);
+    return Balanced(function, terms, ops, 0, ops.size() - 1);
+  }
+
+  ExprPtr Balanced(std::string_view function, ExprList& terms, const std::vector<size_t>& ops,
+                   size_t lo, size_t hi) {
+    const size_t mid = (lo + hi + 1) / 2;
+    ExprPtr left = mid == lo ? std::move(terms[mid]) : Balanced(function, terms, ops, lo, mid - 1);
+    ExprPtr right =
+        mid == hi ? std::move(terms[mid + 1]) : Balanced(function, terms, ops, mid + 1, hi);
+    return Call(ops[mid], function, std::move(left), std::move(right));
+  }
+
+  static const std::string_view* RelationOp(Tok kind) {
+    switch (kind) {
+      case Tok::kLt:
+        return &op::kLess;
+      case Tok::kLe:
+        return &op::kLessEquals;
+      case Tok::kGt:
+        return &op::kGreater;
+      case Tok::kGe:
+        return &op::kGreaterEquals;
+      case Tok::kEq:
+        return &op::kEquals;
+      case Tok::kNe:
+        return &op::kNotEquals;
+      case Tok::kIn:
+        return &op::kIn;
+      default:
+        return nullptr;
+    }
+  }
+
+  ExprPtr ParseRelation() {
+    ExprPtr lhs = ParseAdditive();
+    while (lhs) {
+      const std::string_view* function = RelationOp(Cur().kind);
+      if (function == nullptr) break;
+      const size_t offset = Advance().begin;
+      ExprPtr rhs = ParseAdditive();
+      if (!rhs) return nullptr;
+      lhs = CheckHeight(Call(offset, *function, std::move(lhs), std::move(rhs)));
+    }
+    return lhs;
+  }
+
+  ExprPtr ParseAdditive() {
+    ExprPtr lhs = ParseMultiplicative();
+    while (lhs && (Cur().kind == Tok::kPlus || Cur().kind == Tok::kMinus)) {
+      const Token& t = Advance();
+      ExprPtr rhs = ParseMultiplicative();
+      if (!rhs) return nullptr;
+      lhs = CheckHeight(Call(t.begin, t.kind == Tok::kPlus ? op::kAdd : op::kSubtract,
+                             std::move(lhs), std::move(rhs)));
+    }
+    return lhs;
+  }
+
+  ExprPtr ParseMultiplicative() {
+    ExprPtr lhs = ParseUnary();
+    while (lhs && (Cur().kind == Tok::kStar || Cur().kind == Tok::kSlash ||
+                   Cur().kind == Tok::kPercent)) {
+      const Token& t = Advance();
+      ExprPtr rhs = ParseUnary();
+      if (!rhs) return nullptr;
+      const std::string_view function = t.kind == Tok::kStar    ? op::kMultiply
+                                        : t.kind == Tok::kSlash ? op::kDivide
+                                                                : op::kModulo;
+      lhs = CheckHeight(Call(t.begin, function, std::move(lhs), std::move(rhs)));
+    }
+    return lhs;
+  }
+
+  // unary: member | '!'+ member | '-'+ member. As in CEL.g4, a single '-' right before an int or
+  // double literal is part of the literal.
+  ExprPtr ParseUnary() {
+    const Token& first = Cur();
+    if (first.kind != Tok::kBang && first.kind != Tok::kMinus) return ParseMember();
+    if (first.kind == Tok::kMinus &&
+        (Peek(1).kind == Tok::kInt || Peek(1).kind == Tok::kDouble)) {
+      Advance();
+      ExprPtr literal = ParseNumber(Advance(), /*negative=*/true, first.begin);
+      return ParseMemberSuffix(std::move(literal));
+    }
+    size_t count = 0;
+    while (Accept(first.kind)) ++count;
+    ExprPtr operand = ParseMember();
+    if (!operand || count % 2 == 0) return operand;
+    return Call(first.begin, first.kind == Tok::kBang ? op::kLogicalNot : op::kNegate,
+                std::move(operand));
+  }
+
+  ExprPtr ParseMember() {
+    ExprPtr primary = ParsePrimary();
+    if (!primary) return nullptr;
+    return ParseMemberSuffix(std::move(primary));
+  }
+
+  static bool IsQualifiedName(const Expr& e) {
+    const Expr* cur = &e;
+    while (cur->kind() == ExprKind::kSelect && !cur->select().optional &&
+           !cur->select().test_only) {
+      cur = cur->select().operand.get();
+    }
+    return cur->kind() == ExprKind::kIdent;
+  }
+
+  // member: member '.' '?'? IDENT | member '.' IDENT '(' args ')' | member '[' '?'? expr ']'
+  ExprPtr ParseMemberSuffix(ExprPtr e) {
+    while (e) {
+      const Token& t = Cur();
+      if (t.kind == Tok::kDot) {
+        Advance();
+        bool optional = false;
+        if (Cur().kind == Tok::kQuestion) {
+          Advance();
+          optional = true;
+          if (!options_.enable_optional_syntax) Report(t.begin, "unsupported syntax '.?'");
+        }
+        if (Cur().kind != Tok::kIdent && Cur().kind != Tok::kEscIdent) {
+          return SyntaxError(Cur(), "IDENTIFIER");
+        }
+        const Token& id = Advance();
+        if (id.kind == Tok::kIdent && !optional && Cur().kind == Tok::kLParen) {
+          const size_t open = Advance().begin;
+          ExprList args;
+          if (!ParseArgs(&args)) return nullptr;
+          e = ReceiverCallOrMacro(open, id.value, std::move(e), std::move(args));
+        } else {
+          e = factory_.NewSelect(t.begin, std::move(e), id.value, optional);
+        }
+      } else if (t.kind == Tok::kLBracket) {
+        Advance();
+        bool optional = false;
+        if (Cur().kind == Tok::kQuestion) {
+          Advance();
+          optional = true;
+          if (!options_.enable_optional_syntax) Report(t.begin, "unsupported syntax '[?'");
+        }
+        ExprPtr index = ParseExpr();
+        if (!index) return nullptr;
+        if (!Accept(Tok::kRBracket)) return SyntaxError(Cur(), "']'");
+        e = Call(t.begin, optional ? op::kOptIndex : op::kIndex, std::move(e), std::move(index));
+      } else if (t.kind == Tok::kLBrace && IsQualifiedName(*e)) {
+        issues_->Add(t.begin, "message construction is not supported");
+        return nullptr;
+      } else {
+        break;
+      }
+      e = CheckHeight(std::move(e));
+    }
+    return e;
+  }
+
+  ExprPtr ParsePrimary() {
+    const Token& t = Cur();
+    switch (t.kind) {
+      case Tok::kDot:
+        Advance();
+        if (Cur().kind != Tok::kIdent) return SyntaxError(Cur(), "IDENTIFIER");
+        return ParseIdentOrCall(/*leading_dot=*/true);
+      case Tok::kIdent:
+        return ParseIdentOrCall(/*leading_dot=*/false);
+      case Tok::kLParen: {
+        Advance();
+        ExprPtr e = ParseExpr();
+        if (!e) return nullptr;
+        if (!Accept(Tok::kRParen)) return SyntaxError(Cur(), "')'");
+        return e;
+      }
+      case Tok::kLBracket:
+        return ParseList();
+      case Tok::kLBrace:
+        return ParseMap();
+      case Tok::kInt:
+      case Tok::kUint:
+      case Tok::kDouble:
+        return ParseNumber(Advance(), /*negative=*/false, t.begin);
+      case Tok::kString:
+        Advance();
+        return factory_.NewConstant(t.begin, Constant::String(t.value));
+      case Tok::kBytes:
+        Advance();
+        return factory_.NewConstant(t.begin, Constant::Bytes(t.value));
+      case Tok::kTrue:
+      case Tok::kFalse:
+        Advance();
+        return factory_.NewConstant(t.begin, Constant::Bool(t.kind == Tok::kTrue));
+      case Tok::kNull:
+        Advance();
+        return factory_.NewConstant(t.begin, Constant::Null());
+      default:
+        return SyntaxError(t, kExpectingExpr);
+    }
+  }
+
+  ExprPtr ParseIdentOrCall(bool leading_dot) {
+    const Token& id = Advance();
+    if (IsReserved(id.value)) Report(id.begin, "reserved identifier: " + id.value);
+    std::string name = leading_dot ? "." + id.value : id.value;
+    if (Cur().kind != Tok::kLParen) return factory_.NewIdent(id.begin, std::move(name));
+    const size_t open = Advance().begin;
+    ExprList args;
+    if (!ParseArgs(&args)) return nullptr;
+    return GlobalCallOrMacro(open, std::move(name), std::move(args));
+  }
+
+  // args: (expr (',' expr)*)? ')' -- the '(' has been consumed.
+  bool ParseArgs(ExprList* args) {
+    if (Accept(Tok::kRParen)) return true;
+    while (true) {
+      ExprPtr arg = ParseExpr();
+      if (!arg) return false;
+      args->push_back(std::move(arg));
+      if (Accept(Tok::kComma)) continue;
+      if (Accept(Tok::kRParen)) return true;
+      SyntaxError(Cur(), "{')', ','}");
+      return false;
+    }
+  }
+
+  // list: '[' ('?'? expr (',' '?'? expr)*)? ','? ']'
+  ExprPtr ParseList() {
+    const size_t offset = Advance().begin;
+    ExprList elements;
+    std::vector<int32_t> optional_indices;
+    if (Cur().kind == Tok::kComma && Peek(1).kind == Tok::kRBracket) {
+      Advance();
+    } else if (Cur().kind != Tok::kRBracket) {
+      while (true) {
+        if (Cur().kind == Tok::kQuestion) {
+          const size_t q = Advance().begin;
+          if (!options_.enable_optional_syntax) Report(q, "unsupported syntax '?'");
+          optional_indices.push_back(static_cast<int32_t>(elements.size()));
+        }
+        ExprPtr e = ParseExpr();
+        if (!e) return nullptr;
+        elements.push_back(std::move(e));
+        if (!Accept(Tok::kComma) || Cur().kind == Tok::kRBracket) break;
+      }
+    }
+    if (!Accept(Tok::kRBracket)) return SyntaxError(Cur(), "{']', ','}");
+    return factory_.NewList(offset, std::move(elements), std::move(optional_indices));
+  }
+
+  // map: '{' ('?'? expr ':' expr (',' '?'? expr ':' expr)*)? ','? '}'
+  ExprPtr ParseMap() {
+    const size_t offset = Advance().begin;
+    std::vector<MapEntry> entries;
+    if (Cur().kind == Tok::kComma && Peek(1).kind == Tok::kRBrace) {
+      Advance();
+    } else if (Cur().kind != Tok::kRBrace) {
+      while (true) {
+        bool optional = false;
+        if (Cur().kind == Tok::kQuestion) {
+          const size_t q = Advance().begin;
+          optional = true;
+          if (!options_.enable_optional_syntax) Report(q, "unsupported syntax '?'");
+        }
+        ExprPtr key = ParseExpr();
+        if (!key) return nullptr;
+        if (Cur().kind != Tok::kColon) return SyntaxError(Cur(), "':'");
+        const size_t colon = Advance().begin;
+        ExprPtr value = ParseExpr();
+        if (!value) return nullptr;
+        entries.push_back(factory_.NewMapEntry(colon, std::move(key), std::move(value), optional));
+        if (!Accept(Tok::kComma) || Cur().kind == Tok::kRBrace) break;
+      }
+    }
+    if (!Accept(Tok::kRBrace)) return SyntaxError(Cur(), "{'}', ','}");
+    return factory_.NewMap(offset, std::move(entries));
+  }
+
+  ExprPtr ParseNumber(const Token& t, bool negative, size_t offset) {
+    const std::string_view text = t.value;
+    if (t.kind == Tok::kDouble) {
+      double v = 0;
+      const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (res.ec == std::errc::result_out_of_range) {
+        if (DoubleOverflows(text)) {
+          Report(offset, "invalid double literal");
+          return Placeholder(offset);
+        }
+        v = 0;
+      } else if (res.ec != std::errc() || res.ptr != text.data() + text.size()) {
+        Report(offset, "invalid double literal");
+        return Placeholder(offset);
+      }
+      return factory_.NewConstant(offset, Constant::Double(negative ? -v : v));
+    }
+    uint64_t magnitude = 0;
+    const bool ok = ParseUnsigned(text, &magnitude);
+    if (t.kind == Tok::kUint) {
+      if (!ok) {
+        Report(offset, "invalid uint literal");
+        return Placeholder(offset);
+      }
+      return factory_.NewConstant(offset, Constant::Uint(magnitude));
+    }
+    constexpr uint64_t kMaxInt = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    if (!ok || magnitude > kMaxInt + (negative ? 1 : 0)) {
+      Report(offset, "invalid int literal");
+      return Placeholder(offset);
+    }
+    const int64_t v = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+    return factory_.NewConstant(offset, Constant::Int(v));
+  }
+
+  // ----------------------------------------------------------------------------------------------
+  // Macros (see the table in cel/ast.h). Each expander owns the call's pieces; synthesized nodes
+  // sit at the call's '(' offset.
+
+  // The name of a plain identifier argument (no leading dot), or nullptr.
+  static const std::string* SimpleName(const Expr& e) {
+    if (e.kind() != ExprKind::kIdent || e.ident().name.front() == '.') return nullptr;
+    return &e.ident().name;
+  }
+
+  ExprPtr MacroError(const Expr& at, std::string message) {
+    Report(at.offset(), std::move(message));
+    return Placeholder(at.offset());
+  }
+
+  ExprPtr Accu(size_t offset) { return factory_.NewIdent(offset, std::string(kAccumulatorVar)); }
+
+  ExprPtr GlobalCallOrMacro(size_t offset, std::string name, ExprList args) {
+    if (options_.enable_macros && name == "has" && args.size() == 1) {
+      ExprPtr& arg = args[0];
+      if (arg->kind() != ExprKind::kSelect || arg->select().optional) {
+        return MacroError(*arg, "invalid argument to has() macro");
+      }
+      std::string field;
+      ExprPtr operand = ExprFactory::TakeSelectOperand(std::move(arg), &field);
+      return factory_.NewPresenceTest(offset, std::move(operand), std::move(field));
+    }
+    return factory_.NewCall(offset, std::move(name), std::move(args));
+  }
+
+  ExprPtr ReceiverCallOrMacro(size_t offset, const std::string& name, ExprPtr target,
+                              ExprList args) {
+    const size_t n = args.size();
+    if (options_.enable_macros) {
+      if (n == 2 && name == "all") return ExpandQuantifier(offset, Quantifier::kAll, target, args);
+      if (n == 2 && name == "exists") {
+        return ExpandQuantifier(offset, Quantifier::kExists, target, args);
+      }
+      if (n == 2 && name == "exists_one") {
+        return ExpandQuantifier(offset, Quantifier::kExistsOne, target, args);
+      }
+      if ((n == 2 || n == 3) && name == "map") return ExpandMap(offset, target, args);
+      if (n == 2 && name == "filter") return ExpandFilter(offset, target, args);
+      if (n == 3 && name == "bind" && target->kind() == ExprKind::kIdent &&
+          target->ident().name == "cel") {
+        return ExpandBind(offset, args);
+      }
+      if (options_.enable_two_var_comprehensions) {
+        if (n == 3 && name == "all") return ExpandTwoVar(offset, name, target, args);
+        if (n == 3 && name == "exists") return ExpandTwoVar(offset, name, target, args);
+        if (n == 3 && (name == "existsOne" || name == "exists_one")) {
+          return ExpandTwoVar(offset, name, target, args);
+        }
+        if ((n == 3 || n == 4) &&
+            (name == "transformList" || name == "transformMap" || name == "transformMapEntry")) {
+          return ExpandTwoVar(offset, name, target, args);
+        }
+      }
+      if (options_.enable_optional_syntax && n == 2 &&
+          (name == "optMap" || name == "optFlatMap")) {
+        return ExpandOptMap(offset, name, target, args);
+      }
+    }
+    return factory_.NewMemberCall(offset, name, std::move(target), std::move(args));
+  }
+
+  ExprPtr Fold(size_t offset, Quantifier kind, std::string iter_var, std::string iter_var2,
+               ExprPtr range, ExprPtr predicate) {
+    ExprPtr init, cond, step, result;
+    switch (kind) {
+      case Quantifier::kAll:
+        init = factory_.NewConstant(offset, Constant::Bool(true));
+        cond = Call(offset, op::kNotStrictlyFalse, Accu(offset));
+        step = Call(offset, op::kLogicalAnd, Accu(offset), std::move(predicate));
+        result = Accu(offset);
+        break;
+      case Quantifier::kExists:
+        init = factory_.NewConstant(offset, Constant::Bool(false));
+        cond = Call(offset, op::kNotStrictlyFalse, Call(offset, op::kLogicalNot, Accu(offset)));
+        step = Call(offset, op::kLogicalOr, Accu(offset), std::move(predicate));
+        result = Accu(offset);
+        break;
+      case Quantifier::kExistsOne:
+        init = factory_.NewConstant(offset, Constant::Int(0));
+        cond = factory_.NewConstant(offset, Constant::Bool(true));
+        step = Call(offset, op::kConditional, std::move(predicate),
+                    Call(offset, op::kAdd, Accu(offset),
+                         factory_.NewConstant(offset, Constant::Int(1))),
+                    Accu(offset));
+        result = Call(offset, op::kEquals, Accu(offset),
+                      factory_.NewConstant(offset, Constant::Int(1)));
+        break;
+    }
+    return factory_.NewComprehension(offset, std::move(iter_var), std::move(iter_var2),
+                                     std::move(range), std::string(kAccumulatorVar),
+                                     std::move(init), std::move(cond), std::move(step),
+                                     std::move(result));
+  }
+
+  ExprPtr ExpandQuantifier(size_t offset, Quantifier kind, ExprPtr& target, ExprList& args) {
+    const std::string* var = SimpleName(*args[0]);
+    if (var == nullptr) return MacroError(*args[0], "argument must be a simple name");
+    return Fold(offset, kind, *var, "", std::move(target), std::move(args[1]));
+  }
+
+  // A list-building fold: step @result + [value], filtered by `filter` when given.
+  ExprPtr ListFold(size_t offset, std::string iter_var, std::string iter_var2, ExprPtr range,
+                   ExprPtr filter, ExprPtr value) {
+    ExprList element;
+    element.push_back(std::move(value));
+    ExprPtr step =
+        Call(offset, op::kAdd, Accu(offset), factory_.NewList(offset, std::move(element)));
+    if (filter) step = Call(offset, op::kConditional, std::move(filter), std::move(step),
+                            Accu(offset));
+    return factory_.NewComprehension(
+        offset, std::move(iter_var), std::move(iter_var2), std::move(range),
+        std::string(kAccumulatorVar), factory_.NewList(offset, {}),
+        factory_.NewConstant(offset, Constant::Bool(true)), std::move(step), Accu(offset));
+  }
+
+  ExprPtr ExpandMap(size_t offset, ExprPtr& target, ExprList& args) {
+    const std::string* var = SimpleName(*args[0]);
+    if (var == nullptr) return MacroError(*args[0], "argument is not an identifier");
+    ExprPtr filter = args.size() == 3 ? std::move(args[1]) : nullptr;
+    return ListFold(offset, *var, "", std::move(target), std::move(filter),
+                    std::move(args.back()));
+  }
+
+  ExprPtr ExpandFilter(size_t offset, ExprPtr& target, ExprList& args) {
+    const std::string* var = SimpleName(*args[0]);
+    if (var == nullptr) return MacroError(*args[0], "argument is not an identifier");
+    std::string name = *var;
+    return ListFold(offset, std::move(name), "", std::move(target), std::move(args[1]),
+                    std::move(args[0]));
+  }
+
+  // cel.bind(var, init, body): a fold over an empty list whose accumulator is `var`.
+  ExprPtr Bind(size_t offset, std::string var, ExprPtr init, ExprPtr body) {
+    ExprPtr step = factory_.NewIdent(offset, var);
+    return factory_.NewComprehension(offset, std::string(kUnusedIterVar), "",
+                                     factory_.NewList(offset, {}), std::move(var),
+                                     std::move(init),
+                                     factory_.NewConstant(offset, Constant::Bool(false)),
+                                     std::move(step), std::move(body));
+  }
+
+  ExprPtr ExpandBind(size_t offset, ExprList& args) {
+    const std::string* var = SimpleName(*args[0]);
+    if (var == nullptr) {
+      return MacroError(*args[0], "cel.bind() variable names must be simple identifiers");
+    }
+    return Bind(offset, *var, std::move(args[1]), std::move(args[2]));
+  }
+
+  ExprPtr ExpandTwoVar(size_t offset, const std::string& name, ExprPtr& target, ExprList& args) {
+    const std::string* key = SimpleName(*args[0]);
+    if (key == nullptr) {
+      return MacroError(*args[0], "first variable name must be a simple identifier");
+    }
+    const std::string* value = SimpleName(*args[1]);
+    if (value == nullptr) {
+      return MacroError(*args[1], "second variable name must be a simple identifier");
+    }
+    if (*key == *value) return MacroError(*args[1], "duplicate variable name: " + *key);
+    const std::string k = *key;
+    const std::string v = *value;
+    if (name == "all") return Fold(offset, Quantifier::kAll, k, v, std::move(target),
+                                   std::move(args[2]));
+    if (name == "exists") {
+      return Fold(offset, Quantifier::kExists, k, v, std::move(target), std::move(args[2]));
+    }
+    if (name == "existsOne" || name == "exists_one") {
+      return Fold(offset, Quantifier::kExistsOne, k, v, std::move(target), std::move(args[2]));
+    }
+    ExprPtr filter = args.size() == 4 ? std::move(args[2]) : nullptr;
+    ExprPtr transform = std::move(args.back());
+    if (name == "transformList") {
+      return ListFold(offset, k, v, std::move(target), std::move(filter), std::move(transform));
+    }
+    // transformMap: cel.@mapInsert(@result, k, f); transformMapEntry: cel.@mapInsert(@result, f).
+    ExprPtr step = name == "transformMap"
+                       ? Call(offset, op::kMapInsert, Accu(offset), std::move(args[0]),
+                              std::move(transform))
+                       : Call(offset, op::kMapInsert, Accu(offset), std::move(transform));
+    if (filter) step = Call(offset, op::kConditional, std::move(filter), std::move(step),
+                            Accu(offset));
+    return factory_.NewComprehension(
+        offset, k, v, std::move(target), std::string(kAccumulatorVar),
+        factory_.NewMap(offset, {}), factory_.NewConstant(offset, Constant::Bool(true)),
+        std::move(step), Accu(offset));
+  }
+
+  // o.optMap(x, f)     -> o.hasValue() ? optional.of(cel.bind(x, o.value(), f)) : optional.none()
+  // o.optFlatMap(x, f) -> o.hasValue() ? cel.bind(x, o.value(), f) : optional.none()
+  ExprPtr ExpandOptMap(size_t offset, const std::string& name, ExprPtr& target, ExprList& args) {
+    const std::string* var = SimpleName(*args[0]);
+    if (var == nullptr) {
+      return MacroError(*args[0], name + "() variable name must be a simple identifier");
+    }
+    ExprPtr value = factory_.NewMemberCall(offset, std::string(op::kValue),
+                                           factory_.Copy(*target), {});
+    ExprPtr has_value =
+        factory_.NewMemberCall(offset, std::string(op::kHasValue), std::move(target), {});
+    ExprPtr bound = Bind(offset, *var, std::move(value), std::move(args[1]));
+    if (name == "optMap") bound = Call(offset, op::kOptionalOf, std::move(bound));
+    return Call(offset, op::kConditional, std::move(has_value), std::move(bound),
+                Call(offset, op::kOptionalNone));
+  }
+
+  std::string_view text_;
+  std::vector<Token> tokens_;
+  const ParserOptions& options_;
+  IssueSink* issues_;
+  ExprFactory factory_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+ParseResult Parse(const Source& source, const ParserOptions& options) {
+  ParseResult result;
+  const std::string& text = source.text();
+  int64_t code_points = 0;
+  for (size_t i = 0; i < text.size(); ++code_points) {
+    size_t size;
+    DecodeUtf8(text, i, &size);
+    i += size;
+  }
+  if (code_points > options.expression_size_code_point_limit) {
+    result.issues.push_back({"expression code point size exceeds limit: size: " +
+                                 std::to_string(code_points) + ", limit " +
+                                 std::to_string(options.expression_size_code_point_limit),
+                             0});
+    return result;
+  }
+  ParserOptions opts = options;
+  opts.max_recursion_depth = std::max(opts.max_recursion_depth, 1);
+
+  IssueSink issues(opts.error_reporting_limit);
+  std::vector<Token> tokens = Lexer(text, &issues).Run();
+  ExprPtr root;
+  int64_t max_id = 0;
+  if (!issues.full()) {
+    Parser parser(text, std::move(tokens), opts, &issues);
+    root = parser.ParseStart();
+    max_id = parser.last_id();
+  }
+  if (root == nullptr && issues.empty()) {
+    // Every failing path reports; this guards the "ast xor issues" contract regardless.
+    issues.Add(0, "Syntax error: unable to parse expression");
+  }
+  result.issues = issues.Take();
+  if (result.issues.empty()) result.ast = std::make_unique<Ast>(std::move(root), max_id);
+  return result;
+}
+
+}  // namespace qm::cel
