@@ -37,6 +37,19 @@ class ObjectServiceTest : public ::testing::Test {
   ObjectServiceTest() : service_(store_, clock_, ids_) {
     EXPECT_TRUE(service_.Create(Obj("namespaces", "", "team"), false).ok());
   }
+  // Removes every finalizer with an unconditional update.
+  absl::StatusOr<model::Object> ClearFinalizers(const model::ResourceKey& key) {
+    return service_.Update(
+        key,
+        [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+          model::Object next = cur;
+          next.meta.finalizers.clear();
+          next.meta.resource_version = 0;
+          return next;
+        },
+        false);
+  }
+
   store::MemoryStore store_;
   FakeClock clock_;
   SequentialIds ids_;
@@ -150,15 +163,7 @@ TEST_F(ObjectServiceTest, FinalizersDelayDeletionUntilRemoved) {
       },
       false);
   EXPECT_TRUE(absl::IsInvalidArgument(add.status())) << add.status();
-  auto cleared = service_.Update(
-      c->Key(),
-      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
-        model::Object next = cur;
-        next.meta.finalizers.clear();
-        next.meta.resource_version = 0;
-        return next;
-      },
-      false);
+  auto cleared = ClearFinalizers(c->Key());
   ASSERT_TRUE(cleared.ok()) << cleared.status();
   EXPECT_TRUE(absl::IsNotFound(service_.Get(c->Key()).status()));
 }
@@ -231,15 +236,7 @@ TEST_F(ObjectServiceTest, NamespaceWaitsForContentHeldByFinalizers) {
   auto late = service_.Create(Obj("resourceclaims.resource.k8s.io", "team", "late"), false);
   EXPECT_TRUE(absl::IsPermissionDenied(late.status())) << late.status();
   // Releasing the finalizer deletes the claim and then the namespace.
-  auto cleared = service_.Update(
-      held.Key(),
-      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
-        model::Object next = cur;
-        next.meta.finalizers.clear();
-        next.meta.resource_version = 0;
-        return next;
-      },
-      false);
+  auto cleared = ClearFinalizers(held.Key());
   ASSERT_TRUE(cleared.ok()) << cleared.status();
   EXPECT_TRUE(cleared->meta.finalizers.empty());
   EXPECT_TRUE(absl::IsNotFound(service_.Get(held.Key()).status()));
