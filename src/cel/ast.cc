@@ -177,7 +177,8 @@ class DebugPrinter {
 
 }  // namespace
 
-Expr::Expr(int64_t id, size_t offset, Node node) : id_(id), offset_(offset), node_(std::move(node)) {
+Expr::Expr(int64_t id, size_t offset, Node node)
+    : id_(id), offset_(offset), node_(std::move(node)) {
   int h = -1;
   if (const auto* s = std::get_if<SelectExpr>(&node_)) {
     h = HeightOf(s->operand);
@@ -299,8 +300,7 @@ std::unique_ptr<Expr> ExprFactory::Copy(const Expr& e) {
       auto step = Copy(*c.loop_step);
       auto result = Copy(*c.result);
       return NewComprehension(e.offset(), c.iter_var, c.iter_var2, std::move(range), c.accu_var,
-                              std::move(init), std::move(cond), std::move(step),
-                              std::move(result));
+                              std::move(init), std::move(cond), std::move(step), std::move(result));
     }
   }
   return nullptr;  // unreachable: the switch covers every kind

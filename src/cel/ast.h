@@ -174,14 +174,12 @@ class Expr {
   const CallExpr& call() const { return *std::get_if<CallExpr>(&node_); }
   const ListExpr& list() const { return *std::get_if<ListExpr>(&node_); }
   const MapExpr& map() const { return *std::get_if<MapExpr>(&node_); }
-  const ComprehensionExpr& comprehension() const {
-    return *std::get_if<ComprehensionExpr>(&node_);
-  }
+  const ComprehensionExpr& comprehension() const { return *std::get_if<ComprehensionExpr>(&node_); }
 
  private:
   friend class ExprFactory;
-  using Node = std::variant<Constant, IdentExpr, SelectExpr, CallExpr, ListExpr, MapExpr,
-                            ComprehensionExpr>;
+  using Node =
+      std::variant<Constant, IdentExpr, SelectExpr, CallExpr, ListExpr, MapExpr, ComprehensionExpr>;
   Expr(int64_t id, size_t offset, Node node);
 
   int64_t id_;
@@ -211,9 +209,9 @@ class ExprFactory {
   MapEntry NewMapEntry(size_t offset, std::unique_ptr<Expr> key, std::unique_ptr<Expr> value,
                        bool optional = false);
   std::unique_ptr<Expr> NewMap(size_t offset, std::vector<MapEntry> entries);
-  std::unique_ptr<Expr> NewComprehension(size_t offset, std::string iter_var,
-                                         std::string iter_var2, std::unique_ptr<Expr> iter_range,
-                                         std::string accu_var, std::unique_ptr<Expr> accu_init,
+  std::unique_ptr<Expr> NewComprehension(size_t offset, std::string iter_var, std::string iter_var2,
+                                         std::unique_ptr<Expr> iter_range, std::string accu_var,
+                                         std::unique_ptr<Expr> accu_init,
                                          std::unique_ptr<Expr> loop_condition,
                                          std::unique_ptr<Expr> loop_step,
                                          std::unique_ptr<Expr> result);
@@ -222,8 +220,7 @@ class ExprFactory {
 
   // Splits a Select node into its operand and field (used by has()).
   // REQUIRES: select->kind() == ExprKind::kSelect.
-  static std::unique_ptr<Expr> TakeSelectOperand(std::unique_ptr<Expr> select,
-                                                 std::string* field);
+  static std::unique_ptr<Expr> TakeSelectOperand(std::unique_ptr<Expr> select, std::string* field);
 
   // The largest id handed out so far (0 before the first node).
   int64_t last_id() const { return last_id_; }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "cel/operators.h"
 
 namespace qm::cel {
@@ -27,8 +28,8 @@ constexpr std::string_view kExpectingExpr =
 // keywords of their own).
 bool IsReserved(std::string_view name) {
   static constexpr std::string_view kReserved[] = {
-      "as",  "break",  "const",   "continue",  "else",   "for", "function", "if",    "import",
-      "let", "loop",   "package", "namespace", "return", "var", "void",     "while",
+      "as",  "break", "const",   "continue",  "else",   "for", "function", "if",    "import",
+      "let", "loop",  "package", "namespace", "return", "var", "void",     "while",
   };
   return std::find(std::begin(kReserved), std::end(kReserved), name) != std::end(kReserved);
 }
@@ -170,6 +171,14 @@ class Lexer {
     return i + size;
   }
 
+  // The end of an escape sequence's text for a message: through the character at `bad` when it
+  // is visible and does not end the literal, else just before it.
+  size_t ShownEnd(size_t bad) const {
+    const int c = Ch(bad);
+    if (c < 0x20 || c == '"' || c == '\'' || c == 0x7f) return bad;
+    return NextCodePoint(bad);
+  }
+
   void RecognitionError(size_t begin, size_t end) {
     issues_->Syntax(begin, "token recognition error at: '" + Text(begin, end) + "'");
   }
@@ -220,7 +229,7 @@ class Lexer {
         return true;
       }
       const size_t end = pos_ + 1 < text_.size() ? NextCodePoint(pos_ + 1) : pos_ + 1;
-      RecognitionError(start, end);
+      RecognitionError(start, Ch(pos_ + 1) >= 0x20 ? end : pos_ + 1);
       pos_ = end;
       return false;
     };
@@ -458,7 +467,7 @@ class Lexer {
     }
     if (e >= '0' && e <= '3') {
       for (size_t k = 2; k <= 3; ++k) {
-        if (Ch(i + k) < '0' || Ch(i + k) > '7') return invalid(i + k, "");
+        if (Ch(i + k) < '0' || Ch(i + k) > '7') return invalid(ShownEnd(i + k), "");
       }
       const int v = (e - '0') * 64 + (Ch(i + 2) - '0') * 8 + (Ch(i + 3) - '0');
       if (bytes) {
@@ -476,12 +485,12 @@ class Lexer {
     } else if (e == 'U') {
       digits = 8;
     } else {
-      return invalid(NextCodePoint(i + 1), "");
+      return invalid(ShownEnd(i + 1), "");
     }
     char32_t v = 0;
     for (size_t k = 0; k < digits; ++k) {
       const int h = Ch(i + 2 + k);
-      if (!IsHex(h)) return invalid(i + 2 + k, "");
+      if (!IsHex(h)) return invalid(ShownEnd(i + 2 + k), "");
       v = v * 16 + static_cast<char32_t>(HexValue(h));
     }
     const size_t end = i + 2 + digits;
@@ -542,7 +551,9 @@ bool DoubleOverflows(std::string_view s) {
     ++i;
     bool negative = false;
     if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
-    while (i < s.size() && IsDigit(s[i])) exp = std::min<int64_t>(exp * 10 + (s[i++] - '0'), 1e9);
+    while (i < s.size() && IsDigit(s[i])) {
+      exp = std::min<int64_t>(exp * 10 + (s[i++] - '0'), int64_t{1000000000});
+    }
     if (negative) exp = -exp;
   }
   const int64_t magnitude = int_digits > 0 ? int_digits - 1 + exp : exp - frac_zeros - 1;
@@ -591,13 +602,13 @@ class Parser {
     return SanitizeUtf8(text_.substr(t.begin, t.end - t.begin));
   }
 
-  ExprPtr SyntaxError(const Token& t, std::string_view expecting) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr SyntaxError(const Token& t, std::string_view expecting) {
     issues_->Syntax(t.begin,
                     "mismatched input '" + TokenText(t) + "' expecting " + std::string(expecting));
     return nullptr;
   }
 
-  ExprPtr RecursionError(size_t offset) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr RecursionError(size_t offset) {
     issues_->Add(offset, "expression recursion limit exceeded: " +
                              std::to_string(options_.max_recursion_depth));
     return nullptr;
@@ -622,114 +633,123 @@ class Parser {
     return factory_.NewCall(offset, std::string(function), std::move(list));
   }
 
-  // expr: or ('?' or ':' expr)?
+  // The recursion for one level of nesting, e.g. `(` ... `)`, is ParseExpr -> ParseLogical ->
+  // ParseBinary -> ParseUnary -> ParsePrimary -> ParseExpr: the precedence levels share frames
+  // so that the recursion limit bounds stack use tightly.
+
+  // expr: or ('?' or ':' expr)?   (the middle operand is an ||-expression, as in CEL.g4)
   ExprPtr ParseExpr() {
     if (depth_ >= options_.max_recursion_depth) return RecursionError(Cur().begin);
     ++depth_;
-    ExprPtr e = ParseConditional();
+    ExprPtr e = ParseLogical();
+    if (e && Cur().kind == Tok::kQuestion) {
+      const size_t offset = Advance().begin;
+      ExprPtr if_true = ParseLogical();
+      ExprPtr if_false;
+      if (if_true) {
+        if (Accept(Tok::kColon)) {
+          if_false = ParseExpr();
+        } else {
+          SyntaxError(Cur(), "':'");
+        }
+      }
+      e = if_false ? Call(offset, op::kConditional, std::move(e), std::move(if_true),
+                          std::move(if_false))
+                   : nullptr;
+    }
     --depth_;
     return CheckHeight(std::move(e));
   }
 
-  ExprPtr ParseConditional() {
-    ExprPtr cond = ParseLogical(Tok::kOr, op::kLogicalOr);
-    if (!cond || Cur().kind != Tok::kQuestion) return cond;
-    const size_t offset = Advance().begin;
-    ExprPtr if_true = ParseLogical(Tok::kOr, op::kLogicalOr);
-    if (!if_true) return nullptr;
-    if (!Accept(Tok::kColon)) return SyntaxError(Cur(), "':'");
-    ExprPtr if_false = ParseExpr();
-    if (!if_false) return nullptr;
-    return Call(offset, op::kConditional, std::move(cond), std::move(if_true),
-                std::move(if_false));
-  }
-
-  // `a || b || c` and `a && b && c`: the terms become a balanced tree (as cel-go's
-  // balancingLogicManager), so chains of any length stay shallow.
-  ExprPtr ParseLogical(Tok op_kind, std::string_view function) {
-    ExprList terms;
-    std::vector<size_t> ops;
-    ExprPtr first = op_kind == Tok::kOr ? ParseLogical(Tok::kAnd, op::kLogicalAnd)
-                                        : ParseRelation();
-    if (!first) return nullptr;
-    terms.push_back(std::move(first));
-    while (Cur().kind == op_kind) {
-      ops.push_back(Advance().begin);
-      ExprPtr next = op_kind == Tok::kOr ? ParseLogical(Tok::kAnd, op::kLogicalAnd)
-                                         : ParseRelation();
-      if (!next) return nullptr;
-      terms.push_back(std::move(next));
+  // or: and ('||' and)*   and: binary ('&&' binary)*
+  // Both chains become balanced trees (as cel-go's balancingLogicManager), so chains of any
+  // length stay shallow.
+  ExprPtr ParseLogical() {
+    ExprList or_terms, and_terms;
+    std::vector<size_t> or_ops, and_ops;
+    while (true) {
+      ExprPtr term = ParseBinary(kRelationPrecedence);
+      if (!term) return nullptr;
+      and_terms.push_back(std::move(term));
+      if (Cur().kind == Tok::kAnd) {
+        and_ops.push_back(Advance().begin);
+        continue;
+      }
+      or_terms.push_back(Balanced(op::kLogicalAnd, and_terms, and_ops));
+      and_terms.clear();
+      and_ops.clear();
+      if (Cur().kind != Tok::kOr) break;
+      or_ops.push_back(Advance().begin);
     }
-    if (ops.empty()) return std::move(terms[0]);
-    return Balanced(function, terms, ops, 0, ops.size() - 1);
+    return Balanced(op::kLogicalOr, or_terms, or_ops);
   }
 
-  ExprPtr Balanced(std::string_view function, ExprList& terms, const std::vector<size_t>& ops,
-                   size_t lo, size_t hi) {
+  // Joins terms[i] and terms[i + 1] with ops[i] into a balanced tree.
+  ExprPtr Balanced(std::string_view function, ExprList& terms, const std::vector<size_t>& ops) {
+    if (ops.empty()) return std::move(terms[0]);
+    return BalancedRange(function, terms, ops, 0, ops.size() - 1);
+  }
+
+  ExprPtr BalancedRange(std::string_view function, ExprList& terms, const std::vector<size_t>& ops,
+                        size_t lo, size_t hi) {
     const size_t mid = (lo + hi + 1) / 2;
-    ExprPtr left = mid == lo ? std::move(terms[mid]) : Balanced(function, terms, ops, lo, mid - 1);
+    ExprPtr left =
+        mid == lo ? std::move(terms[mid]) : BalancedRange(function, terms, ops, lo, mid - 1);
     ExprPtr right =
-        mid == hi ? std::move(terms[mid + 1]) : Balanced(function, terms, ops, mid + 1, hi);
+        mid == hi ? std::move(terms[mid + 1]) : BalancedRange(function, terms, ops, mid + 1, hi);
     return Call(ops[mid], function, std::move(left), std::move(right));
   }
 
-  static const std::string_view* RelationOp(Tok kind) {
+  // Binary operators below && by precedence: relations < additive < multiplicative; all
+  // left-associative.
+  static constexpr int kRelationPrecedence = 1;
+
+  struct BinaryOp {
+    int precedence = 0;  // 0: not a binary operator
+    std::string_view function;
+  };
+
+  static BinaryOp BinaryOpFor(Tok kind) {
     switch (kind) {
       case Tok::kLt:
-        return &op::kLess;
+        return {1, op::kLess};
       case Tok::kLe:
-        return &op::kLessEquals;
+        return {1, op::kLessEquals};
       case Tok::kGt:
-        return &op::kGreater;
+        return {1, op::kGreater};
       case Tok::kGe:
-        return &op::kGreaterEquals;
+        return {1, op::kGreaterEquals};
       case Tok::kEq:
-        return &op::kEquals;
+        return {1, op::kEquals};
       case Tok::kNe:
-        return &op::kNotEquals;
+        return {1, op::kNotEquals};
       case Tok::kIn:
-        return &op::kIn;
+        return {1, op::kIn};
+      case Tok::kPlus:
+        return {2, op::kAdd};
+      case Tok::kMinus:
+        return {2, op::kSubtract};
+      case Tok::kStar:
+        return {3, op::kMultiply};
+      case Tok::kSlash:
+        return {3, op::kDivide};
+      case Tok::kPercent:
+        return {3, op::kModulo};
       default:
-        return nullptr;
+        return {};
     }
   }
 
-  ExprPtr ParseRelation() {
-    ExprPtr lhs = ParseAdditive();
-    while (lhs) {
-      const std::string_view* function = RelationOp(Cur().kind);
-      if (function == nullptr) break;
-      const size_t offset = Advance().begin;
-      ExprPtr rhs = ParseAdditive();
-      if (!rhs) return nullptr;
-      lhs = CheckHeight(Call(offset, *function, std::move(lhs), std::move(rhs)));
-    }
-    return lhs;
-  }
-
-  ExprPtr ParseAdditive() {
-    ExprPtr lhs = ParseMultiplicative();
-    while (lhs && (Cur().kind == Tok::kPlus || Cur().kind == Tok::kMinus)) {
-      const Token& t = Advance();
-      ExprPtr rhs = ParseMultiplicative();
-      if (!rhs) return nullptr;
-      lhs = CheckHeight(Call(t.begin, t.kind == Tok::kPlus ? op::kAdd : op::kSubtract,
-                             std::move(lhs), std::move(rhs)));
-    }
-    return lhs;
-  }
-
-  ExprPtr ParseMultiplicative() {
+  // Precedence climbing over the binary operators of precedence >= min_precedence.
+  ExprPtr ParseBinary(int min_precedence) {
     ExprPtr lhs = ParseUnary();
-    while (lhs && (Cur().kind == Tok::kStar || Cur().kind == Tok::kSlash ||
-                   Cur().kind == Tok::kPercent)) {
-      const Token& t = Advance();
-      ExprPtr rhs = ParseUnary();
+    while (lhs) {
+      const BinaryOp binary = BinaryOpFor(Cur().kind);
+      if (binary.precedence == 0 || binary.precedence < min_precedence) break;
+      const size_t offset = Advance().begin;
+      ExprPtr rhs = ParseBinary(binary.precedence + 1);
       if (!rhs) return nullptr;
-      const std::string_view function = t.kind == Tok::kStar    ? op::kMultiply
-                                        : t.kind == Tok::kSlash ? op::kDivide
-                                                                : op::kModulo;
-      lhs = CheckHeight(Call(t.begin, function, std::move(lhs), std::move(rhs)));
+      lhs = CheckHeight(Call(offset, binary.function, std::move(lhs), std::move(rhs)));
     }
     return lhs;
   }
@@ -739,8 +759,7 @@ class Parser {
   ExprPtr ParseUnary() {
     const Token& first = Cur();
     if (first.kind != Tok::kBang && first.kind != Tok::kMinus) return ParseMember();
-    if (first.kind == Tok::kMinus &&
-        (Peek(1).kind == Tok::kInt || Peek(1).kind == Tok::kDouble)) {
+    if (first.kind == Tok::kMinus && (Peek(1).kind == Tok::kInt || Peek(1).kind == Tok::kDouble)) {
       Advance();
       ExprPtr literal = ParseNumber(Advance(), /*negative=*/true, first.begin);
       return ParseMemberSuffix(std::move(literal));
@@ -753,6 +772,8 @@ class Parser {
                 std::move(operand));
   }
 
+  // member: primary followed by selections, calls and indexes. The suffix loop runs after
+  // ParsePrimary has returned, so it adds no frame to the nesting recursion.
   ExprPtr ParseMember() {
     ExprPtr primary = ParsePrimary();
     if (!primary) return nullptr;
@@ -769,7 +790,7 @@ class Parser {
   }
 
   // member: member '.' '?'? IDENT | member '.' IDENT '(' args ')' | member '[' '?'? expr ']'
-  ExprPtr ParseMemberSuffix(ExprPtr e) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr ParseMemberSuffix(ExprPtr e) {
     while (e) {
       const Token& t = Cur();
       if (t.kind == Tok::kDot) {
@@ -857,7 +878,7 @@ class Parser {
     }
   }
 
-  ExprPtr ParseIdentOrCall(bool leading_dot) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr ParseIdentOrCall(bool leading_dot) {
     const Token& id = Advance();
     if (IsReserved(id.value)) Report(id.begin, "reserved identifier: " + id.value);
     std::string name = leading_dot ? "." + id.value : id.value;
@@ -883,7 +904,7 @@ class Parser {
   }
 
   // list: '[' ('?'? expr (',' '?'? expr)*)? ','? ']'
-  ExprPtr ParseList() {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr ParseList() {
     const size_t offset = Advance().begin;
     ExprList elements;
     std::vector<int32_t> optional_indices;
@@ -907,7 +928,7 @@ class Parser {
   }
 
   // map: '{' ('?'? expr ':' expr (',' '?'? expr ':' expr)*)? ','? '}'
-  ExprPtr ParseMap() {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr ParseMap() {
     const size_t offset = Advance().begin;
     std::vector<MapEntry> entries;
     if (Cur().kind == Tok::kComma && Peek(1).kind == Tok::kRBrace) {
@@ -934,7 +955,7 @@ class Parser {
     return factory_.NewMap(offset, std::move(entries));
   }
 
-  ExprPtr ParseNumber(const Token& t, bool negative, size_t offset) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr ParseNumber(const Token& t, bool negative, size_t offset) {
     const std::string_view text = t.value;
     if (t.kind == Tok::kDouble) {
       double v = 0;
@@ -965,7 +986,8 @@ class Parser {
       Report(offset, "invalid int literal");
       return Placeholder(offset);
     }
-    const int64_t v = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+    const int64_t v =
+        negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
     return factory_.NewConstant(offset, Constant::Int(v));
   }
 
@@ -986,7 +1008,8 @@ class Parser {
 
   ExprPtr Accu(size_t offset) { return factory_.NewIdent(offset, std::string(kAccumulatorVar)); }
 
-  ExprPtr GlobalCallOrMacro(size_t offset, std::string name, ExprList args) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr GlobalCallOrMacro(size_t offset, std::string name,
+                                                    ExprList args) {
     if (options_.enable_macros && name == "has" && args.size() == 1) {
       ExprPtr& arg = args[0];
       if (arg->kind() != ExprKind::kSelect || arg->select().optional) {
@@ -999,8 +1022,8 @@ class Parser {
     return factory_.NewCall(offset, std::move(name), std::move(args));
   }
 
-  ExprPtr ReceiverCallOrMacro(size_t offset, const std::string& name, ExprPtr target,
-                              ExprList args) {
+  ABSL_ATTRIBUTE_NOINLINE ExprPtr ReceiverCallOrMacro(size_t offset, const std::string& name,
+                                                      ExprPtr target, ExprList args) {
     const size_t n = args.size();
     if (options_.enable_macros) {
       if (n == 2 && name == "all") return ExpandQuantifier(offset, Quantifier::kAll, target, args);
@@ -1027,8 +1050,7 @@ class Parser {
           return ExpandTwoVar(offset, name, target, args);
         }
       }
-      if (options_.enable_optional_syntax && n == 2 &&
-          (name == "optMap" || name == "optFlatMap")) {
+      if (options_.enable_optional_syntax && n == 2 && (name == "optMap" || name == "optFlatMap")) {
         return ExpandOptMap(offset, name, target, args);
       }
     }
@@ -1054,12 +1076,12 @@ class Parser {
       case Quantifier::kExistsOne:
         init = factory_.NewConstant(offset, Constant::Int(0));
         cond = factory_.NewConstant(offset, Constant::Bool(true));
-        step = Call(offset, op::kConditional, std::move(predicate),
-                    Call(offset, op::kAdd, Accu(offset),
-                         factory_.NewConstant(offset, Constant::Int(1))),
-                    Accu(offset));
-        result = Call(offset, op::kEquals, Accu(offset),
-                      factory_.NewConstant(offset, Constant::Int(1)));
+        step = Call(
+            offset, op::kConditional, std::move(predicate),
+            Call(offset, op::kAdd, Accu(offset), factory_.NewConstant(offset, Constant::Int(1))),
+            Accu(offset));
+        result =
+            Call(offset, op::kEquals, Accu(offset), factory_.NewConstant(offset, Constant::Int(1)));
         break;
     }
     return factory_.NewComprehension(offset, std::move(iter_var), std::move(iter_var2),
@@ -1081,8 +1103,8 @@ class Parser {
     element.push_back(std::move(value));
     ExprPtr step =
         Call(offset, op::kAdd, Accu(offset), factory_.NewList(offset, std::move(element)));
-    if (filter) step = Call(offset, op::kConditional, std::move(filter), std::move(step),
-                            Accu(offset));
+    if (filter)
+      step = Call(offset, op::kConditional, std::move(filter), std::move(step), Accu(offset));
     return factory_.NewComprehension(
         offset, std::move(iter_var), std::move(iter_var2), std::move(range),
         std::string(kAccumulatorVar), factory_.NewList(offset, {}),
@@ -1093,8 +1115,7 @@ class Parser {
     const std::string* var = SimpleName(*args[0]);
     if (var == nullptr) return MacroError(*args[0], "argument is not an identifier");
     ExprPtr filter = args.size() == 3 ? std::move(args[1]) : nullptr;
-    return ListFold(offset, *var, "", std::move(target), std::move(filter),
-                    std::move(args.back()));
+    return ListFold(offset, *var, "", std::move(target), std::move(filter), std::move(args.back()));
   }
 
   ExprPtr ExpandFilter(size_t offset, ExprPtr& target, ExprList& args) {
@@ -1109,8 +1130,7 @@ class Parser {
   ExprPtr Bind(size_t offset, std::string var, ExprPtr init, ExprPtr body) {
     ExprPtr step = factory_.NewIdent(offset, var);
     return factory_.NewComprehension(offset, std::string(kUnusedIterVar), "",
-                                     factory_.NewList(offset, {}), std::move(var),
-                                     std::move(init),
+                                     factory_.NewList(offset, {}), std::move(var), std::move(init),
                                      factory_.NewConstant(offset, Constant::Bool(false)),
                                      std::move(step), std::move(body));
   }
@@ -1135,8 +1155,8 @@ class Parser {
     if (*key == *value) return MacroError(*args[1], "duplicate variable name: " + *key);
     const std::string k = *key;
     const std::string v = *value;
-    if (name == "all") return Fold(offset, Quantifier::kAll, k, v, std::move(target),
-                                   std::move(args[2]));
+    if (name == "all")
+      return Fold(offset, Quantifier::kAll, k, v, std::move(target), std::move(args[2]));
     if (name == "exists") {
       return Fold(offset, Quantifier::kExists, k, v, std::move(target), std::move(args[2]));
     }
@@ -1149,16 +1169,15 @@ class Parser {
       return ListFold(offset, k, v, std::move(target), std::move(filter), std::move(transform));
     }
     // transformMap: cel.@mapInsert(@result, k, f); transformMapEntry: cel.@mapInsert(@result, f).
-    ExprPtr step = name == "transformMap"
-                       ? Call(offset, op::kMapInsert, Accu(offset), std::move(args[0]),
-                              std::move(transform))
-                       : Call(offset, op::kMapInsert, Accu(offset), std::move(transform));
-    if (filter) step = Call(offset, op::kConditional, std::move(filter), std::move(step),
-                            Accu(offset));
+    ExprPtr step =
+        name == "transformMap"
+            ? Call(offset, op::kMapInsert, Accu(offset), std::move(args[0]), std::move(transform))
+            : Call(offset, op::kMapInsert, Accu(offset), std::move(transform));
+    if (filter)
+      step = Call(offset, op::kConditional, std::move(filter), std::move(step), Accu(offset));
     return factory_.NewComprehension(
-        offset, k, v, std::move(target), std::string(kAccumulatorVar),
-        factory_.NewMap(offset, {}), factory_.NewConstant(offset, Constant::Bool(true)),
-        std::move(step), Accu(offset));
+        offset, k, v, std::move(target), std::string(kAccumulatorVar), factory_.NewMap(offset, {}),
+        factory_.NewConstant(offset, Constant::Bool(true)), std::move(step), Accu(offset));
   }
 
   // o.optMap(x, f)     -> o.hasValue() ? optional.of(cel.bind(x, o.value(), f)) : optional.none()
@@ -1168,8 +1187,8 @@ class Parser {
     if (var == nullptr) {
       return MacroError(*args[0], name + "() variable name must be a simple identifier");
     }
-    ExprPtr value = factory_.NewMemberCall(offset, std::string(op::kValue),
-                                           factory_.Copy(*target), {});
+    ExprPtr value =
+        factory_.NewMemberCall(offset, std::string(op::kValue), factory_.Copy(*target), {});
     ExprPtr has_value =
         factory_.NewMemberCall(offset, std::string(op::kHasValue), std::move(target), {});
     ExprPtr bound = Bind(offset, *var, std::move(value), std::move(args[1]));
@@ -1199,10 +1218,10 @@ ParseResult Parse(const Source& source, const ParserOptions& options) {
     i += size;
   }
   if (code_points > options.expression_size_code_point_limit) {
-    result.issues.push_back({"expression code point size exceeds limit: size: " +
-                                 std::to_string(code_points) + ", limit " +
-                                 std::to_string(options.expression_size_code_point_limit),
-                             0});
+    result.issues.push_back(
+        {"expression code point size exceeds limit: size: " + std::to_string(code_points) +
+             ", limit " + std::to_string(options.expression_size_code_point_limit),
+         0});
     return result;
   }
   ParserOptions opts = options;

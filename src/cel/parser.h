@@ -32,7 +32,8 @@
 //
 // Robustness: any byte sequence is accepted as input; parsing is linear in the input, never
 // crashes, and bounds its own stack use through ParserOptions::max_recursion_depth, which also
-// bounds the height of the returned tree.
+// bounds the height of the returned tree. At the default limit the deepest accepted expressions
+// need under 400 KiB of stack in optimized and debug builds (about 1.4 MiB under ASan).
 
 #include <memory>
 #include <vector>

@@ -137,8 +137,8 @@ SourceLocation Source::GetLocation(size_t offset) const {
 std::optional<std::string_view> Source::Snippet(int line) const {
   if (line < 1 || static_cast<size_t>(line) > line_starts_.size()) return std::nullopt;
   const size_t begin = line_starts_[line - 1];
-  size_t end = static_cast<size_t>(line) < line_starts_.size() ? line_starts_[line] - 1
-                                                                : text_.size();
+  size_t end =
+      static_cast<size_t>(line) < line_starts_.size() ? line_starts_[line] - 1 : text_.size();
   if (end > begin && text_[end - 1] == '\r') --end;
   return std::string_view(text_).substr(begin, end - begin);
 }
