@@ -1,12 +1,33 @@
-// libFuzzer target for the CEL front end: any byte string must parse into a tree or into issues,
-// render without crashing, and never hang or leak. Built and run by run_cel_fuzz.sh.
+// libFuzzer target for the CEL engine: any byte string must parse into a tree or into issues,
+// and a tree must evaluate against a device to a value or an error within the cost limit, never
+// crashing, hanging or leaking. Built and run by run_cel_fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "cel/ast.h"
+#include "cel/dra_env.h"
 #include "cel/parser.h"
 #include "cel/source.h"
+
+namespace {
+
+const qm::cel::Value& Device() {
+  static const qm::cel::Value* device = [] {
+    qm::cel::DeviceInput d;
+    d.driver = "gpu.nvidia.com";
+    d.attributes["type"] = std::string("gpu");
+    d.attributes["productName"] = std::string("NVIDIA A100-SXM4-80GB");
+    d.attributes["cudaComputeCapability"] = qm::cel::VersionString{"8.0.0"};
+    d.attributes["index"] = int64_t{3};
+    d.attributes["numa"] = std::vector<int64_t>{0, 1};
+    d.capacity["memory"] = *qm::ParseQuantity("80Gi");
+    return new qm::cel::Value(*qm::cel::BuildDeviceValue(d));
+  }();
+  return *device;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -15,6 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (result.ast != nullptr) {
     // Every node kind renders (walks the whole tree).
     if (qm::cel::DebugString(result.ast->root()).empty()) __builtin_trap();
+    // A smaller cost limit than production keeps each input fast; the limit must hold.
+    (void)qm::cel::MatchesValue(*result.ast, Device(), 20000);
   } else {
     std::string issues = source.DisplayIssues(result.issues);
     if (issues.empty()) __builtin_trap();  // a failed parse must say why

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CEL fuzz target with clang's libFuzzer (ASan + UBSan) and runs it for a bounded
+# Builds the CEL fuzz target (parse + evaluate) with clang's libFuzzer (ASan + UBSan) and runs it for a bounded
 # time. Usage: run_cel_fuzz.sh <source dir> <seconds>. Fails on any crash, hang (5 s per
 # input), leak or memory blow-up (1 GiB).
 set -euo pipefail
@@ -8,8 +8,9 @@ seconds=${2:-30}
 work=$(mktemp -d /tmp/qm-fuzz-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$src/src" "$src/tests/fuzz/cel_fuzz.cc" "$src/src/cel/source.cc" "$src/src/cel/ast.cc" \
-  "$src/src/cel/parser.cc" -o "$work/cel_fuzz"
+  -I"$src/src" "$src/tests/fuzz/cel_fuzz.cc" "$src"/src/cel/*.cc "$src/src/common/quantity.cc" \
+  "$src/src/common/semver.cc" -lre2 -labsl_strings -labsl_str_format_internal -labsl_status \
+  -labsl_statusor -labsl_int128 -labsl_throw_delegate -o "$work/cel_fuzz"
 mkdir -p "$work/corpus"
 # Seed corpus: real selectors.
 printf '%s' 'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"' > "$work/corpus/1"

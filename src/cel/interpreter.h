@@ -1,0 +1,110 @@
+#pragma once
+
+// The CEL evaluator: walks a parsed (macro-expanded) Ast and computes its Value against an
+// Activation (the variables), with CEL's semantics as cel-go implements them for Kubernetes.
+//
+// Semantics (cel-spec langdef.md, cel-go):
+//   * Errors are values (cel/value.h). `a && b` is false if either side is false, and `a || b`
+//     true if either side is true, even when the other side is an error ("commutative" error
+//     handling); otherwise the first error (left first) is the result. `?:` requires a bool
+//     condition. All other functions are strict: an error argument is the result.
+//   * int and uint arithmetic is checked: "integer overflow" / "unsigned integer overflow",
+//     "division by zero", "modulus by zero". Doubles follow IEEE 754.
+//   * `==`/`!=` are heterogeneous (1 == 1u == 1.0; different types are unequal); `<` and friends
+//     compare int, uint and double across types, and strings, bytes, bools within their type.
+//   * A function or operator applied to arguments it has no overload for yields
+//     "no such overload: <function>(<arg types>)" (method calls: "<target type>.<function>(...)").
+//   * Library coverage: the CEL standard functions, ext.Strings v2 (via cel/strings_lib.h),
+//     Kubernetes library.Lists and library.Regex (find, findAll), ext.Lists v3 (slice, flatten,
+//     distinct, reverse, sort, lists.range), ext.Sets, optional types, Kubernetes Quantity and
+//     Semver libraries, and DRA's includes().
+//
+// Cost. Evaluation counts cost as cel-go's runtime cost tracker does, approximately: identifiers,
+// field selections and index operations cost 1; constants, `&&`, `||` and `?:` themselves cost 0;
+// list literals 10 and map literals 30; a function call costs 1, except functions whose work
+// grows with their input, which cost ceil(size * 0.1) for strings and bytes (equality and
+// ordering of strings: the smaller size; `+`: both sizes; contains: the product of both;
+// matches: ceil((1 + size) * 0.1) * ceil(pattern size * 0.25)), and the number of elements for
+// list scans (`in` on a list, list equality, the lists and sets libraries, includes). Everything
+// a comprehension evaluates counts on every iteration. When the total passes
+// EvalOptions::cost_limit, evaluation stops at once with the error
+// "operation cancelled: actual cost limit exceeded", which no `&&`/`||` can absorb.
+//
+// Thread-safety: Evaluate() keeps no state beyond the call, so the same Ast and Activation can be
+// evaluated from many threads at once. The optional RegexCache is internally synchronized.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "cel/ast.h"
+#include "cel/value.h"
+
+namespace re2 {
+class RE2;
+}  // namespace re2
+
+namespace qm::cel {
+
+// The message of the error that ends an evaluation past its cost limit.
+inline constexpr std::string_view kCostLimitExceeded =
+    "operation cancelled: actual cost limit exceeded";
+
+// Variables visible to an expression. Lookups are by exact name.
+class Activation {
+ public:
+  // Adds or replaces a variable.
+  void Insert(std::string name, Value value);
+  // The variable's value, or nullptr.
+  const Value* Find(std::string_view name) const;
+
+ private:
+  std::vector<std::pair<std::string, Value>> vars_;
+};
+
+// Compiled regular expressions shared across evaluations, keyed by pattern text. Thread-safe.
+// Holds at most `capacity` patterns; when full, it is emptied and refilled.
+class RegexCache {
+ public:
+  explicit RegexCache(size_t capacity = 1024) : capacity_(capacity) {}
+  RegexCache(const RegexCache&) = delete;
+  RegexCache& operator=(const RegexCache&) = delete;
+
+  // The compiled pattern, or nullptr (and *error set to Go's message) when it is invalid.
+  std::shared_ptr<const re2::RE2> Get(std::string_view pattern, std::string* error);
+
+ private:
+  const size_t capacity_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const re2::RE2>> cache_ ABSL_GUARDED_BY(mu_);
+};
+
+struct EvalOptions {
+  // Kubernetes' runtime limit for CEL selectors (cel.CostLimit).
+  uint64_t cost_limit = 1'000'000;
+  // Optional; without it, matches() compiles its pattern on every call.
+  RegexCache* regex_cache = nullptr;
+};
+
+struct EvalResult {
+  // The result; kind() == ValueKind::kError when evaluation failed.
+  Value value;
+  // The cost spent (at most cost_limit + the cost of the step that crossed it).
+  uint64_t cost = 0;
+
+  bool ok() const { return !value.IsError(); }
+  // REQUIRES: !ok().
+  const std::string& error() const { return value.error_message(); }
+};
+
+// Evaluates `ast` with the variables in `vars`. Never throws; every failure is an error value.
+EvalResult Evaluate(const Ast& ast, const Activation& vars, const EvalOptions& options = {});
+
+}  // namespace qm::cel
