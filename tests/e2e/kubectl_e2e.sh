@@ -166,6 +166,19 @@ metadata:
 spec:
   selectorz: []
 YAML
+cat > "$WORK/badcel.yaml" <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata:
+  name: bad-cel
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == "gpu.nvidia.com" &&
+YAML
+check "bad CEL selector is rejected with a positioned message" "$(k apply -f "$WORK/badcel.yaml")" \
+  'The DeviceClass "bad-cel" is invalid' "spec.selectors[0].cel.expression: Invalid value" \
+  "compilation failed: ERROR: <input>:1:"
 check "unknown field is a strict decoding error" "$(k apply -f "$WORK/unknown.yaml")" 'unknown field "spec.selectorz"'
 cat > "$WORK/nons.yaml" <<'YAML'
 apiVersion: resource.k8s.io/v1

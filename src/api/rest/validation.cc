@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "cel/compiler.h"
 #include "common/quantity.h"
 #include "model/names.h"
 
@@ -721,11 +722,15 @@ class Validator {
       const Path ep = sp.Child("cel").Child("expression");
       const std::string expression = String(*cel, "expression", ep);
       if (stored) continue;
-      // Compiling and costing the expression belongs to the CEL layer; here only its size.
       if (expression.empty()) {
         Add(model::Required(ep.str()));
       } else if (expression.size() > kCelExpressionMaxLength) {
         Add(model::TooLong(ep.str(), kCelExpressionMaxLength));
+      } else if (cel::CompileResult compiled = cel::CompileSelector(expression);
+                 !compiled.error.empty()) {
+        const bool syntax_or_reference = compiled.error.rfind("ERROR: ", 0) == 0;
+        Add(model::Invalid(ep.str(), Quote(expression),
+                           (syntax_or_reference ? "compilation failed: " : "") + compiled.error));
       }
     }
   }

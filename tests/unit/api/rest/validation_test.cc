@@ -954,8 +954,24 @@ TEST(ResourceClaimValidationTest, RequestSelectors) {
   exactly["selectors"] = {{{"cel", {{"expression", std::string(10 * 1024 + 1, ' ')}}}}};
   EXPECT_EQ(Check(obj),
             Errors{p + "[0].cel.expression: Too long: may not be more than 10240 bytes"});
-  exactly["selectors"] = {{{"cel", {{"expression", std::string(10 * 1024, ' ')}}}}};
+  // Exactly at the limit, and compilable.
+  exactly["selectors"] = {{{"cel", {{"expression", "true" + std::string(10 * 1024 - 4, ' ')}}}}};
   EXPECT_EQ(Check(obj), Errors{});
+}
+
+TEST(ResourceClaimValidationTest, SelectorsMustCompile) {
+  json obj = Claim();
+  json& exactly = obj["spec"]["devices"]["requests"][0]["exactly"];
+  const std::string p = std::string(kRequests) + "[0].exactly.selectors";
+  exactly["selectors"] = R"([{"cel": {"expression": "device.driver == 'a'"}},
+                             {"cel": {"expression": "devise.driver == 'a'"}},
+                             {"cel": {"expression": "1"}}])"_json;
+  EXPECT_EQ(Check(obj),
+            (Errors{p + "[1].cel.expression: Invalid value: \"devise.driver == 'a'\": compilation "
+                        "failed: ERROR: <input>:1:1: undeclared reference to 'devise' (in "
+                        "container '')\n | devise.driver == 'a'\n | ^",
+                    p + "[2].cel.expression: Invalid value: \"1\": must evaluate to bool or the "
+                        "unknown type, not int"}));
 }
 
 TEST(ResourceClaimValidationTest, Tolerations) {
