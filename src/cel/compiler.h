@@ -15,11 +15,11 @@ struct CompileResult {
   std::string error;
 };
 
-// Compiles a DRA device selector: parses it and checks it against the DRA environment, whose
-// only variable is `device` (fields driver, attributes, capacity, allowMultipleAllocations).
-// Reported now: syntax errors, references to undeclared names, unknown fields of `device`, and
-// a result that is a literal of another type than bool. Full type checking and the compile-time
-// cost estimate are not done yet (issue 3). Thread-safe.
+// Compiles a DRA device selector: parses it and type-checks it against the DRA environment,
+// whose only variable is `device` (driver, attributes, capacity, allowMultipleAllocations; see
+// cel/checker.h): undeclared names, unknown fields, overloads that do not exist for the
+// argument types, a result that cannot be bool, and an estimated cost above Kubernetes' limit
+// of 1,000,000 are all reported. Thread-safe.
 CompileResult CompileSelector(const std::string& expression);
 
 }  // namespace qm::cel

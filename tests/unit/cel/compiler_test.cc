@@ -48,7 +48,7 @@ TEST(CompileSelectorTest, RequiresABoolResult) {
   EXPECT_EQ(CompileSelector("1").error, "must evaluate to bool or the unknown type, not int");
   EXPECT_EQ(CompileSelector("'x'").error, "must evaluate to bool or the unknown type, not string");
   EXPECT_EQ(CompileSelector("[true]").error,
-            "must evaluate to bool or the unknown type, not list(dyn)");
+            "must evaluate to bool or the unknown type, not list(bool)");
 }
 
 }  // namespace

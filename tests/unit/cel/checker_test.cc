@@ -1,0 +1,217 @@
+#include "cel/checker.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cel/compiler.h"
+#include "cel/parser.h"
+#include "cel/source.h"
+
+namespace qm::cel {
+namespace {
+
+CheckResult CheckText(const std::string& text) {
+  Source source(text);
+  ParseResult parsed = Parse(source);
+  EXPECT_NE(parsed.ast, nullptr) << source.DisplayIssues(parsed.issues);
+  if (parsed.ast == nullptr) return {};
+  return Check(*parsed.ast);
+}
+
+// The type of a well-typed expression, or the rendered issues.
+std::string TypeOf(const std::string& text) {
+  CheckResult r = CheckText(text);
+  if (!r.issues.empty()) return Source(text).DisplayIssues(r.issues);
+  return FormatType(r.result_type);
+}
+
+std::string Issues(const std::string& text) {
+  return Source(text).DisplayIssues(CheckText(text).issues);
+}
+
+TEST(CheckerTest, TypesLiteralsAndOperators) {
+  EXPECT_EQ(TypeOf("1"), "int");
+  EXPECT_EQ(TypeOf("1u + 2u"), "uint");
+  EXPECT_EQ(TypeOf("1.5 * 2.0"), "double");
+  EXPECT_EQ(TypeOf("'a' + 'b'"), "string");
+  EXPECT_EQ(TypeOf("b'a'"), "bytes");
+  EXPECT_EQ(TypeOf("null"), "null_type");
+  EXPECT_EQ(TypeOf("[1, 2]"), "list(int)");
+  EXPECT_EQ(TypeOf("[]"), "list(dyn)");
+  EXPECT_EQ(TypeOf("{'a': 1}"), "map(string, int)");
+  EXPECT_EQ(TypeOf("[1, 2] + [3]"), "list(int)");
+  EXPECT_EQ(TypeOf("{'a': [1]}['a'][0]"), "int");
+  EXPECT_EQ(TypeOf("true ? 'yes' : 'no'"), "string");
+  EXPECT_EQ(TypeOf("1 < 2u && 1.0 >= 1"), "bool");
+  EXPECT_EQ(TypeOf("1 == 1.0"), "bool");
+  EXPECT_EQ(TypeOf("2 in [1, 2]"), "bool");
+  EXPECT_EQ(TypeOf("type(1)"), "type(int)");
+  EXPECT_EQ(TypeOf("int('1') + size('abc')"), "int");
+  EXPECT_EQ(TypeOf("dyn(1)"), "dyn");
+}
+
+TEST(CheckerTest, TypesTheDeviceAndLibraries) {
+  EXPECT_EQ(TypeOf("device"), "kubernetes.DRADevice");
+  EXPECT_EQ(TypeOf("device.driver"), "string");
+  EXPECT_EQ(TypeOf("device.allowMultipleAllocations"), "bool");
+  EXPECT_EQ(TypeOf("device.attributes"), "map(string, map(string, dyn))");
+  EXPECT_EQ(TypeOf("device.attributes['d'].x"), "dyn");
+  EXPECT_EQ(TypeOf("device.capacity['d'].memory"), "kubernetes.Quantity");
+  EXPECT_EQ(TypeOf("device.capacity['d'].memory.compareTo(quantity('1Gi'))"), "int");
+  EXPECT_EQ(TypeOf("device.capacity['d'].memory.add(1)"), "kubernetes.Quantity");
+  EXPECT_EQ(TypeOf("semver('1.0.0').major()"), "int");
+  EXPECT_EQ(TypeOf("device.attributes['d'].?x"), "optional_type(dyn)");
+  EXPECT_EQ(TypeOf("optional.of(1).orValue(2)"), "int");
+  EXPECT_EQ(TypeOf("optional.none()"), "optional_type(dyn)");
+  EXPECT_EQ(TypeOf("'a,b'.split(',')"), "list(string)");
+  EXPECT_EQ(TypeOf("['a'].join('-')"), "string");
+  EXPECT_EQ(TypeOf("sets.contains([1], [1])"), "bool");
+  EXPECT_EQ(TypeOf("has(device.attributes['d'].x)"), "bool");
+  EXPECT_EQ(TypeOf("device.attributes['d'].x.includes(1)"), "bool");
+}
+
+TEST(CheckerTest, TypesComprehensionVariables) {
+  EXPECT_EQ(TypeOf("[1, 2].all(x, x > 0)"), "bool");
+  EXPECT_EQ(TypeOf("[1, 2].map(x, x * 2)"), "list(int)");
+  EXPECT_EQ(TypeOf("['a'].filter(x, x.startsWith('a'))"), "list(string)");
+  EXPECT_EQ(TypeOf("{'a': 1}.exists(k, k.size() > 0)"), "bool");
+  EXPECT_EQ(TypeOf("{'a': 1}.all(k, v, v > 0 && k != '')"), "bool");
+  EXPECT_EQ(TypeOf("cel.bind(v, 'abc', v.size())"), "int");
+  EXPECT_EQ(TypeOf("device.attributes.exists_one(d, d == 'gpu.nvidia.com')"), "bool");
+  // The element type reaches the body: `x` is an int here.
+  EXPECT_EQ(Issues("[1].all(x, x.startsWith('a'))"),
+            "ERROR: <input>:1:24: found no matching overload for 'startsWith' applied to "
+            "'int.(string)'\n"
+            " | [1].all(x, x.startsWith('a'))\n"
+            " | .......................^");
+}
+
+TEST(CheckerTest, ReportsUndeclaredReferences) {
+  EXPECT_EQ(Issues("devise.driver == 'x'"),
+            "ERROR: <input>:1:1: undeclared reference to 'devise' (in container '')\n"
+            " | devise.driver == 'x'\n"
+            " | ^");
+  EXPECT_EQ(Issues("[1].all(x, x > 0) && x > 0"),
+            "ERROR: <input>:1:22: undeclared reference to 'x' (in container '')\n"
+            " | [1].all(x, x > 0) && x > 0\n"
+            " | .....................^");
+  EXPECT_EQ(Issues("frob(1) == 1"),
+            "ERROR: <input>:1:5: undeclared reference to 'frob' (in container '')\n"
+            " | frob(1) == 1\n"
+            " | ....^");
+}
+
+TEST(CheckerTest, ReportsUndefinedFields) {
+  EXPECT_EQ(Issues("device.drivr == 'x'"),
+            "ERROR: <input>:1:7: undefined field 'drivr'\n"
+            " | device.drivr == 'x'\n"
+            " | ......^");
+  EXPECT_EQ(Issues("device.driver.x"),
+            "ERROR: <input>:1:14: type 'string' does not support field selection\n"
+            " | device.driver.x\n"
+            " | .............^");
+}
+
+TEST(CheckerTest, ReportsOverloadMismatches) {
+  EXPECT_EQ(Issues("1 + 'a' == 2"),
+            "ERROR: <input>:1:3: found no matching overload for '_+_' applied to '(int, string)'\n"
+            " | 1 + 'a' == 2\n"
+            " | ..^");
+  EXPECT_EQ(Issues("device.driver > 1"),
+            "ERROR: <input>:1:15: found no matching overload for '_>_' applied to "
+            "'(string, int)'\n"
+            " | device.driver > 1\n"
+            " | ..............^");
+  EXPECT_EQ(Issues("device.capacity['d'].memory.isGreaterThan(semver('1.0.0'))"),
+            "ERROR: <input>:1:42: found no matching overload for 'isGreaterThan' applied to "
+            "'kubernetes.Quantity.(kubernetes.Semver)'\n"
+            " | device.capacity['d'].memory.isGreaterThan(semver('1.0.0'))\n"
+            " | .........................................^");
+  EXPECT_EQ(Issues("device.driver == 1"),
+            "ERROR: <input>:1:15: found no matching overload for '_==_' applied to "
+            "'(string, int)'\n"
+            " | device.driver == 1\n"
+            " | ..............^");
+  // Errors do not cascade from an undeclared operand.
+  EXPECT_EQ(CheckText("nope + 1 == 2").issues.size(), 1u);
+}
+
+TEST(CheckerTest, ReportsOtherTypeErrors) {
+  EXPECT_EQ(Issues("[1, 'a'].size() == 2"),
+            "ERROR: <input>:1:5: type 'string' does not match previous type 'int' in aggregate. "
+            "Use 'dyn(x)' to make the aggregate dynamic.\n"
+            " | [1, 'a'].size() == 2\n"
+            " | ....^");
+  EXPECT_EQ(TypeOf("[1, dyn('a')].size() == 2"), "bool");
+  EXPECT_EQ(Issues("1.all(x, x)"),
+            "ERROR: <input>:1:1: expression of type 'int' cannot be range of a comprehension "
+            "(must be list, map, or dynamic)\n"
+            " | 1.all(x, x)\n"
+            " | ^");
+}
+
+TEST(CheckerTest, EstimatesCost) {
+  EXPECT_LE(CheckText("device.driver == 'dra.example.com'").estimated_cost, 20u);
+  const uint64_t one = CheckText("device.attributes['d'].x.all(e, e > 0)").estimated_cost;
+  const uint64_t nested =
+      CheckText("device.attributes['d'].x.all(e, device.attributes['d'].y.all(f, f > e))")
+          .estimated_cost;
+  EXPECT_GT(nested, one * 10);
+  EXPECT_LE(nested, uint64_t{1'000'000});
+}
+
+TEST(CompileSelectorCheckTest, RejectsNonBoolResults) {
+  EXPECT_EQ(CompileSelector("device.driver").error,
+            "must evaluate to bool or the unknown type, not string");
+  EXPECT_EQ(CompileSelector("[1].map(x, x)").error,
+            "must evaluate to bool or the unknown type, not list(int)");
+  EXPECT_TRUE(CompileSelector("device.attributes['d'].flag").error.empty());  // dyn
+}
+
+TEST(CompileSelectorCheckTest, RejectsExpensiveSelectors) {
+  std::string big = "[";
+  for (int i = 0; i < 200; ++i) big += (i ? ", " : "") + std::to_string(i);
+  big += "]";
+  const std::string expr = big + ".all(a, " + big + ".all(b, " + big + ".all(c, a + b + c >= 0)))";
+  CompileResult r = CompileSelector(expr);
+  EXPECT_EQ(r.ast, nullptr);
+  EXPECT_EQ(r.error.rfind("too complex, exceeds cost limit (estimated cost ", 0), 0u) << r.error;
+  // Nested scans over every attribute of the device stay under the limit.
+  EXPECT_TRUE(CompileSelector("device.attributes.all(d, device.attributes[d].all(k, k != ''))")
+                  .error.empty());
+}
+
+TEST(CompileSelectorCheckTest, AcceptsSeedAndVendorSelectors) {
+  for (const char* ok : {
+           "device.driver == \"gpu.nvidia.com\" && "
+           "device.attributes[\"gpu.nvidia.com\"].productName.lowerAscii().contains(\"a100\") && "
+           "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"80Gi\")) >= 0",
+           "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+           "device.attributes[\"gpu.nvidia.com\"].productName.contains(\"A100\") && "
+           "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0",
+           "device.attributes[\"gpu.nvidia.com\"].productName.lowerAscii().matches(\"^.*a100.*$\")",
+           "device.attributes[\"gpu.nvidia.com\"].cudaComputeCapability.isGreaterThan("
+           "semver(\"8.0.0\"))",
+           "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0",
+           "device.attributes['dra.example.com'].name > 0",
+           "device.attributes['dra.example.com'].name.isGreaterThan(semver('v0.0.1', true)) && "
+           "isSemver('v1.0.0', true)",
+           "device.capacity['dra.example.com'].name.isGreaterThan(quantity('1Ki'))",
+           "device.attributes.exists_one(x, x == 'dra.example.com')",
+           "device.attributes['dra.example.com'].services.split('example').size() >= 2",
+           "cel.bind(dra, device.attributes['dra.example.com'], dra.name)",
+           "1 in device.attributes['dra.example.com'].names",
+           "device.allowMultipleAllocations == true",
+           "'name' in device.capacity['dra.example.com'] && "
+           "device.capacity['dra.example.com'].name.isLessThan(quantity('1'))",
+           "device.attributes['d'].?x.orValue(1) == 1 && optional.none().hasValue() == false",
+           "device.attributes['dra.example.com'].models.includes('a100')",
+       }) {
+    CompileResult r = CompileSelector(ok);
+    EXPECT_TRUE(r.error.empty()) << ok << "\n" << r.error;
+  }
+}
+
+}  // namespace
+}  // namespace qm::cel
