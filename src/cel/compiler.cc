@@ -33,6 +33,7 @@ CompileResult CompileSelector(const std::string& expression) {
     return out;
   }
   out.ast = std::move(parsed.ast);
+  out.constants = std::make_shared<const ConstantTable>(*out.ast);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cel/ast.h"
+#include "cel/interpreter.h"
 
 namespace qm::cel {
 
@@ -12,6 +13,8 @@ namespace qm::cel {
 // plus the source line and a caret). Exactly one of the two is set.
 struct CompileResult {
   std::shared_ptr<const Ast> ast;
+  // The literals of `ast`, prebuilt for evaluation (set together with `ast`).
+  std::shared_ptr<const ConstantTable> constants;
   std::string error;
 };
 

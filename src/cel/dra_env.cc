@@ -112,12 +112,13 @@ absl::StatusOr<Value> BuildDeviceValue(const DeviceInput& device) {
 }
 
 absl::StatusOr<bool> MatchesValue(const Ast& ast, const Value& device, uint64_t cost_limit,
-                                  RegexCache* regex_cache) {
+                                  RegexCache* regex_cache, const ConstantTable* constants) {
   Activation vars;
   vars.Insert("device", device);
   EvalOptions options;
   options.cost_limit = cost_limit;
   options.regex_cache = regex_cache;
+  options.constants = constants;
   const EvalResult result = Evaluate(ast, vars, options);
   if (!result.ok()) {
     std::string message = result.error();

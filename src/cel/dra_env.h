@@ -67,7 +67,9 @@ absl::StatusOr<bool> Matches(const Ast& ast, const DeviceInput& device,
 
 // As above, with a `device` value built once by BuildDeviceValue (for evaluating many selectors
 // against one device).
+// `constants`, when given, must be the ConstantTable of `ast`.
 absl::StatusOr<bool> MatchesValue(const Ast& ast, const Value& device, uint64_t cost_limit,
-                                  RegexCache* regex_cache = nullptr);
+                                  RegexCache* regex_cache = nullptr,
+                                  const ConstantTable* constants = nullptr);
 
 }  // namespace qm::cel

@@ -603,24 +603,10 @@ Value Evaluator::Eval(const Expr& e) {
   if (cancelled_) return Cancelled();
   switch (e.kind()) {
     case ExprKind::kConstant: {
-      const Constant& c = e.constant();
-      switch (c.kind()) {
-        case ConstantKind::kNull:
-          return Value::Null();
-        case ConstantKind::kBool:
-          return Value::Bool(c.bool_value());
-        case ConstantKind::kInt:
-          return Value::Int(c.int_value());
-        case ConstantKind::kUint:
-          return Value::Uint(c.uint_value());
-        case ConstantKind::kDouble:
-          return Value::Double(c.double_value());
-        case ConstantKind::kString:
-          return Value::String(c.string_value());
-        case ConstantKind::kBytes:
-          return Value::Bytes(c.bytes_value());
+      if (options_.constants != nullptr) {
+        if (const Value* v = options_.constants->Find(e.id())) return *v;
       }
-      return Value::Null();
+      return ConstantValue(e.constant());
     }
     case ExprKind::kIdent:
       return EvalIdent(e);
@@ -1502,6 +1488,69 @@ Value Evaluator::Dispatch(std::string_view fn, const Value* target, Args& args) 
 }
 
 }  // namespace
+
+Value ConstantValue(const Constant& c) {
+  switch (c.kind()) {
+    case ConstantKind::kNull:
+      return Value::Null();
+    case ConstantKind::kBool:
+      return Value::Bool(c.bool_value());
+    case ConstantKind::kInt:
+      return Value::Int(c.int_value());
+    case ConstantKind::kUint:
+      return Value::Uint(c.uint_value());
+    case ConstantKind::kDouble:
+      return Value::Double(c.double_value());
+    case ConstantKind::kString:
+      return Value::String(c.string_value());
+    case ConstantKind::kBytes:
+      return Value::Bytes(c.bytes_value());
+  }
+  return Value::Null();
+}
+
+namespace {
+
+// Visits every node; the tree height is bounded by the parser, so recursion is bounded.
+void CollectConstants(const Expr& e, std::vector<std::optional<Value>>* out) {
+  switch (e.kind()) {
+    case ExprKind::kConstant:
+      if (static_cast<size_t>(e.id()) < out->size()) (*out)[e.id()] = ConstantValue(e.constant());
+      return;
+    case ExprKind::kIdent:
+      return;
+    case ExprKind::kSelect:
+      CollectConstants(*e.select().operand, out);
+      return;
+    case ExprKind::kCall:
+      if (e.call().target != nullptr) CollectConstants(*e.call().target, out);
+      for (const auto& a : e.call().args) CollectConstants(*a, out);
+      return;
+    case ExprKind::kList:
+      for (const auto& el : e.list().elements) CollectConstants(*el, out);
+      return;
+    case ExprKind::kMap:
+      for (const auto& entry : e.map().entries) {
+        CollectConstants(*entry.key, out);
+        CollectConstants(*entry.value, out);
+      }
+      return;
+    case ExprKind::kComprehension: {
+      const ComprehensionExpr& c = e.comprehension();
+      for (const Expr* sub : {c.iter_range.get(), c.accu_init.get(), c.loop_condition.get(),
+                              c.loop_step.get(), c.result.get()}) {
+        CollectConstants(*sub, out);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+ConstantTable::ConstantTable(const Ast& ast) : values_(static_cast<size_t>(ast.max_id()) + 1) {
+  CollectConstants(ast.root(), &values_);
+}
 
 EvalResult Evaluate(const Ast& ast, const Activation& vars, const EvalOptions& options) {
   Evaluator evaluator(vars, options);

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -86,11 +87,32 @@ class RegexCache {
   std::unordered_map<std::string, std::shared_ptr<const re2::RE2>> cache_ ABSL_GUARDED_BY(mu_);
 };
 
+// The values of an Ast's literal nodes, built once per compiled expression so that evaluation
+// does not rebuild (and allocate) them on every run. Immutable; safe to share across threads.
+class ConstantTable {
+ public:
+  explicit ConstantTable(const Ast& ast);
+  // The value of literal node `id`, or nullptr when `id` is not a literal of this Ast.
+  const Value* Find(int64_t id) const {
+    return id > 0 && static_cast<size_t>(id) < values_.size() && values_[id].has_value()
+               ? &*values_[id]
+               : nullptr;
+  }
+
+ private:
+  std::vector<std::optional<Value>> values_;  // indexed by node id
+};
+
+// The Value of a literal.
+Value ConstantValue(const Constant& constant);
+
 struct EvalOptions {
   // Kubernetes' runtime limit for CEL selectors (cel.CostLimit).
   uint64_t cost_limit = 1'000'000;
   // Optional; without it, matches() compiles its pattern on every call.
   RegexCache* regex_cache = nullptr;
+  // Optional; the literals of the evaluated Ast, prebuilt (see ConstantTable).
+  const ConstantTable* constants = nullptr;
 };
 
 struct EvalResult {

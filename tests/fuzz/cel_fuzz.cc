@@ -1,11 +1,12 @@
 // libFuzzer target for the CEL engine: any byte string must parse into a tree or into issues,
-// and a tree must evaluate against a device to a value or an error within the cost limit, never
-// crashing, hanging or leaking. Built and run by run_cel_fuzz.sh.
+// a tree must type-check and evaluate against a device to a value or an error within the cost
+// limit, never crashing, hanging or leaking. Built and run by run_cel_fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "cel/ast.h"
+#include "cel/checker.h"
 #include "cel/dra_env.h"
 #include "cel/parser.h"
 #include "cel/source.h"
@@ -36,6 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (result.ast != nullptr) {
     // Every node kind renders (walks the whole tree).
     if (qm::cel::DebugString(result.ast->root()).empty()) __builtin_trap();
+    // Type checking and cost estimation terminate on every tree.
+    (void)qm::cel::Check(*result.ast);
     // A smaller cost limit than production keeps each input fast; the limit must hold.
     (void)qm::cel::MatchesValue(*result.ast, Device(), 20000);
   } else {

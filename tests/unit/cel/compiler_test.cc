@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cel/dra_env.h"
+
 namespace qm::cel {
 namespace {
 
@@ -49,6 +51,28 @@ TEST(CompileSelectorTest, RequiresABoolResult) {
   EXPECT_EQ(CompileSelector("'x'").error, "must evaluate to bool or the unknown type, not string");
   EXPECT_EQ(CompileSelector("[true]").error,
             "must evaluate to bool or the unknown type, not list(bool)");
+}
+
+TEST(CompileSelectorTest, PrebuiltConstantsGiveTheSameResults) {
+  CompileResult r = CompileSelector(
+      "device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].n > 2 && "
+      "[1, 2, 3].size() == 3 && 'x' + 'y' == 'xy' && b'y' != b'z' && 3u > 2u && 2.5 > 1.0");
+  ASSERT_NE(r.ast, nullptr) << r.error;
+  ASSERT_NE(r.constants, nullptr);
+  DeviceInput d;
+  d.driver = "gpu.example.com";
+  d.attributes["n"] = int64_t{3};
+  auto device = BuildDeviceValue(d);
+  ASSERT_TRUE(device.ok());
+  auto with = MatchesValue(*r.ast, *device, 1'000'000, nullptr, r.constants.get());
+  auto without = MatchesValue(*r.ast, *device, 1'000'000);
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(without.ok());
+  EXPECT_TRUE(*with);
+  EXPECT_EQ(*with, *without);
+  d.attributes["n"] = int64_t{1};
+  auto other = BuildDeviceValue(d);
+  EXPECT_FALSE(*MatchesValue(*r.ast, *other, 1'000'000, nullptr, r.constants.get()));
 }
 
 }  // namespace
