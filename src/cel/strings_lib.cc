@@ -179,6 +179,27 @@ bool IsPrint(char32_t r) {
   }
   return (r & 0xFFFE) != 0xFFFE;  // U+nFFFE and U+nFFFF are noncharacters in every plane
 }
+// The C-style escape of a control character as Go's strconv.Quote writes it, or nullptr.
+const char* ControlEscape(uint32_t rune) {
+  switch (rune) {
+    case '\a':
+      return "\\a";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    case '\v':
+      return "\\v";
+    default:
+      return nullptr;
+  }
+}
 
 std::string GoQuote(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -196,40 +217,18 @@ std::string GoQuote(std::string_view s) {
     } else if (IsPrint(d.rune)) {
       out.append(s.substr(0, d.width));
     } else {
-      switch (d.rune) {
-        case '\a':
-          out += "\\a";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\v':
-          out += "\\v";
-          break;
-        default:
-          if (d.rune < ' ' || d.rune == 0x7F) {
-            out += "\\x";
-            out.push_back(kHex[d.rune >> 4]);
-            out.push_back(kHex[d.rune & 0xF]);
-          } else {
-            const bool wide = d.rune >= 0x10000;
-            out += wide ? "\\U" : "\\u";
-            for (int shift = wide ? 28 : 12; shift >= 0; shift -= 4) {
-              out.push_back(kHex[(d.rune >> shift) & 0xF]);
-            }
-          }
+      if (const char* esc = ControlEscape(d.rune)) {
+        out += esc;
+      } else if (d.rune < ' ' || d.rune == 0x7F) {
+        out += "\\x";
+        out.push_back(kHex[d.rune >> 4]);
+        out.push_back(kHex[d.rune & 0xF]);
+      } else {
+        const bool wide = d.rune >= 0x10000;
+        out += wide ? "\\U" : "\\u";
+        for (int shift = wide ? 28 : 12; shift >= 0; shift -= 4) {
+          out.push_back(kHex[(d.rune >> shift) & 0xF]);
+        }
       }
     }
     s.remove_prefix(d.width);
@@ -898,28 +897,12 @@ std::string Quote(std::string_view s) {
   std::string out = "\"";
   while (!s.empty()) {
     const Decoded d = DecodeRune(s);
+    if (const char* esc = ControlEscape(d.rune)) {
+      out += esc;
+      s.remove_prefix(d.width);
+      continue;
+    }
     switch (d.rune) {
-      case '\a':
-        out += "\\a";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\v':
-        out += "\\v";
-        break;
       case '\\':
         out += "\\\\";
         break;
