@@ -49,10 +49,11 @@ TEST(PatchTypeTest, IgnoresMediaTypeParameters) {
             PatchType::kApply);
 }
 
-TEST(PatchTypeTest, UnknownTypeIsUnimplementedListingAcceptedTypes) {
+TEST(PatchTypeTest, UnknownTypeIs415ListingAcceptedTypes) {
   for (const char* ct : {"application/json", "text/plain", "", "application/yaml"}) {
     absl::StatusOr<PatchType> t = PatchTypeFromContentType(ct);
     ASSERT_FALSE(t.ok()) << ct;
+    // kUnimplemented is the one status code the REST layer maps to 415 UnsupportedMediaType.
     EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << ct;
     EXPECT_EQ(std::string(t.status().message()),
               "the body of the request was in an unknown format - accepted media types include: "
