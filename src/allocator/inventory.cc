@@ -1,0 +1,289 @@
+#include "allocator/inventory.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "cel/dra_env.h"
+
+namespace qm::allocator {
+namespace {
+
+cel::AttributeValue ToCel(const model::AttributeValue& v) {
+  struct Visitor {
+    cel::AttributeValue operator()(std::monostate) const { return std::monostate(); }
+    cel::AttributeValue operator()(int64_t x) const { return x; }
+    cel::AttributeValue operator()(bool x) const { return x; }
+    cel::AttributeValue operator()(const std::string& x) const { return x; }
+    cel::AttributeValue operator()(const model::Version& x) const {
+      return cel::VersionString{x.value};
+    }
+    cel::AttributeValue operator()(const std::vector<int64_t>& x) const { return x; }
+    cel::AttributeValue operator()(const std::vector<bool>& x) const { return x; }
+    cel::AttributeValue operator()(const std::vector<std::string>& x) const { return x; }
+    cel::AttributeValue operator()(const std::vector<model::Version>& x) const {
+      std::vector<cel::VersionString> out;
+      out.reserve(x.size());
+      for (const auto& v : x) out.push_back(cel::VersionString{v.value});
+      return out;
+    }
+  };
+  return std::visit(Visitor{}, v);
+}
+
+cel::DeviceInput ToDeviceInput(const std::string& driver, const model::Device& d) {
+  cel::DeviceInput in;
+  in.driver = driver;
+  for (const auto& [name, value] : d.attributes) in.attributes.emplace(name, ToCel(value));
+  for (const auto& [name, cap] : d.capacity) in.capacity.emplace(name, cap.value);
+  in.allow_multiple_allocations = d.allow_multiple_allocations;
+  return in;
+}
+
+bool RuleMatches(const model::DeviceTaintRule& rule, const std::string& driver,
+                 const std::string& pool, const std::string& device) {
+  return (rule.driver.empty() || rule.driver == driver) &&
+         (rule.pool.empty() || rule.pool == pool) && (rule.device.empty() || rule.device == device);
+}
+
+// Why a group of slices cannot be used, or "" (GatherPools' buildPool checks).
+std::string ValidateGroup(const Inventory::Group& group,
+                          const std::vector<Inventory::SliceEntry>& slices) {
+  std::set<std::string> device_names;
+  std::set<std::string> set_names;
+  for (uint32_t s : group.slices) {
+    for (const auto& set : slices[s].slice.shared_counters) {
+      if (!set_names.insert(set.name).second) {
+        return absl::StrCat("duplicate counter set name ", set.name);
+      }
+    }
+  }
+  for (uint32_t s : group.slices) {
+    for (const auto& d : slices[s].slice.devices) {
+      if (!device_names.insert(d.name).second) {
+        return absl::StrCat("duplicate device name ", d.name);
+      }
+      for (const auto& consumption : d.consumes_counters) {
+        auto set = group.counter_sets.find(consumption.counter_set);
+        if (set == group.counter_sets.end()) {
+          return absl::StrCat("device ", d.name, " consumes counters of unknown counter set ",
+                              consumption.counter_set);
+        }
+        for (const auto& [counter, _] : consumption.counters) {
+          if (!set->second.contains(counter)) {
+            return absl::StrCat("device ", d.name, " consumes unknown counter ", counter,
+                                " of counter set ", consumption.counter_set);
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+const std::map<std::string, Quantity>* AllocatedState::SharedConsumed(uint32_t device) const {
+  auto it = shared_.find(device);
+  return it == shared_.end() ? nullptr : &it->second;
+}
+
+const std::map<std::string, std::map<std::string, Quantity>>* AllocatedState::CountersConsumed(
+    uint32_t group) const {
+  auto it = counters_.find(group);
+  return it == counters_.end() ? nullptr : &it->second;
+}
+
+std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
+                                                  cel::ProgramCache* programs) {
+  std::shared_ptr<Inventory> inv(new Inventory());
+  if (programs == nullptr) {
+    inv->own_programs_ = std::make_unique<cel::ProgramCache>(1024);
+    programs = inv->own_programs_.get();
+  }
+  inv->programs_ = programs;
+
+  // Slices sorted by (driver, pool, generation, name): pools, groups and the slice order within
+  // a group all fall out of one pass.
+  std::sort(input.slices.begin(), input.slices.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.driver, a.pool, a.generation, a.name) <
+           std::tie(b.driver, b.pool, b.generation, b.name);
+  });
+  inv->slices_.reserve(input.slices.size());
+  for (auto& slice : input.slices) {
+    const bool new_pool = inv->pools_.empty() || inv->pools_.back().driver != slice.driver ||
+                          inv->pools_.back().name != slice.pool;
+    if (new_pool) inv->pools_.push_back(Pool{slice.driver, slice.pool, {}, slice.generation});
+    Pool& pool = inv->pools_.back();
+    const uint32_t pool_index = static_cast<uint32_t>(inv->pools_.size() - 1);
+    if (new_pool || inv->groups_[pool.groups.back()].generation != slice.generation) {
+      Group g;
+      g.pool = pool_index;
+      g.generation = slice.generation;
+      inv->groups_.push_back(std::move(g));
+      pool.groups.push_back(static_cast<uint32_t>(inv->groups_.size() - 1));
+    }
+    pool.max_generation = std::max(pool.max_generation, slice.generation);
+    const uint32_t group_index = pool.groups.back();
+    Group& group = inv->groups_[group_index];
+    const uint32_t slice_index = static_cast<uint32_t>(inv->slices_.size());
+    group.slices.push_back(slice_index);
+    group.slice_count = static_cast<size_t>(std::max<int64_t>(slice.resource_slice_count, 0));
+    for (const auto& set : slice.shared_counters) {
+      auto& counters = group.counter_sets[set.name];
+      for (const auto& [name, q] : set.counters) counters[name] = q;
+    }
+    if (!slice.node_name.empty()) {
+      inv->slices_by_node_[slice.node_name].push_back(slice_index);
+    } else {
+      inv->other_slices_.push_back(slice_index);
+    }
+    inv->slices_.push_back(SliceEntry{std::move(slice), group_index, 0});
+  }
+
+  size_t device_count = 0;
+  for (const auto& s : inv->slices_) device_count += s.slice.devices.size();
+  inv->devices_.reserve(device_count);
+  for (uint32_t si = 0; si < inv->slices_.size(); ++si) {
+    SliceEntry& se = inv->slices_[si];
+    se.first_device = static_cast<uint32_t>(inv->devices_.size());
+    const auto& slice = se.slice;
+    for (const auto& d : slice.devices) {
+      DeviceEntry e;
+      e.device = &d;
+      e.slice = si;
+      e.group = se.group;
+      e.id = absl::StrCat(slice.driver, "/", slice.pool, "/", d.name);
+      e.taints = d.taints;
+      for (const auto& rule : input.taint_rules) {
+        if (RuleMatches(rule, slice.driver, slice.pool, d.name)) e.taints.push_back(rule.taint);
+      }
+      if (!d.binding_conditions.empty()) inv->groups_[se.group].has_binding_conditions = true;
+      auto value = cel::BuildDeviceValue(ToDeviceInput(slice.driver, d));
+      if (value.ok()) {
+        e.value = std::move(*value);
+      } else {
+        e.value_error = std::string(value.status().message());
+      }
+      inv->device_index_[e.id].push_back(static_cast<uint32_t>(inv->devices_.size()));
+      inv->devices_.push_back(std::move(e));
+    }
+  }
+  for (auto& g : inv->groups_) g.invalid = ValidateGroup(g, inv->slices_);
+
+  for (auto& c : input.classes) {
+    ClassEntry entry;
+    for (const auto& expression : c.selectors) entry.selectors.push_back(programs->Get(expression));
+    entry.device_class = std::move(c);
+    auto [it, _] = inv->classes_.emplace(entry.device_class.name, std::move(entry));
+    auto memo = std::make_unique<std::atomic<uint8_t>[]>(inv->devices_.size());
+    for (size_t i = 0; i < inv->devices_.size(); ++i) memo[i].store(0, std::memory_order_relaxed);
+    inv->class_memo_.emplace(&it->second, std::move(memo));
+  }
+  return inv;
+}
+
+const Inventory::ClassEntry* Inventory::FindClass(const std::string& name) const {
+  auto it = classes_.find(name);
+  return it == classes_.end() ? nullptr : &it->second;
+}
+
+const std::vector<uint32_t>& Inventory::SlicesOnNode(const std::string& node) const {
+  static const std::vector<uint32_t>* const empty = new std::vector<uint32_t>();
+  auto it = slices_by_node_.find(node);
+  return it == slices_by_node_.end() ? *empty : it->second;
+}
+
+const std::vector<uint32_t>* Inventory::FindDevice(const std::string& id) const {
+  auto it = device_index_.find(id);
+  return it == device_index_.end() ? nullptr : &it->second;
+}
+
+std::shared_ptr<const cel::CompileResult> Inventory::Compile(const std::string& expression) const {
+  return programs_->Get(expression);
+}
+
+Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
+                                         std::string* error) const {
+  auto& slot = class_memo_.at(&cls)[device];
+  auto cached = static_cast<Match>(slot.load(std::memory_order_acquire));
+  if (cached == Match::kError && error != nullptr) {
+    std::lock_guard<std::mutex> lock(errors_mu_);
+    *error = class_errors_[{&cls, device}];
+  }
+  if (cached != Match::kUnknown) return cached;
+
+  const DeviceEntry& d = devices_[device];
+  Match result = Match::kYes;
+  std::string message;
+  for (size_t i = 0; i < cls.selectors.size() && result == Match::kYes; ++i) {
+    const auto& program = *cls.selectors[i];
+    if (program.ast == nullptr) {
+      result = Match::kError;
+      message =
+          absl::StrCat("class ", cls.device_class.name, ": selector #", i, ": ", program.error);
+      break;
+    }
+    if (!d.value.has_value()) {
+      result = Match::kError;
+      message = absl::StrCat("class ", cls.device_class.name, ": selector #", i,
+                             ": CEL runtime error: ", d.value_error);
+      break;
+    }
+    auto matched =
+        cel::MatchesValue(*program.ast, *d.value, 1'000'000, nullptr, program.constants.get());
+    if (!matched.ok()) {
+      result = Match::kError;
+      message = absl::StrCat("class ", cls.device_class.name, ": selector #", i,
+                             ": CEL runtime error: ", matched.status().message());
+    } else if (!*matched) {
+      result = Match::kNo;
+    }
+  }
+  if (result == Match::kError) {
+    std::lock_guard<std::mutex> lock(errors_mu_);
+    class_errors_[{&cls, device}] = message;
+    if (error != nullptr) *error = message;
+  }
+  slot.store(static_cast<uint8_t>(result), std::memory_order_release);
+  return result;
+}
+
+AllocatedState Inventory::ResolveAllocated(const std::vector<AllocatedDevice>& allocated) const {
+  AllocatedState state;
+  state.exclusive_.assign(devices_.size(), 0);
+  for (const auto& a : allocated) {
+    if (a.admin_access) continue;
+    const auto* indices = FindDevice(absl::StrCat(a.driver, "/", a.pool, "/", a.device));
+    if (indices == nullptr) continue;
+    ++state.allocated_count_;
+    for (uint32_t i : *indices) {
+      const DeviceEntry& d = devices_[i];
+      bool first_share = false;
+      if (a.share_id.empty()) {
+        state.exclusive_[i] = 1;
+      } else {
+        auto [it, inserted] = state.shared_.try_emplace(i);
+        first_share = inserted;
+        for (const auto& [name, q] : a.consumed_capacity) {
+          auto& sum = it->second[name];
+          sum = sum + q;
+        }
+      }
+      // A shared device consumes its counters once, however many shares it has.
+      if (a.share_id.empty() || first_share) {
+        for (const auto& consumption : d.device->consumes_counters) {
+          auto& sets = state.counters_[d.group][consumption.counter_set];
+          for (const auto& [name, q] : consumption.counters) {
+            auto& sum = sets[name];
+            sum = sum + q;
+          }
+        }
+      }
+    }
+  }
+  return state;
+}
+
+}  // namespace qm::allocator

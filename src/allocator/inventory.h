@@ -1,0 +1,158 @@
+#pragma once
+
+// The allocator's immutable view of the device inventory: ResourceSlices grouped into pools and
+// generations, DeviceClasses with compiled selectors, DeviceTaintRules applied to the devices,
+// and a `device` CEL value prebuilt per device. Built once per inventory change and shared by
+// every Allocate call (and thread) until the next change. Which devices are in use is not part
+// of it: see AllocatedState, which changes with every binding.
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cel/program_cache.h"
+#include "cel/value.h"
+#include "model/dra.h"
+
+namespace qm::allocator {
+
+struct InventoryInput {
+  std::vector<model::ResourceSlice> slices;
+  std::vector<model::DeviceClass> classes;
+  std::vector<model::DeviceTaintRule> taint_rules;
+};
+
+// A device already given to a claim (one entry of some claim's status.allocation).
+struct AllocatedDevice {
+  std::string driver;
+  std::string pool;
+  std::string device;
+  std::string share_id;  // set for devices with allowMultipleAllocations
+  std::map<std::string, Quantity> consumed_capacity;
+  bool admin_access = false;  // admin-access results block nothing and are ignored
+};
+
+class Inventory;
+
+// Devices in use, resolved against one Inventory. Cheap to build (no CEL); rebuilt or copied
+// whenever allocations change. Immutable once built.
+class AllocatedState {
+ public:
+  AllocatedState() = default;
+
+  bool Exclusive(uint32_t device) const {
+    return device < exclusive_.size() && exclusive_[device] != 0;
+  }
+  // Summed consumed capacity of a shared device, or nullptr when none is in use.
+  const std::map<std::string, Quantity>* SharedConsumed(uint32_t device) const;
+  // What allocated devices of one pool generation consume from its counter sets.
+  const std::map<std::string, std::map<std::string, Quantity>>* CountersConsumed(
+      uint32_t group) const;
+  size_t size() const { return allocated_count_; }
+
+ private:
+  friend class Inventory;
+  std::vector<uint8_t> exclusive_;
+  std::unordered_map<uint32_t, std::map<std::string, Quantity>> shared_;
+  std::unordered_map<uint32_t, std::map<std::string, std::map<std::string, Quantity>>> counters_;
+  size_t allocated_count_ = 0;
+};
+
+class Inventory {
+ public:
+  // The tri-state of a cached selector evaluation.
+  enum class Match : uint8_t { kUnknown = 0, kYes = 1, kNo = 2, kError = 3 };
+
+  struct DeviceEntry {
+    const model::Device* device = nullptr;
+    uint32_t slice = 0;  // index into slices()
+    uint32_t group = 0;  // index into groups()
+    std::string id;      // driver/pool/device
+    // The device's taints followed by the taints of matching DeviceTaintRules.
+    std::vector<model::DeviceTaint> taints;
+    std::optional<cel::Value> value;  // unset when building it failed
+    std::string value_error;
+  };
+
+  struct SliceEntry {
+    model::ResourceSlice slice;
+    uint32_t group = 0;
+    uint32_t first_device = 0;  // devices of the slice are consecutive in devices()
+  };
+
+  // All slices of one pool at one generation (on any node).
+  struct Group {
+    uint32_t pool = 0;
+    int64_t generation = 0;
+    std::vector<uint32_t> slices;  // sorted by name
+    size_t slice_count = 0;        // how many slices the pool says it has
+    std::string invalid;           // why the group is invalid, or empty
+    bool has_binding_conditions = false;
+    std::map<std::string, std::map<std::string, Quantity>> counter_sets;
+  };
+
+  struct Pool {
+    std::string driver;
+    std::string name;
+    std::vector<uint32_t> groups;  // by generation, ascending
+    int64_t max_generation = 0;
+  };
+
+  struct ClassEntry {
+    model::DeviceClass device_class;
+    std::vector<std::shared_ptr<const cel::CompileResult>> selectors;
+  };
+
+  // Builds the inventory. `programs` (optional) caches compiled selectors across inventories.
+  static std::shared_ptr<const Inventory> Build(InventoryInput input,
+                                                cel::ProgramCache* programs = nullptr);
+
+  // Resolves allocated devices against this inventory. Devices the inventory does not have (a
+  // slice was removed) are ignored: they neither block nor consume counters here.
+  AllocatedState ResolveAllocated(const std::vector<AllocatedDevice>& allocated) const;
+
+  const std::vector<DeviceEntry>& devices() const { return devices_; }
+  const std::vector<SliceEntry>& slices() const { return slices_; }
+  const std::vector<Group>& groups() const { return groups_; }
+  const std::vector<Pool>& pools() const { return pools_; }
+  const ClassEntry* FindClass(const std::string& name) const;
+  // Slices with spec.nodeName == node.
+  const std::vector<uint32_t>& SlicesOnNode(const std::string& node) const;
+  // Slices with nodeSelector, allNodes or perDeviceNodeSelection.
+  const std::vector<uint32_t>& SlicesNotOnOneNode() const { return other_slices_; }
+  // Every device with this driver/pool/device id (one per generation that has it).
+  const std::vector<uint32_t>* FindDevice(const std::string& id) const;
+  std::shared_ptr<const cel::CompileResult> Compile(const std::string& expression) const;
+
+  // The cached result of a class's selectors for a device (evaluated on first use, thread-safe).
+  // On kError, `error` receives the message.
+  Match ClassMatches(const ClassEntry& cls, uint32_t device, std::string* error) const;
+
+ private:
+  Inventory() = default;
+
+  std::vector<SliceEntry> slices_;
+  std::vector<DeviceEntry> devices_;
+  std::vector<Group> groups_;
+  std::vector<Pool> pools_;
+  std::map<std::string, ClassEntry> classes_;
+  std::unordered_map<std::string, std::vector<uint32_t>> slices_by_node_;
+  std::vector<uint32_t> other_slices_;
+  std::unordered_map<std::string, std::vector<uint32_t>> device_index_;
+  cel::ProgramCache* programs_ = nullptr;
+  std::unique_ptr<cel::ProgramCache> own_programs_;
+
+  // Per class (by address of its ClassEntry): one Match per device.
+  mutable std::unordered_map<const ClassEntry*, std::unique_ptr<std::atomic<uint8_t>[]>>
+      class_memo_;
+  mutable std::mutex errors_mu_;
+  mutable std::map<std::pair<const ClassEntry*, uint32_t>, std::string> class_errors_;
+};
+
+}  // namespace qm::allocator

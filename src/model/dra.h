@@ -1,0 +1,240 @@
+#pragma once
+
+// Typed hub-version (resource.k8s.io/v1) DRA objects, as the allocator and the scheduler read
+// them. The REST layer stores JSON bodies; model/json decodes them into these structs once per
+// object version. Only the fields that take part in allocation are kept; everything else stays
+// in the JSON body.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/quantity.h"
+
+namespace qm::model {
+
+// --- core/v1 pieces -------------------------------------------------------------------------
+
+struct NodeSelectorRequirement {
+  std::string key;
+  std::string op;  // In, NotIn, Exists, DoesNotExist, Gt, Lt
+  std::vector<std::string> values;
+  bool operator==(const NodeSelectorRequirement&) const = default;
+};
+
+struct NodeSelectorTerm {
+  std::vector<NodeSelectorRequirement> match_expressions;
+  std::vector<NodeSelectorRequirement> match_fields;
+  bool operator==(const NodeSelectorTerm&) const = default;
+};
+
+// The terms are ORed; the requirements of one term are ANDed. No terms selects nothing.
+struct NodeSelector {
+  std::vector<NodeSelectorTerm> terms;
+  bool operator==(const NodeSelector&) const = default;
+};
+
+// What node selection needs to know about a node.
+struct NodeInfo {
+  std::string name;
+  std::map<std::string, std::string> labels;
+};
+
+// Kubernetes' nodeaffinity semantics: matchExpressions against labels (Gt/Lt compare integers),
+// matchFields against `metadata.name` only.
+bool NodeSelectorMatches(const NodeSelector& selector, const NodeInfo& node);
+
+// --- resource.k8s.io/v1 ---------------------------------------------------------------------
+
+struct Version {
+  std::string value;
+  bool operator==(const Version&) const = default;
+};
+
+// One attribute value; exactly one alternative is set (monostate: a value kind this version
+// does not know, which makes the attribute unusable).
+using AttributeValue =
+    std::variant<std::monostate, int64_t, bool, std::string, Version, std::vector<int64_t>,
+                 std::vector<bool>, std::vector<std::string>, std::vector<Version>>;
+
+struct CapacityRange {
+  Quantity min;
+  std::optional<Quantity> max;
+  std::optional<Quantity> step;
+};
+
+struct CapacityRequestPolicy {
+  std::optional<Quantity> default_value;
+  std::vector<Quantity> valid_values;
+  std::optional<CapacityRange> valid_range;
+};
+
+struct DeviceCapacity {
+  Quantity value;
+  std::optional<CapacityRequestPolicy> request_policy;
+};
+
+struct DeviceCounterConsumption {
+  std::string counter_set;
+  std::map<std::string, Quantity> counters;
+};
+
+struct CounterSet {
+  std::string name;
+  std::map<std::string, Quantity> counters;
+};
+
+struct DeviceTaint {
+  std::string key;
+  std::string value;
+  std::string effect;  // None, NoSchedule, NoExecute (others are treated like None)
+  std::string time_added;
+  bool operator==(const DeviceTaint&) const = default;
+};
+
+struct DeviceToleration {
+  std::string key;
+  std::string op;  // "" (= Equal), Equal, Exists
+  std::string value;
+  std::string effect;  // "" = every effect
+  std::optional<int64_t> toleration_seconds;
+  bool operator==(const DeviceToleration&) const = default;
+};
+
+// True when `toleration` tolerates `taint` (dra/resourceclaim ToleratesTaint).
+bool Tolerates(const DeviceToleration& toleration, const DeviceTaint& taint);
+
+struct Device {
+  std::string name;
+  // Keys as written in the slice: "productName" or "gpu.nvidia.com/productName".
+  std::map<std::string, AttributeValue> attributes;
+  std::map<std::string, DeviceCapacity> capacity;
+  std::vector<DeviceCounterConsumption> consumes_counters;
+  // Per-device node selection (only with slice.per_device_node_selection).
+  std::string node_name;
+  std::optional<NodeSelector> node_selector;
+  bool all_nodes = false;
+  std::vector<DeviceTaint> taints;
+  bool binds_to_node = false;
+  std::vector<std::string> binding_conditions;
+  std::vector<std::string> binding_failure_conditions;
+  bool allow_multiple_allocations = false;
+};
+
+struct ResourceSlice {
+  std::string name;
+  std::string driver;
+  std::string pool;
+  int64_t generation = 0;
+  int64_t resource_slice_count = 1;
+  std::string node_name;
+  std::optional<NodeSelector> node_selector;
+  bool all_nodes = false;
+  bool per_device_node_selection = false;
+  std::vector<Device> devices;
+  std::vector<CounterSet> shared_counters;
+  std::vector<std::string> skip_node_operations;
+};
+
+struct OpaqueConfig {
+  std::string driver;
+  std::string parameters;  // the JSON text of `parameters`
+  bool operator==(const OpaqueConfig&) const = default;
+};
+
+struct DeviceClass {
+  std::string name;
+  std::vector<std::string> selectors;  // CEL expressions
+  std::vector<OpaqueConfig> config;
+  std::string extended_resource_name;
+};
+
+// DeviceTaintRule: one taint for every device its selector matches (empty fields match all).
+struct DeviceTaintRule {
+  std::string name;
+  std::string driver;
+  std::string pool;
+  std::string device;
+  DeviceTaint taint;
+};
+
+inline constexpr std::string_view kAllocationModeExactCount = "ExactCount";
+inline constexpr std::string_view kAllocationModeAll = "All";
+
+// ExactDeviceRequest and DeviceSubRequest share everything but the name and adminAccess.
+struct ExactDeviceRequest {
+  std::string device_class_name;
+  std::vector<std::string> selectors;  // CEL expressions
+  std::string allocation_mode = "ExactCount";
+  int64_t count = 1;
+  bool admin_access = false;
+  std::vector<DeviceToleration> tolerations;
+  std::map<std::string, Quantity> capacity_requests;
+};
+
+struct DeviceSubRequest {
+  std::string name;
+  ExactDeviceRequest request;
+};
+
+struct DeviceRequest {
+  std::string name;
+  std::optional<ExactDeviceRequest> exactly;
+  std::vector<DeviceSubRequest> first_available;
+};
+
+struct DeviceConstraint {
+  std::vector<std::string> requests;
+  std::string match_attribute;
+  std::string distinct_attribute;
+};
+
+struct DeviceClaimConfiguration {
+  std::vector<std::string> requests;
+  OpaqueConfig opaque;
+};
+
+struct ResourceClaimSpec {
+  std::vector<DeviceRequest> requests;
+  std::vector<DeviceConstraint> constraints;
+  std::vector<DeviceClaimConfiguration> config;
+};
+
+struct DeviceRequestAllocationResult {
+  std::string request;
+  std::string driver;
+  std::string pool;
+  std::string device;
+  bool admin_access = false;
+  std::vector<DeviceToleration> tolerations;
+  std::vector<std::string> binding_conditions;
+  std::vector<std::string> binding_failure_conditions;
+  std::string share_id;
+  std::map<std::string, Quantity> consumed_capacity;
+  std::vector<std::string> skip_node_operations;
+};
+
+struct DeviceAllocationConfiguration {
+  std::string source;  // FromClass, FromClaim
+  std::vector<std::string> requests;
+  OpaqueConfig opaque;
+};
+
+struct AllocationResult {
+  std::vector<DeviceRequestAllocationResult> results;
+  std::vector<DeviceAllocationConfiguration> config;
+  std::optional<NodeSelector> node_selector;
+};
+
+struct ResourceClaim {
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  ResourceClaimSpec spec;
+  std::optional<AllocationResult> allocation;
+};
+
+}  // namespace qm::model
