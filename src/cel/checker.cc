@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cel/operators.h"
+#include "cel/time_lib.h"
 
 namespace qm::cel {
 namespace {
@@ -16,10 +17,6 @@ namespace {
 // Types
 
 bool IsDynLike(const Type& t) { return t.kind == TypeKind::kDyn || t.kind == TypeKind::kError; }
-
-bool IsNumeric(const Type& t) {
-  return t.kind == TypeKind::kInt || t.kind == TypeKind::kUint || t.kind == TypeKind::kDouble;
-}
 
 using Bindings = std::map<std::string, Type>;
 
@@ -84,11 +81,26 @@ class SigParser {
       ++pos_;  // ')'
     }
     static const std::map<std::string_view, TypeKind> kKinds = {
-        {"dyn", TypeKind::kDyn},       {"null", TypeKind::kNull},    {"bool", TypeKind::kBool},
-        {"int", TypeKind::kInt},       {"uint", TypeKind::kUint},    {"double", TypeKind::kDouble},
-        {"string", TypeKind::kString}, {"bytes", TypeKind::kBytes},  {"list", TypeKind::kList},
-        {"map", TypeKind::kMap},       {"opt", TypeKind::kOptional}, {"Q", TypeKind::kQuantity},
-        {"V", TypeKind::kSemver},      {"type", TypeKind::kType},
+        {"dyn", TypeKind::kDyn},
+        {"null", TypeKind::kNull},
+        {"bool", TypeKind::kBool},
+        {"int", TypeKind::kInt},
+        {"uint", TypeKind::kUint},
+        {"double", TypeKind::kDouble},
+        {"string", TypeKind::kString},
+        {"bytes", TypeKind::kBytes},
+        {"list", TypeKind::kList},
+        {"map", TypeKind::kMap},
+        {"opt", TypeKind::kOptional},
+        {"Q", TypeKind::kQuantity},
+        {"V", TypeKind::kSemver},
+        {"type", TypeKind::kType},
+        {"timestamp", TypeKind::kTimestamp},
+        {"duration", TypeKind::kDuration},
+        {"IP", TypeKind::kIp},
+        {"CIDR", TypeKind::kCidr},
+        {"URL", TypeKind::kUrl},
+        {"Fmt", TypeKind::kFormat},
     };
     auto it = kKinds.find(word);
     if (it == kKinds.end()) return Type{TypeKind::kParam, {}, std::string(word)};
@@ -271,6 +283,60 @@ const OverloadTable& Overloads() {
     method("isGreaterThan", "V, V", "bool");
     method("isLessThan", "V, V", "bool");
     method("compareTo", "V, V", "int");
+    // Timestamps and durations (CEL standard library, DefaultUTCTimeZone).
+    for (std::string_view a : {"string", "int", "timestamp"}) global("timestamp", a, "timestamp");
+    for (std::string_view a : {"string", "int", "duration"}) global("duration", a, "duration");
+    for (std::string_view t : {"timestamp", "duration"}) {
+      global("int", t, "int");
+      global("string", t, "string");
+    }
+    global(op::kAdd, "timestamp, duration", "timestamp");
+    global(op::kAdd, "duration, timestamp", "timestamp");
+    global(op::kAdd, "duration, duration", "duration");
+    global(op::kSubtract, "timestamp, timestamp", "duration");
+    global(op::kSubtract, "timestamp, duration", "timestamp");
+    global(op::kSubtract, "duration, duration", "duration");
+    for (std::string_view f : {op::kLess, op::kLessEquals, op::kGreater, op::kGreaterEquals}) {
+      global(f, "timestamp, timestamp", "bool");
+      global(f, "duration, duration", "bool");
+    }
+    for (std::string_view f :
+         {"getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfYear", "getDayOfWeek",
+          "getHours", "getMinutes", "getSeconds", "getMilliseconds"}) {
+      method(f, "timestamp", "int");
+      method(f, "timestamp, string", "int");
+    }
+    for (std::string_view f : {"getHours", "getMinutes", "getSeconds", "getMilliseconds"}) {
+      method(f, "duration", "int");
+    }
+    // Kubernetes library.IP and library.CIDR.
+    global("ip", "string", "IP");
+    global("isIP", "string", "bool");
+    global("ip.isCanonical", "string", "bool");
+    global("string", "IP", "string");
+    method("family", "IP", "int");
+    for (std::string_view f : {"isUnspecified", "isLoopback", "isLinkLocalMulticast",
+                               "isLinkLocalUnicast", "isGlobalUnicast"}) {
+      method(f, "IP", "bool");
+    }
+    global("cidr", "string", "CIDR");
+    global("isCIDR", "string", "bool");
+    global("string", "CIDR", "string");
+    method("containsIP", "CIDR, string", "bool");
+    method("containsIP", "CIDR, IP", "bool");
+    method("containsCIDR", "CIDR, string", "bool");
+    method("containsCIDR", "CIDR, CIDR", "bool");
+    method("ip", "CIDR", "IP");
+    method("masked", "CIDR", "CIDR");
+    method("prefixLength", "CIDR", "int");
+    // Kubernetes library.URLs.
+    global("url", "string", "URL");
+    global("isURL", "string", "bool");
+    for (std::string_view f :
+         {"getScheme", "getHost", "getHostname", "getPort", "getEscapedPath"}) {
+      method(f, "URL", "string");
+    }
+    method("getQuery", "URL", "map(string, list(string))");
     // Optional types.
     global("optional.of", "A", "opt(A)");
     global("optional.none", "", "opt(dyn)");
@@ -319,7 +385,8 @@ struct Info {
 
 const char* const kTypeIdents[] = {"bool", "int", "uint",      "double", "string",       "bytes",
                                    "list", "map", "null_type", "type",   "optional_type"};
-constexpr std::string_view kNamespaces[] = {"optional", "sets", "strings", "lists", "cel"};
+constexpr std::string_view kNamespaces[] = {"optional", "sets", "strings", "lists",
+                                            "cel",      "ip",   "format"};
 
 class Checker {
  public:
@@ -607,8 +674,7 @@ class Checker {
 
     if ((fn == op::kEquals || fn == op::kNotEquals) && !member && args.size() == 2) {
       Bindings b;
-      if (Assignable(arg_types[0], arg_types[1], &b) ||
-          (IsNumeric(arg_types[0]) && IsNumeric(arg_types[1]))) {
+      if (Assignable(arg_types[0], arg_types[1], &b)) {
         out.type = Type::Of(TypeKind::kBool);
       } else {
         ReportNoOverload(e, fn, arg_types, member);
@@ -645,8 +711,26 @@ class Checker {
       return out;
     }
     out.type = ambiguous ? Type::Of(TypeKind::kDyn) : *result;
+    ValidateLiteralArgument(fn, c, member);
     EstimateCall(fn, c, args, &out);
     return out;
+  }
+
+  // cel.ValidateTimestampLiterals / ValidateDurationLiterals (Kubernetes' base environment since
+  // 1.29): a literal argument that would fail at runtime is a compile error.
+  void ValidateLiteralArgument(const std::string& fn, const CallExpr& c, bool member) {
+    if (member || c.args.size() != 1 || (fn != "timestamp" && fn != "duration")) return;
+    const Expr& arg = *c.args[0];
+    if (arg.kind() != ExprKind::kConstant) return;
+    const Constant& k = arg.constant();
+    bool ok = true;
+    if (k.kind() == ConstantKind::kString) {
+      ok = fn == "timestamp" ? ParseTimestamp(k.string_value()).ok()
+                             : ParseDuration(k.string_value()).ok();
+    } else if (k.kind() == ConstantKind::kInt && fn == "timestamp") {
+      ok = TimestampFromUnixSeconds(k.int_value()).ok();
+    }
+    if (!ok) Report(arg.offset(), "invalid " + fn + " argument");
   }
 
   static uint64_t CompareCost(const Info& a, const Info& b) {
@@ -698,6 +782,14 @@ class Checker {
         extra = Tenth(size(0));
         result_size = {SatMul(size(0), 2), 0};
       }
+    } else if (fn == "ip" || fn == "isIP" || fn == "ip.isCanonical" || fn == "cidr" ||
+               fn == "isCIDR" || fn == "url" || fn == "isURL" ||
+               ((fn == "containsIP" || fn == "containsCIDR") &&
+                args[1].type.kind == TypeKind::kString)) {
+      extra = Tenth(size(args.size() - 1));
+    } else if (fn == "getQuery") {
+      extra = Tenth(size(0));
+      result_size = {kAttrValueSize, kAttrValueSize};
     } else if (fn == "replace") {
       extra = Tenth(size(0));
       result_size = {SatMul(size(0), std::max<uint64_t>(size(2), 1)), 0};
@@ -801,6 +893,18 @@ std::string FormatType(const Type& type) {
       return "kubernetes.DRADevice";
     case TypeKind::kParam:
       return type.name;
+    case TypeKind::kTimestamp:
+      return "google.protobuf.Timestamp";
+    case TypeKind::kDuration:
+      return "google.protobuf.Duration";
+    case TypeKind::kIp:
+      return "net.IP";
+    case TypeKind::kCidr:
+      return "net.CIDR";
+    case TypeKind::kUrl:
+      return "kubernetes.URL";
+    case TypeKind::kFormat:
+      return "kubernetes.NamedFormat";
   }
   return "dyn";
 }

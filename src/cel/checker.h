@@ -23,9 +23,12 @@
 //   expression of type 'int' cannot be range of a comprehension (must be list, map, or dynamic)
 //   type 'string' does not match previous type 'int' in aggregate. Use 'dyn(x)' to make the
 //     aggregate dynamic.                   (Kubernetes enables HomogeneousAggregateLiterals)
-// Deliberate leniency: `==` and `!=` accept two numeric types of different kinds (the evaluator
-// compares them numerically), where cel-go requires equal types. Result types of map()/filter()
-// are list(T) when the step's type is known, otherwise list(dyn).
+// `==` and `!=` require operands of the same type (or dyn), as cel-go's checker does even with
+// CrossTypeNumericComparisons: `1 == 1.0` is "found no matching overload for '_==_' applied to
+// '(int, double)'", while `dyn(1) == 1.0` checks (and is true at runtime). Result types of
+// map()/filter() are list(T) when the step's type is known, otherwise list(dyn).
+// Literal arguments of timestamp() and duration() are validated as Kubernetes'
+// ValidateTimestampLiterals/ValidateDurationLiterals do: "invalid timestamp argument".
 //
 // Cost estimate (worst case, in cel-go's units, see interpreter.h for the runtime counterpart).
 // Every identifier, selection, index and call costs 1, constants and `&&`, `||`, `?:` 0 (their
@@ -67,6 +70,12 @@ enum class TypeKind {
   kType,    // params: the type it names (may be empty)
   kDevice,  // kubernetes.DRADevice
   kParam,   // a type parameter in an overload signature (name)
+  kTimestamp,
+  kDuration,
+  kIp,      // net.IP
+  kCidr,    // net.CIDR
+  kUrl,     // kubernetes.URL
+  kFormat,  // kubernetes.NamedFormat
 };
 
 struct Type {
@@ -85,7 +94,9 @@ struct Type {
 };
 
 // cel-go's rendering: int, list(int), map(string, dyn), optional_type(int), kubernetes.Quantity,
-// kubernetes.Semver, kubernetes.DRADevice, null_type, type(int), *error*.
+// kubernetes.Semver, kubernetes.DRADevice, null_type, type(int), *error*,
+// google.protobuf.Timestamp, google.protobuf.Duration, net.IP, net.CIDR, kubernetes.URL,
+// kubernetes.NamedFormat.
 std::string FormatType(const Type& type);
 
 // Kubernetes' limit on the estimated cost of a selector (CELSelectorExpressionMaxCost).

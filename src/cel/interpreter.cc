@@ -14,9 +14,11 @@
 #include "absl/numeric/int128.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "cel/net_lib.h"
 #include "cel/operators.h"
 #include "cel/source.h"
 #include "cel/strings_lib.h"
+#include "cel/time_lib.h"
 #include "re2/re2.h"
 
 namespace qm::cel {
@@ -263,7 +265,42 @@ Value Add(const Value& a, const Value& b) {
   }
 }
 
+template <typename T>
+Value FromTimeResult(absl::StatusOr<T> r) {
+  if (!r.ok()) return FromStatus(r.status());
+  if constexpr (std::is_same_v<T, Timestamp>) {
+    return Value::FromTimestamp(*r);
+  } else {
+    return Value::Duration(*r);
+  }
+}
+
+// timestamp/duration arithmetic; nullopt when neither operand is a time value.
+std::optional<Value> TimeArith(std::string_view fn, const Value& a, const Value& b) {
+  const ValueKind ka = a.kind(), kb = b.kind();
+  const bool ts_a = ka == ValueKind::kTimestamp, ts_b = kb == ValueKind::kTimestamp;
+  const bool du_a = ka == ValueKind::kDuration, du_b = kb == ValueKind::kDuration;
+  if (!(ts_a || ts_b || du_a || du_b)) return std::nullopt;
+  if (fn == op::kAdd) {
+    if (ts_a && du_b) return FromTimeResult(AddDuration(a.timestamp_value(), b.duration_value()));
+    if (du_a && ts_b) return FromTimeResult(AddDuration(b.timestamp_value(), a.duration_value()));
+    if (du_a && du_b) return FromTimeResult(AddDurations(a.duration_value(), b.duration_value()));
+  } else if (fn == op::kSubtract) {
+    if (ts_a && du_b) {
+      return FromTimeResult(SubtractDuration(a.timestamp_value(), b.duration_value()));
+    }
+    if (ts_a && ts_b) {
+      return FromTimeResult(SubtractTimestamps(a.timestamp_value(), b.timestamp_value()));
+    }
+    if (du_a && du_b) {
+      return FromTimeResult(SubtractDurations(a.duration_value(), b.duration_value()));
+    }
+  }
+  return NoSuchOverload(fn, nullptr, {a, b});
+}
+
 Value Arith(std::string_view fn, const Value& a, const Value& b) {
+  if (std::optional<Value> t = TimeArith(fn, a, b)) return *std::move(t);
   if (fn == op::kAdd) return Add(a, b);
   if (a.kind() != b.kind()) return NoSuchOverload(fn, nullptr, {a, b});
   switch (a.kind()) {
@@ -401,6 +438,10 @@ Value Convert(std::string_view fn, const Value& v) {
         return DoubleToInt(v.double_value());
       case ValueKind::kString:
         return ParseIntText(v.string_value());
+      case ValueKind::kTimestamp:
+        return Value::Int(v.timestamp_value().seconds);
+      case ValueKind::kDuration:
+        return Value::Int(v.duration_value());
       default:
         break;
     }
@@ -450,6 +491,45 @@ Value Convert(std::string_view fn, const Value& v) {
         return Value::String(v.bytes_value());
       case ValueKind::kType:
         return Value::String(v.type_name());
+      case ValueKind::kTimestamp:
+        return Value::String(FormatTimestamp(v.timestamp_value()));
+      case ValueKind::kDuration:
+        return Value::String(FormatDuration(v.duration_value()));
+      case ValueKind::kIp:
+        return Value::String(FormatIp(v.ip_value()));
+      case ValueKind::kCidr:
+        return Value::String(FormatCidr(v.cidr_value()));
+      default:
+        break;
+    }
+  } else if (fn == "timestamp") {
+    switch (v.kind()) {
+      case ValueKind::kTimestamp:
+        return v;
+      case ValueKind::kString: {
+        absl::StatusOr<Timestamp> t = ParseTimestamp(v.string_value());
+        if (!t.ok()) return FromStatus(t.status());
+        return Value::FromTimestamp(*t);
+      }
+      case ValueKind::kInt: {
+        absl::StatusOr<Timestamp> t = TimestampFromUnixSeconds(v.int_value());
+        if (!t.ok()) return FromStatus(t.status());
+        return Value::FromTimestamp(*t);
+      }
+      default:
+        break;
+    }
+  } else if (fn == "duration") {
+    switch (v.kind()) {
+      case ValueKind::kDuration:
+        return v;
+      case ValueKind::kString: {
+        absl::StatusOr<int64_t> d = ParseDuration(v.string_value());
+        if (!d.ok()) return FromStatus(d.status());
+        return Value::Duration(*d);
+      }
+      case ValueKind::kInt:
+        return Value::Duration(v.int_value());
       default:
         break;
     }
@@ -537,7 +617,8 @@ std::optional<strings::FormatArg> ToFormatArg(const Value& v, int depth) {
 // ---------------------------------------------------------------------------------------------
 // The evaluator
 
-constexpr std::string_view kNamespaces[] = {"optional", "sets", "strings", "lists", "cel"};
+constexpr std::string_view kNamespaces[] = {"optional", "sets", "strings", "lists",
+                                            "cel",      "ip",   "format"};
 constexpr size_t kMaxIncludesElements = 48;
 
 class Evaluator {
@@ -573,6 +654,9 @@ class Evaluator {
   Value ListMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
   Value QuantityMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
   Value SemverMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
+  // Timestamps, durations, IPs, CIDRs, URLs and formats (cel/time_lib.h, cel/net_lib.h).
+  Value LibraryMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
+  Value LibraryFunction(std::string_view fn, Args& args, bool* handled);
   Value Matches(const Value& s, const Value& pattern);
 
   const Value* FindLocal(std::string_view name) const {
@@ -1252,6 +1336,126 @@ Value Evaluator::SemverMethod(std::string_view fn, const Value& t, Args& args, b
   return Value();
 }
 
+Value Evaluator::LibraryMethod(std::string_view fn, const Value& t, Args& args, bool* handled) {
+  *handled = true;
+  const size_t n = args.size();
+  auto is = [&](size_t i, ValueKind k) { return i < n && args[i].kind() == k; };
+  switch (t.kind()) {
+    case ValueKind::kTimestamp:
+      if (IsTimestampAccessor(fn) && (n == 0 || (n == 1 && is(0, ValueKind::kString)))) {
+        absl::StatusOr<int64_t> r =
+            TimestampAccessor(t.timestamp_value(), fn, n == 0 ? "UTC" : args[0].string_value());
+        if (!r.ok()) return FromStatus(r.status());
+        return Value::Int(*r);
+      }
+      break;
+    case ValueKind::kDuration:
+      if (IsDurationAccessor(fn) && n == 0) {
+        return Value::Int(DurationAccessor(t.duration_value(), fn));
+      }
+      break;
+    case ValueKind::kIp: {
+      const IpAddress& ip = t.ip_value();
+      if (n != 0) break;
+      if (fn == "family") return Value::Int(ip.v6 ? 6 : 4);
+      if (fn == "isUnspecified") return Value::Bool(IpIsUnspecified(ip));
+      if (fn == "isLoopback") return Value::Bool(IpIsLoopback(ip));
+      if (fn == "isLinkLocalMulticast") return Value::Bool(IpIsLinkLocalMulticast(ip));
+      if (fn == "isLinkLocalUnicast") return Value::Bool(IpIsLinkLocalUnicast(ip));
+      if (fn == "isGlobalUnicast") return Value::Bool(IpIsGlobalUnicast(ip));
+      break;
+    }
+    case ValueKind::kCidr: {
+      const Cidr& cidr = t.cidr_value();
+      if (n == 0) {
+        if (fn == "ip") return Value::FromIp(cidr.addr);
+        if (fn == "masked") return Value::FromCidr(MaskedCidr(cidr));
+        if (fn == "prefixLength") return Value::Int(cidr.bits);
+        break;
+      }
+      if (n != 1) break;
+      if (fn == "containsIP" && (is(0, ValueKind::kIp) || is(0, ValueKind::kString))) {
+        if (args[0].kind() == ValueKind::kIp)
+          return Value::Bool(CidrContainsIp(cidr, args[0].ip_value()));
+        if (!Charge(TraversalCost(args[0].string_value().size()))) return Cancelled();
+        absl::StatusOr<IpAddress> ip = ParseIp(args[0].string_value());
+        if (!ip.ok()) return FromStatus(ip.status());
+        return Value::Bool(CidrContainsIp(cidr, *ip));
+      }
+      if (fn == "containsCIDR" && (is(0, ValueKind::kCidr) || is(0, ValueKind::kString))) {
+        if (args[0].kind() == ValueKind::kCidr) {
+          return Value::Bool(CidrContainsCidr(cidr, args[0].cidr_value()));
+        }
+        if (!Charge(TraversalCost(args[0].string_value().size()))) return Cancelled();
+        absl::StatusOr<Cidr> other = ParseCidr(args[0].string_value());
+        if (!other.ok()) return FromStatus(other.status());
+        return Value::Bool(CidrContainsCidr(cidr, *other));
+      }
+      break;
+    }
+    case ValueKind::kUrl: {
+      const Url& u = t.url_value();
+      if (n != 0) break;
+      if (fn == "getScheme") return Value::String(u.scheme);
+      if (fn == "getHost") return Value::String(u.host);
+      if (fn == "getHostname") return Value::String(UrlHostname(u));
+      if (fn == "getPort") return Value::String(UrlPort(u));
+      if (fn == "getEscapedPath") return Value::String(UrlEscapedPath(u));
+      if (fn == "getQuery") {
+        MapValue m;
+        uint64_t total = 0;
+        for (auto& [k, vs] : UrlQuery(u)) {
+          ValueList values;
+          for (std::string& v : vs) {
+            total += v.size();
+            values.push_back(Value::String(std::move(v)));
+          }
+          total += k.size();
+          m.Insert(Value::String(std::move(k)), Value::List(std::move(values)));
+        }
+        if (!Charge(TraversalCost(total))) return Cancelled();
+        return Value::Map(std::move(m));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  *handled = false;
+  return Value();
+}
+
+Value Evaluator::LibraryFunction(std::string_view fn, Args& args, bool* handled) {
+  *handled = true;
+  if (args.size() == 1 && args[0].kind() == ValueKind::kString) {
+    const std::string& s = args[0].string_value();
+    const bool parse = fn == "ip" || fn == "isIP" || fn == "ip.isCanonical" || fn == "cidr" ||
+                       fn == "isCIDR" || fn == "url" || fn == "isURL";
+    if (parse && !Charge(TraversalCost(s.size()))) return Cancelled();
+    if (fn == "ip" || fn == "isIP" || fn == "ip.isCanonical") {
+      absl::StatusOr<IpAddress> ip = ParseIp(s);
+      if (fn == "isIP") return Value::Bool(ip.ok());
+      if (!ip.ok()) return FromStatus(ip.status());
+      if (fn == "ip.isCanonical") return Value::Bool(FormatIp(*ip) == s);
+      return Value::FromIp(*ip);
+    }
+    if (fn == "cidr" || fn == "isCIDR") {
+      absl::StatusOr<Cidr> cidr = ParseCidr(s);
+      if (fn == "isCIDR") return Value::Bool(cidr.ok());
+      if (!cidr.ok()) return FromStatus(cidr.status());
+      return Value::FromCidr(*cidr);
+    }
+    if (fn == "url" || fn == "isURL") {
+      absl::StatusOr<Url> u = ParseUrl(s);
+      if (fn == "isURL") return Value::Bool(u.ok());
+      if (!u.ok()) return FromStatus(u.status());
+      return Value::FromUrl(*std::move(u));
+    }
+  }
+  *handled = false;
+  return Value();
+}
+
 Value Evaluator::Dispatch(std::string_view fn, const Value* target, Args& args) {
   const size_t n = args.size();
   if (target != nullptr) {
@@ -1279,6 +1483,15 @@ Value Evaluator::Dispatch(std::string_view fn, const Value* target, Args& args) 
       case ValueKind::kSemver:
         if (!Charge(1)) return Cancelled();
         r = SemverMethod(fn, t, args, &handled);
+        break;
+      case ValueKind::kTimestamp:
+      case ValueKind::kDuration:
+      case ValueKind::kIp:
+      case ValueKind::kCidr:
+      case ValueKind::kUrl:
+      case ValueKind::kFormat:
+        if (!Charge(1)) return Cancelled();
+        r = LibraryMethod(fn, t, args, &handled);
         break;
       case ValueKind::kBytes:
       case ValueKind::kMap:
@@ -1396,8 +1609,9 @@ Value Evaluator::Dispatch(std::string_view fn, const Value* target, Args& args) 
 
   if (!Charge(1)) return Cancelled();
   // Global functions.
-  if (n == 1 && (fn == "int" || fn == "uint" || fn == "double" || fn == "string" || fn == "bool" ||
-                 fn == "bytes" || fn == "type" || fn == "dyn")) {
+  if (n == 1 &&
+      (fn == "int" || fn == "uint" || fn == "double" || fn == "string" || fn == "bool" ||
+       fn == "bytes" || fn == "type" || fn == "dyn" || fn == "timestamp" || fn == "duration")) {
     if (fn == "string" || fn == "bytes") {
       if (!Charge(TraversalCost(ActualSize(args[0])))) return Cancelled();
     }
@@ -1431,6 +1645,12 @@ Value Evaluator::Dispatch(std::string_view fn, const Value* target, Args& args) 
     if (fn == "isSemver") return Value::Bool(v.has_value());
     if (!v.has_value()) return Err("invalid semver: " + args[0].string_value());
     return Value::FromSemver(std::move(*v));
+  }
+  {
+    bool handled = false;
+    Value r = LibraryFunction(fn, args, &handled);
+    if (cancelled_) return Cancelled();
+    if (handled) return r;
   }
   if (fn == "optional.of" && n == 1) return Value::OptionalOf(args[0]);
   if (fn == "optional.none" && n == 0) return Value::OptionalNone();

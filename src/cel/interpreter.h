@@ -14,10 +14,11 @@
 //     compare int, uint and double across types, and strings, bytes, bools within their type.
 //   * A function or operator applied to arguments it has no overload for yields
 //     "no such overload: <function>(<arg types>)" (method calls: "<target type>.<function>(...)").
-//   * Library coverage: the CEL standard functions, ext.Strings v2 (via cel/strings_lib.h),
-//     Kubernetes library.Lists and library.Regex (find, findAll), ext.Lists v3 (slice, flatten,
-//     distinct, reverse, sort, lists.range), ext.Sets, optional types, Kubernetes Quantity and
-//     Semver libraries, and DRA's includes().
+//   * Library coverage: the CEL standard functions including timestamps and durations
+//     (cel/time_lib.h), ext.Strings v2 (via cel/strings_lib.h), Kubernetes library.Lists and
+//     library.Regex (find, findAll), ext.Lists v3 (slice, flatten, distinct, reverse, sort,
+//     lists.range), ext.Sets, optional types, Kubernetes Quantity, Semver, IP, CIDR and URLs
+//     libraries (cel/net_lib.h), and DRA's includes().
 //
 // Cost. Evaluation counts cost as cel-go's runtime cost tracker does, approximately: identifiers,
 // field selections and index operations cost 1; constants, `&&`, `||` and `?:` themselves cost 0;

@@ -92,6 +92,47 @@ Value Value::FromSemver(Semver v) {
   return r;
 }
 
+Value Value::FromTimestamp(Timestamp t) {
+  Value r;
+  r.kind_ = ValueKind::kTimestamp;
+  r.ptr_ = std::make_shared<const Timestamp>(t);
+  return r;
+}
+
+Value Value::Duration(int64_t nanos) {
+  Value r;
+  r.kind_ = ValueKind::kDuration;
+  r.scalar_.i = nanos;
+  return r;
+}
+
+Value Value::FromIp(IpAddress ip) {
+  Value r;
+  r.kind_ = ValueKind::kIp;
+  r.ptr_ = std::make_shared<const IpAddress>(ip);
+  return r;
+}
+
+Value Value::FromCidr(Cidr cidr) {
+  Value r;
+  r.kind_ = ValueKind::kCidr;
+  r.ptr_ = std::make_shared<const Cidr>(cidr);
+  return r;
+}
+
+Value Value::FromUrl(Url url) {
+  Value r;
+  r.kind_ = ValueKind::kUrl;
+  r.ptr_ = std::make_shared<const Url>(std::move(url));
+  return r;
+}
+
+Value Value::Format(std::string name) {
+  Value r = String(std::move(name));
+  r.kind_ = ValueKind::kFormat;
+  return r;
+}
+
 Value Value::Type(std::string name) {
   Value r = String(std::move(name));
   r.kind_ = ValueKind::kType;
@@ -134,6 +175,18 @@ std::string_view Value::TypeName() const {
       return "type";
     case ValueKind::kError:
       return "error";
+    case ValueKind::kTimestamp:
+      return "google.protobuf.Timestamp";
+    case ValueKind::kDuration:
+      return "google.protobuf.Duration";
+    case ValueKind::kIp:
+      return "net.IP";
+    case ValueKind::kCidr:
+      return "net.CIDR";
+    case ValueKind::kUrl:
+      return "kubernetes.URL";
+    case ValueKind::kFormat:
+      return "kubernetes.NamedFormat";
   }
   return "unknown";
 }
@@ -227,6 +280,24 @@ void AppendDebugString(const Value& v, int depth, std::string* out) {
     case ValueKind::kError:
       absl::StrAppend(out, "error(", QuoteString(v.error_message()), ")");
       return;
+    case ValueKind::kTimestamp:
+      absl::StrAppend(out, "timestamp(\"", FormatTimestamp(v.timestamp_value()), "\")");
+      return;
+    case ValueKind::kDuration:
+      absl::StrAppend(out, "duration(\"", FormatDuration(v.duration_value()), "\")");
+      return;
+    case ValueKind::kIp:
+      absl::StrAppend(out, "ip(\"", FormatIp(v.ip_value()), "\")");
+      return;
+    case ValueKind::kCidr:
+      absl::StrAppend(out, "cidr(\"", FormatCidr(v.cidr_value()), "\")");
+      return;
+    case ValueKind::kUrl:
+      absl::StrAppend(out, "url(", QuoteString(v.url_value().text), ")");
+      return;
+    case ValueKind::kFormat:
+      absl::StrAppend(out, "format.named(", QuoteString(v.format_name()), ")");
+      return;
   }
 }
 
@@ -301,6 +372,18 @@ int EqualsRec(const Value& a, const Value& b, int depth) {
       return a.quantity_value() == b.quantity_value() ? 1 : 0;
     case ValueKind::kSemver:
       return a.semver_value().Compare(b.semver_value()) == 0 ? 1 : 0;
+    case ValueKind::kTimestamp:
+      return CompareTimestamps(a.timestamp_value(), b.timestamp_value()) == 0 ? 1 : 0;
+    case ValueKind::kDuration:
+      return a.duration_value() == b.duration_value() ? 1 : 0;
+    case ValueKind::kIp:
+      return a.ip_value() == b.ip_value() ? 1 : 0;
+    case ValueKind::kCidr:
+      return a.cidr_value() == b.cidr_value() ? 1 : 0;
+    case ValueKind::kUrl:
+      return a.url_value().text == b.url_value().text ? 1 : 0;
+    case ValueKind::kFormat:
+      return a.format_name() == b.format_name() ? 1 : 0;
     case ValueKind::kOptional:
       if (a.has_optional_value() != b.has_optional_value()) return 0;
       if (!a.has_optional_value()) return 1;
@@ -392,7 +475,8 @@ bool Comparable(const Value& a, const Value& b) {
   if (IsNumeric(a.kind()) && IsNumeric(b.kind())) return true;
   if (a.kind() != b.kind()) return false;
   return a.kind() == ValueKind::kString || a.kind() == ValueKind::kBytes ||
-         a.kind() == ValueKind::kBool;
+         a.kind() == ValueKind::kBool || a.kind() == ValueKind::kTimestamp ||
+         a.kind() == ValueKind::kDuration;
 }
 
 std::optional<int> Compare(const Value& a, const Value& b) {
@@ -404,6 +488,12 @@ std::optional<int> Compare(const Value& a, const Value& b) {
       return CompareBytes(a.string_value(), b.string_value());
     case ValueKind::kBool:
       return static_cast<int>(a.bool_value()) - static_cast<int>(b.bool_value());
+    case ValueKind::kTimestamp:
+      return CompareTimestamps(a.timestamp_value(), b.timestamp_value());
+    case ValueKind::kDuration:
+      return a.duration_value() < b.duration_value()
+                 ? -1
+                 : (a.duration_value() > b.duration_value() ? 1 : 0);
     default:
       return std::nullopt;
   }

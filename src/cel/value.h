@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "cel/net_lib.h"
+#include "cel/time_lib.h"
 #include "common/quantity.h"
 #include "common/semver.h"
 
@@ -45,6 +47,12 @@ enum class ValueKind {
   kSemver,
   kType,
   kError,
+  kTimestamp,  // google.protobuf.Timestamp
+  kDuration,   // google.protobuf.Duration (int64 nanoseconds)
+  kIp,         // net.IP
+  kCidr,       // net.CIDR
+  kUrl,        // kubernetes.URL
+  kFormat,     // kubernetes.NamedFormat (library.Format; the format's name)
 };
 
 class Value;
@@ -70,6 +78,13 @@ class Value {
   static Value OptionalOf(Value v);
   static Value FromQuantity(Quantity q);
   static Value FromSemver(Semver v);
+  static Value FromTimestamp(Timestamp t);
+  static Value Duration(int64_t nanos);
+  static Value FromIp(IpAddress ip);
+  static Value FromCidr(Cidr cidr);
+  static Value FromUrl(Url url);
+  // A library.Format value; `name` is one of the names format.named() accepts.
+  static Value Format(std::string name);
   // A type value; `name` is the CEL type name ("int", "list", "kubernetes.Quantity", ...).
   static Value Type(std::string name);
   // A runtime error with cel-go's message text.
@@ -96,14 +111,25 @@ class Value {
   const Value& optional_value() const { return *static_cast<const Value*>(ptr_.get()); }
   const Quantity& quantity_value() const { return *static_cast<const Quantity*>(ptr_.get()); }
   const Semver& semver_value() const { return *static_cast<const Semver*>(ptr_.get()); }
+  const Timestamp& timestamp_value() const { return *static_cast<const Timestamp*>(ptr_.get()); }
+  // kDuration: nanoseconds.
+  int64_t duration_value() const { return scalar_.i; }
+  const IpAddress& ip_value() const { return *static_cast<const IpAddress*>(ptr_.get()); }
+  const Cidr& cidr_value() const { return *static_cast<const Cidr*>(ptr_.get()); }
+  const Url& url_value() const { return *static_cast<const Url*>(ptr_.get()); }
+  // kFormat: the format's name.
+  const std::string& format_name() const { return string_value(); }
 
   // The CEL name of this value's type: "null_type", "bool", "int", "uint", "double", "string",
   // "bytes", "list", "map", "optional_type", "kubernetes.Quantity", "kubernetes.Semver", "type",
-  // "error".
+  // "error", "google.protobuf.Timestamp", "google.protobuf.Duration", "net.IP", "net.CIDR",
+  // "kubernetes.URL", "kubernetes.NamedFormat".
   std::string_view TypeName() const;
 
   // A CEL-like rendering for tests and messages: 1, 2u, 1.5, "s", b"x", [1, 2], {"k": 1},
-  // optional.of(1), optional.none(), quantity("1Gi"), semver("1.2.3"), int, error("msg").
+  // optional.of(1), optional.none(), quantity("1Gi"), semver("1.2.3"), int, error("msg"),
+  // timestamp("2024-01-02T03:04:05Z"), duration("90s"), ip("10.0.0.1"), cidr("10.0.0.0/8"),
+  // url("https://x"), format.named("dns1123Label").
   std::string DebugString() const;
 
   // Internal: true when this list/map payload is referenced by this Value only, so the evaluator
@@ -133,7 +159,7 @@ Value Equals(const Value& a, const Value& b);
 
 // Ordering for `<`, `<=`, `>`, `>=`: -1, 0, 1, or nullopt when the values are not ordered
 // against each other (different non-numeric types, or NaN). Supports int/uint/double (across
-// types), string, bytes and bool.
+// types), string, bytes, bool, timestamp and duration.
 std::optional<int> Compare(const Value& a, const Value& b);
 // True when Compare() is defined for this pair of kinds.
 bool Comparable(const Value& a, const Value& b);

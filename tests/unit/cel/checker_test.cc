@@ -44,11 +44,100 @@ TEST(CheckerTest, TypesLiteralsAndOperators) {
   EXPECT_EQ(TypeOf("{'a': [1]}['a'][0]"), "int");
   EXPECT_EQ(TypeOf("true ? 'yes' : 'no'"), "string");
   EXPECT_EQ(TypeOf("1 < 2u && 1.0 >= 1"), "bool");
-  EXPECT_EQ(TypeOf("1 == 1.0"), "bool");
+  EXPECT_EQ(TypeOf("dyn(1) == 1.0"), "bool");
   EXPECT_EQ(TypeOf("2 in [1, 2]"), "bool");
   EXPECT_EQ(TypeOf("type(1)"), "type(int)");
   EXPECT_EQ(TypeOf("int('1') + size('abc')"), "int");
   EXPECT_EQ(TypeOf("dyn(1)"), "dyn");
+}
+
+TEST(CheckerTest, EqualityRequiresTheSameTypeAsCelGo) {
+  EXPECT_NE(
+      Issues("1 == 1.0").find("found no matching overload for '_==_' applied to '(int, double)'"),
+      std::string::npos);
+  EXPECT_NE(
+      Issues("1u != 1").find("found no matching overload for '_!=_' applied to '(uint, int)'"),
+      std::string::npos);
+  EXPECT_NE(Issues("[1] == [1.0]").find("'_==_' applied to '(list(int), list(double))'"),
+            std::string::npos);
+  EXPECT_EQ(TypeOf("device.attributes['d'].x == 1.0"), "bool");
+  EXPECT_EQ(TypeOf("1 < 1.0"), "bool");  // ordering is cross-type (CrossTypeNumericComparisons)
+}
+
+TEST(CheckerTest, TypesTimestampsAndDurations) {
+  EXPECT_EQ(TypeOf("timestamp('2024-01-01T00:00:00Z')"), "google.protobuf.Timestamp");
+  EXPECT_EQ(TypeOf("timestamp(0)"), "google.protobuf.Timestamp");
+  EXPECT_EQ(TypeOf("duration('1h')"), "google.protobuf.Duration");
+  EXPECT_EQ(TypeOf("duration(5)"), "google.protobuf.Duration");
+  EXPECT_EQ(TypeOf("timestamp(0) + duration('1h')"), "google.protobuf.Timestamp");
+  EXPECT_EQ(TypeOf("duration('1h') + timestamp(0)"), "google.protobuf.Timestamp");
+  EXPECT_EQ(TypeOf("timestamp(0) - timestamp(1)"), "google.protobuf.Duration");
+  EXPECT_EQ(TypeOf("timestamp(0) - duration('1s')"), "google.protobuf.Timestamp");
+  EXPECT_EQ(TypeOf("duration('1h') - duration('1s') + duration('1m')"), "google.protobuf.Duration");
+  EXPECT_EQ(TypeOf("timestamp(0) < timestamp(1) && duration('1s') >= duration('1ms')"), "bool");
+  EXPECT_EQ(TypeOf("timestamp(0) == timestamp(1)"), "bool");
+  EXPECT_EQ(TypeOf("int(timestamp(0)) + int(duration('1s'))"), "int");
+  EXPECT_EQ(TypeOf("string(timestamp(0)) + string(duration('1s'))"), "string");
+  for (const char* f :
+       {"getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfYear", "getDayOfWeek",
+        "getHours", "getMinutes", "getSeconds", "getMilliseconds"}) {
+    EXPECT_EQ(TypeOf("timestamp(0)." + std::string(f) + "()"), "int") << f;
+    EXPECT_EQ(TypeOf("timestamp(0)." + std::string(f) + "('+01:00')"), "int") << f;
+  }
+  for (const char* f : {"getHours", "getMinutes", "getSeconds", "getMilliseconds"}) {
+    EXPECT_EQ(TypeOf("duration('1s')." + std::string(f) + "()"), "int") << f;
+  }
+  EXPECT_NE(Issues("duration('1s').getHours('UTC')").find("found no matching overload"),
+            std::string::npos);
+  EXPECT_NE(Issues("-duration('1s')").find("found no matching overload for '-_'"),
+            std::string::npos);
+  EXPECT_NE(Issues("timestamp(true)")
+                .find("found no matching overload for 'timestamp' applied to '(bool)'"),
+            std::string::npos);
+}
+
+TEST(CheckerTest, ValidatesTimestampAndDurationLiterals) {
+  EXPECT_EQ(Issues("timestamp('2024-13-01T00:00:00Z') == timestamp(0)"),
+            "ERROR: <input>:1:11: invalid timestamp argument\n"
+            " | timestamp('2024-13-01T00:00:00Z') == timestamp(0)\n"
+            " | ..........^");
+  EXPECT_NE(Issues("timestamp(253402300800) == timestamp(0)").find("invalid timestamp argument"),
+            std::string::npos);
+  EXPECT_NE(Issues("duration('5 s') == duration('1s')").find("invalid duration argument"),
+            std::string::npos);
+  // Only literals are validated; a computed argument fails at runtime instead.
+  EXPECT_EQ(TypeOf("timestamp(device.driver)"), "google.protobuf.Timestamp");
+}
+
+TEST(CheckerTest, TypesNetworkLibraries) {
+  EXPECT_EQ(TypeOf("ip('10.0.0.1')"), "net.IP");
+  EXPECT_EQ(TypeOf("ip('10.0.0.1').family()"), "int");
+  for (const char* f : {"isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast",
+                        "isGlobalUnicast"}) {
+    EXPECT_EQ(TypeOf("ip('10.0.0.1')." + std::string(f) + "()"), "bool") << f;
+  }
+  EXPECT_EQ(TypeOf("isIP('x') || ip.isCanonical('::1')"), "bool");
+  EXPECT_EQ(TypeOf("string(ip('::1')) + string(cidr('::/0'))"), "string");
+  EXPECT_EQ(TypeOf("cidr('10.0.0.0/8')"), "net.CIDR");
+  EXPECT_EQ(TypeOf("cidr('10.0.0.0/8').ip()"), "net.IP");
+  EXPECT_EQ(TypeOf("cidr('10.0.0.0/8').masked()"), "net.CIDR");
+  EXPECT_EQ(TypeOf("cidr('10.0.0.0/8').prefixLength()"), "int");
+  EXPECT_EQ(TypeOf("cidr('10.0.0.0/8').containsIP('10.0.0.1') && "
+                   "cidr('10.0.0.0/8').containsIP(ip('10.0.0.1')) && "
+                   "cidr('10.0.0.0/8').containsCIDR('10.0.0.0/9') && "
+                   "cidr('10.0.0.0/8').containsCIDR(cidr('10.0.0.0/9')) && isCIDR('x')"),
+            "bool");
+  EXPECT_EQ(TypeOf("ip('::1') == cidr('::1/128').ip()"), "bool");
+  EXPECT_EQ(TypeOf("url('https://x')"), "kubernetes.URL");
+  for (const char* f : {"getScheme", "getHost", "getHostname", "getPort", "getEscapedPath"}) {
+    EXPECT_EQ(TypeOf("url('https://x')." + std::string(f) + "()"), "string") << f;
+  }
+  EXPECT_EQ(TypeOf("url('https://x').getQuery()"), "map(string, list(string))");
+  EXPECT_EQ(TypeOf("isURL('x')"), "bool");
+  EXPECT_NE(Issues("ip('::1') == cidr('::1/128')").find("'_==_' applied to '(net.IP, net.CIDR)'"),
+            std::string::npos);
+  EXPECT_NE(Issues("url('https://x').getQuery(1)").find("found no matching overload"),
+            std::string::npos);
 }
 
 TEST(CheckerTest, TypesTheDeviceAndLibraries) {
