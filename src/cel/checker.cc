@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "cel/format_lib.h"
 #include "cel/operators.h"
 #include "cel/time_lib.h"
 
@@ -337,6 +338,14 @@ const OverloadTable& Overloads() {
       method(f, "URL", "string");
     }
     method("getQuery", "URL", "map(string, list(string))");
+    // Kubernetes library.Format.
+    for (std::string_view f : {"dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
+                               "dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix",
+                               "labelValue", "uri", "uuid", "byte", "date", "datetime"}) {
+      global("format." + std::string(f), "", "Fmt");
+    }
+    global("format.named", "string", "opt(Fmt)");
+    method("validate", "Fmt, string", "opt(list(string))");
     // Optional types.
     global("optional.of", "A", "opt(A)");
     global("optional.none", "", "opt(dyn)");
@@ -787,6 +796,9 @@ class Checker {
                ((fn == "containsIP" || fn == "containsCIDR") &&
                 args[1].type.kind == TypeKind::kString)) {
       extra = Tenth(size(args.size() - 1));
+    } else if (fn == "validate") {
+      extra = SatMul(Tenth(SatAdd(1, size(1))), (MaxFormatRegexSize() + 3) / 4);
+      result_size = {size(1), kAttrValueSize};
     } else if (fn == "getQuery") {
       extra = Tenth(size(0));
       result_size = {kAttrValueSize, kAttrValueSize};

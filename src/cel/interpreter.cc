@@ -14,6 +14,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "cel/format_lib.h"
 #include "cel/net_lib.h"
 #include "cel/operators.h"
 #include "cel/source.h"
@@ -1418,6 +1419,17 @@ Value Evaluator::LibraryMethod(std::string_view fn, const Value& t, Args& args, 
       }
       break;
     }
+    case ValueKind::kFormat:
+      if (fn == "validate" && n == 1 && is(0, ValueKind::kString)) {
+        // Kubernetes' cost: ceil((1 + size) * 0.1) * ceil(regex size * 0.25).
+        const uint64_t str_cost = TraversalCost(1 + args[0].string_value().size());
+        const uint64_t re_cost = (FormatRegexSize(t.format_name()) + 3) / 4;
+        if (!Charge(str_cost * re_cost)) return Cancelled();
+        std::vector<std::string> errors = ValidateFormat(t.format_name(), args[0].string_value());
+        if (errors.empty()) return Value::OptionalNone();
+        return Value::OptionalOf(StringList(std::move(errors)));
+      }
+      break;
     default:
       break;
   }
@@ -1427,8 +1439,17 @@ Value Evaluator::LibraryMethod(std::string_view fn, const Value& t, Args& args, 
 
 Value Evaluator::LibraryFunction(std::string_view fn, Args& args, bool* handled) {
   *handled = true;
+  constexpr std::string_view kFormatPrefix = "format.";
+  if (args.empty() && fn.substr(0, kFormatPrefix.size()) == kFormatPrefix &&
+      IsFormatName(fn.substr(kFormatPrefix.size()))) {
+    return Value::Format(std::string(fn.substr(kFormatPrefix.size())));
+  }
   if (args.size() == 1 && args[0].kind() == ValueKind::kString) {
     const std::string& s = args[0].string_value();
+    if (fn == "format.named") {
+      if (!IsFormatName(s)) return Value::OptionalNone();
+      return Value::OptionalOf(Value::Format(s));
+    }
     const bool parse = fn == "ip" || fn == "isIP" || fn == "ip.isCanonical" || fn == "cidr" ||
                        fn == "isCIDR" || fn == "url" || fn == "isURL";
     if (parse && !Charge(TraversalCost(s.size()))) return Cancelled();

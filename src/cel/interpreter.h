@@ -17,8 +17,8 @@
 //   * Library coverage: the CEL standard functions including timestamps and durations
 //     (cel/time_lib.h), ext.Strings v2 (via cel/strings_lib.h), Kubernetes library.Lists and
 //     library.Regex (find, findAll), ext.Lists v3 (slice, flatten, distinct, reverse, sort,
-//     lists.range), ext.Sets, optional types, Kubernetes Quantity, Semver, IP, CIDR and URLs
-//     libraries (cel/net_lib.h), and DRA's includes().
+//     lists.range), ext.Sets, optional types, Kubernetes Quantity, Semver, IP, CIDR, URLs
+//     (cel/net_lib.h) and Format (cel/format_lib.h) libraries, and DRA's includes().
 //
 // Cost. Evaluation counts cost as cel-go's runtime cost tracker does, approximately: identifiers,
 // field selections and index operations cost 1; constants, `&&`, `||` and `?:` themselves cost 0;

@@ -140,6 +140,20 @@ TEST(CheckerTest, TypesNetworkLibraries) {
             std::string::npos);
 }
 
+TEST(CheckerTest, TypesTheFormatLibrary) {
+  EXPECT_EQ(TypeOf("format.dns1123Label()"), "kubernetes.NamedFormat");
+  EXPECT_EQ(TypeOf("format.named('uuid')"), "optional_type(kubernetes.NamedFormat)");
+  EXPECT_EQ(TypeOf("format.labelValue().validate('x')"), "optional_type(list(string))");
+  EXPECT_NE(Issues("format.dns1123Label('x')").find("found no matching overload"),
+            std::string::npos);
+  // validate() costs ceil((1 + size) * 0.1) * ceil(regex size * 0.25), with the largest regex.
+  const CheckResult small = CheckText("format.uuid().validate('x').hasValue()");
+  const CheckResult large = CheckText("format.uuid().validate(device.driver).hasValue()");
+  ASSERT_TRUE(small.issues.empty());
+  ASSERT_TRUE(large.issues.empty());
+  EXPECT_GT(large.estimated_cost, small.estimated_cost);
+}
+
 TEST(CheckerTest, TypesTheDeviceAndLibraries) {
   EXPECT_EQ(TypeOf("device"), "kubernetes.DRADevice");
   EXPECT_EQ(TypeOf("device.driver"), "string");
