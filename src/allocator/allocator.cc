@@ -30,41 +30,6 @@ std::string RandomUuid() {
   return buf;
 }
 
-// An attribute as a set of typed values, for constraints. Scalars are one-element sets.
-using AttrSet = std::vector<std::pair<char, std::string>>;
-
-std::optional<AttrSet> AttributeAsSet(const model::AttributeValue& v) {
-  AttrSet out;
-  struct Visitor {
-    AttrSet& out;
-    bool operator()(std::monostate) const { return false; }
-    bool operator()(int64_t x) const { return out.emplace_back('i', std::to_string(x)), true; }
-    bool operator()(bool x) const { return out.emplace_back('b', x ? "true" : "false"), true; }
-    bool operator()(const std::string& x) const { return out.emplace_back('s', x), true; }
-    bool operator()(const model::Version& x) const { return out.emplace_back('v', x.value), true; }
-    bool operator()(const std::vector<int64_t>& x) const {
-      for (auto i : x) out.emplace_back('i', std::to_string(i));
-      return !x.empty();
-    }
-    bool operator()(const std::vector<bool>& x) const {
-      for (bool b : x) out.emplace_back('b', b ? "true" : "false");
-      return !x.empty();
-    }
-    bool operator()(const std::vector<std::string>& x) const {
-      for (const auto& s : x) out.emplace_back('s', s);
-      return !x.empty();
-    }
-    bool operator()(const std::vector<model::Version>& x) const {
-      for (const auto& s : x) out.emplace_back('v', s.value);
-      return !x.empty();
-    }
-  };
-  if (!std::visit(Visitor{out}, v)) return std::nullopt;
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 bool Intersects(const AttrSet& a, const AttrSet& b) {
   size_t i = 0;
   size_t j = 0;
@@ -83,20 +48,6 @@ AttrSet Intersection(const AttrSet& a, const AttrSet& b) {
   AttrSet out;
   std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
-}
-
-// lookupAttribute: the fully qualified name, or the bare id when the domain is the driver's.
-const model::AttributeValue* LookupAttribute(const model::Device& device, const std::string& driver,
-                                             const std::string& qualified) {
-  auto it = device.attributes.find(qualified);
-  if (it != device.attributes.end()) return &it->second;
-  auto slash = qualified.find('/');
-  if (slash != std::string::npos && qualified.compare(0, slash, driver) == 0 &&
-      slash == driver.size()) {
-    it = device.attributes.find(qualified.substr(slash + 1));
-    if (it != device.attributes.end()) return &it->second;
-  }
-  return nullptr;
 }
 
 bool NodeMatches(const model::NodeInfo* node, const std::string& node_name, bool all_nodes,
@@ -171,13 +122,27 @@ struct ConstraintState {
   const model::DeviceConstraint* spec = nullptr;
   bool match = false;  // matchAttribute, else distinctAttribute
   std::string attribute;
-  std::vector<AttrSet> taken;  // one per device added
-  AttrSet intersection;        // matchAttribute: running intersection (recomputed on undo)
+  const std::vector<std::optional<AttrSet>>* sets = nullptr;  // per device, from the inventory
+  std::vector<const AttrSet*> taken;                          // one per device added
+  AttrSet intersection;  // matchAttribute: running intersection (recomputed on undo)
 };
+
+// The running intersection of a matchAttribute constraint, rebuilt after an undo.
+void RecomputeIntersection(ConstraintState& cs) {
+  if (!cs.match) return;
+  cs.intersection.clear();
+  for (size_t j = 0; j < cs.taken.size(); ++j) {
+    cs.intersection = j == 0 ? *cs.taken[0] : Intersection(cs.intersection, *cs.taken[j]);
+  }
+}
 
 struct ClaimData {
   const model::ResourceClaim* claim = nullptr;
-  std::string display;  // namespace/name
+  // namespace/name, for messages.
+  std::string Display() const {
+    return claim->namespace_.empty() ? claim->name
+                                     : absl::StrCat(claim->namespace_, "/", claim->name);
+  }
   std::vector<TopRequest> requests;
   std::vector<ConstraintState> constraints;
 };
@@ -231,6 +196,10 @@ class Search {
   bool SharedInUse(uint32_t device) const;
   bool ConstraintsAccept(ClaimData& cd, const Req& rq, uint32_t device, size_t& added);
   void Undo(size_t picked_size);
+  // Pruning: whether candidates from `from` on could still supply `needed` more devices to `rq`
+  // (free, selectable, and agreeing with the values its matchAttribute constraints have fixed).
+  // Never wrong in the pessimistic direction: unknown evaluations count as possible.
+  bool EnoughLeft(Req& rq, size_t from, int64_t needed);
   bool Expired();
   void BuildResults(Outcome& out);
   void BuildScore(Outcome& out);
@@ -323,9 +292,10 @@ void Search::GatherPools() {
       if (group.slices.size() != group.slice_count) view.incomplete = true;
     }
     view.invalid = group.invalid;
-    const std::string id = absl::StrCat(pool.driver, "/", pool.name);
-    if (view.incomplete) incomplete_pools_.push_back(id);
-    if (!view.invalid.empty()) invalid_pools_.push_back(absl::StrCat(id, ": ", view.invalid));
+    if (view.incomplete) incomplete_pools_.push_back(absl::StrCat(pool.driver, "/", pool.name));
+    if (!view.invalid.empty()) {
+      invalid_pools_.push_back(absl::StrCat(pool.driver, "/", pool.name, ": ", view.invalid));
+    }
     pools_.push_back(std::move(view));
   }
   std::stable_sort(pools_.begin(), pools_.end(), [&](const PoolView& a, const PoolView& b) {
@@ -351,35 +321,44 @@ void Search::GatherPools() {
 absl::Status Search::PrepareRequest(ClaimData& cd, int claim_index, const std::string& top,
                                     const std::string& name, const model::ExactDeviceRequest& spec,
                                     Req& out) {
-  const std::string where = absl::StrCat("claim ", cd.display, ", request ", name);
+  // Only built for error messages (this runs once per node and request).
+  struct Where {
+    const ClaimData& cd;
+    const std::string& name;
+    operator std::string() const {
+      return absl::StrCat("claim ", cd.Display(), ", request ", name);
+    }
+  } where{cd, name};
   out.claim = claim_index;
   out.name = name;
   out.top = top;
   out.spec = &spec;
   if (spec.device_class_name.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": missing device class name (unsupported request type?)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(where), ": missing device class name (unsupported request type?)"));
   }
   out.cls = inv_.FindClass(spec.device_class_name);
   if (out.cls == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": could not retrieve device class ", spec.device_class_name));
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(where), ": could not retrieve device class ", spec.device_class_name));
   }
   for (size_t i = 0; i < out.cls->selectors.size(); ++i) {
     if (out.cls->selectors[i]->ast == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "class ", spec.device_class_name, ": selector #", i, ": ", out.cls->selectors[i]->error));
+      return absl::InvalidArgumentError(
+          absl::StrCat("class ", spec.device_class_name, ": selector #", i,
+                       ": CEL compile error: ", out.cls->selectors[i]->error));
     }
   }
   for (size_t i = 0; i < spec.selectors.size(); ++i) {
     if (spec.selectors[i].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": selector #", i, ": CEL expression empty (unsupported selector type?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(where), ": selector #", i,
+                       ": CEL expression empty (unsupported selector type?)"));
     }
     auto program = inv_.Compile(spec.selectors[i]);
     if (program->ast == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": selector #", i, ": ", program->error));
+      return absl::InvalidArgumentError(absl::StrCat(std::string(where), ": selector #", i,
+                                                     ": CEL compile error: ", program->error));
     }
     out.selectors.push_back(std::move(program));
   }
@@ -387,7 +366,7 @@ absl::Status Search::PrepareRequest(ClaimData& cd, int claim_index, const std::s
   if (spec.allocation_mode == model::kAllocationModeExactCount) {
     if (spec.count <= 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": count must be greater than zero, got ", spec.count));
+          absl::StrCat(std::string(where), ": count must be greater than zero, got ", spec.count));
     }
     out.num_devices = spec.count;
   } else if (spec.allocation_mode == model::kAllocationModeAll) {
@@ -396,13 +375,13 @@ absl::Status Search::PrepareRequest(ClaimData& cd, int claim_index, const std::s
       const auto& p = inv_.pools()[inv_.groups()[pool.group].pool];
       if (pool.incomplete) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, ": asks for all devices, but resource pool ", p.driver, "/", p.name,
-                         " is currently being updated"));
+            absl::StrCat(std::string(where), ": asks for all devices, but resource pool ", p.driver,
+                         "/", p.name, " is currently being updated"));
       }
       if (!pool.invalid.empty()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, ": asks for all devices, but resource pool ", p.driver, "/", p.name,
-                         " is currently invalid (", pool.invalid, ")"));
+            absl::StrCat(std::string(where), ": asks for all devices, but resource pool ", p.driver,
+                         "/", p.name, " is currently invalid (", pool.invalid, ")"));
       }
     }
     for (size_t pos = 0; pos < candidates_.size(); ++pos) {
@@ -419,7 +398,7 @@ absl::Status Search::PrepareRequest(ClaimData& cd, int claim_index, const std::s
     out.num_devices = static_cast<int64_t>(out.all_devices.size());
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": unsupported count mode ", spec.allocation_mode));
+        absl::StrCat(std::string(where), ": unsupported count mode ", spec.allocation_mode));
   }
   (void)cd;
   return absl::OkStatus();
@@ -430,9 +409,7 @@ absl::Status Search::Prepare(const std::vector<const model::ResourceClaim*>& cla
   for (size_t c = 0; c < claims.size(); ++c) {
     ClaimData& cd = claims_[c];
     cd.claim = claims[c];
-    cd.display = cd.claim->namespace_.empty()
-                     ? cd.claim->name
-                     : absl::StrCat(cd.claim->namespace_, "/", cd.claim->name);
+
     const auto& spec = cd.claim->spec;
     int64_t min_devices = 0;
     cd.requests.resize(spec.requests.size());
@@ -457,14 +434,14 @@ absl::Status Search::Prepare(const std::vector<const model::ResourceClaim*>& cla
         }
         min_devices += min_sub;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("claim ", cd.display, ", request ",
+        return absl::InvalidArgumentError(absl::StrCat("claim ", cd.Display(), ", request ",
                                                        request.name,
                                                        ": has neither exactly nor firstAvailable"));
       }
     }
     if (min_devices > kMaxResultsPerClaim) {
       return absl::InvalidArgumentError(
-          absl::StrCat("claim ", cd.display, ": number of requested devices ", min_devices,
+          absl::StrCat("claim ", cd.Display(), ": number of requested devices ", min_devices,
                        " exceeds the claim limit of ", kMaxResultsPerClaim));
     }
     for (const auto& constraint : spec.constraints) {
@@ -477,8 +454,9 @@ absl::Status Search::Prepare(const std::vector<const model::ResourceClaim*>& cla
         cs.attribute = constraint.distinct_attribute;
       } else {
         return absl::InvalidArgumentError(absl::StrCat(
-            "claim ", cd.display, ": empty constraint (unsupported constraint type?)"));
+            "claim ", cd.Display(), ": empty constraint (unsupported constraint type?)"));
       }
+      cs.sets = &inv_.AttributeSets(cs.attribute);
       cd.constraints.push_back(std::move(cs));
     }
   }
@@ -499,7 +477,7 @@ int Search::Selectable(Req& rq, size_t pos) {
   const auto& entry = inv_.devices()[device];
   for (size_t i = 0; ok && i < rq.selectors.size(); ++i) {
     if (!entry.value.has_value()) {
-      abort_ = absl::InvalidArgumentError(absl::StrCat("claim ", claims_[rq.claim].display,
+      abort_ = absl::InvalidArgumentError(absl::StrCat("claim ", claims_[rq.claim].Display(),
                                                        ": selector #", i,
                                                        ": CEL runtime error: ", entry.value_error));
       return -1;
@@ -508,7 +486,7 @@ int Search::Selectable(Req& rq, size_t pos) {
                                      rq.selectors[i]->constants.get());
     if (!matched.ok()) {
       abort_ = absl::InvalidArgumentError(
-          absl::StrCat("claim ", claims_[rq.claim].display, ": selector #", i,
+          absl::StrCat("claim ", claims_[rq.claim].Display(), ": selector #", i,
                        ": CEL runtime error: ", matched.status().message()));
       return -1;
     }
@@ -638,8 +616,6 @@ bool Search::CountersFit(uint32_t device, uint32_t group) const {
 }
 
 bool Search::ConstraintsAccept(ClaimData& cd, const Req& rq, uint32_t device, size_t& added) {
-  const auto& entry = inv_.devices()[device];
-  const auto& driver = inv_.slices()[entry.slice].slice.driver;
   for (size_t i = 0; i < cd.constraints.size(); ++i) {
     ConstraintState& cs = cd.constraints[i];
     const auto& names = cs.spec->requests;
@@ -647,19 +623,21 @@ bool Search::ConstraintsAccept(ClaimData& cd, const Req& rq, uint32_t device, si
         std::find(names.begin(), names.end(), rq.name) == names.end()) {
       continue;
     }
-    const auto* attr = LookupAttribute(*entry.device, driver, cs.attribute);
-    std::optional<AttrSet> set;
-    if (attr != nullptr) set = AttributeAsSet(*attr);
+    const auto& set = (*cs.sets)[device];
     if (!set.has_value()) return false;
     if (cs.match) {
       if (!cs.taken.empty() && !Intersects(cs.intersection, *set)) return false;
-      cs.intersection = cs.taken.empty() ? *set : Intersection(cs.intersection, *set);
+      if (cs.taken.empty()) {
+        cs.intersection = *set;
+      } else if (set->size() > 1 || cs.intersection.size() > 1) {
+        cs.intersection = Intersection(cs.intersection, *set);
+      }
     } else {
-      for (const auto& other : cs.taken) {
-        if (Intersects(other, *set)) return false;
+      for (const AttrSet* other : cs.taken) {
+        if (Intersects(*other, *set)) return false;
       }
     }
-    cs.taken.push_back(std::move(*set));
+    cs.taken.push_back(&*set);
     constraint_log_.emplace_back(rq.claim, static_cast<int>(i));
     ++added;
   }
@@ -676,16 +654,46 @@ void Search::Undo(size_t picked_size) {
       constraint_log_.pop_back();
       ConstraintState& cs = claims_[c].constraints[i];
       cs.taken.pop_back();
-      if (cs.match && !cs.taken.empty()) {
-        cs.intersection = cs.taken.front();
-        for (size_t j = 1; j < cs.taken.size(); ++j) {
-          cs.intersection = Intersection(cs.intersection, cs.taken[j]);
-        }
-      } else if (cs.match) {
-        cs.intersection.clear();
-      }
+      RecomputeIntersection(cs);
     }
   }
+}
+
+bool Search::EnoughLeft(Req& rq, size_t from, int64_t needed) {
+  if (static_cast<int64_t>(candidates_.size() - std::min(from, candidates_.size())) < needed) {
+    return false;
+  }
+  ClaimData& cd = claims_[rq.claim];
+  std::vector<const ConstraintState*> fixed;
+  for (const auto& cs : cd.constraints) {
+    if (!cs.match || cs.taken.empty()) continue;
+    const auto& names = cs.spec->requests;
+    if (!names.empty() && std::find(names.begin(), names.end(), rq.top) == names.end() &&
+        std::find(names.begin(), names.end(), rq.name) == names.end()) {
+      continue;
+    }
+    fixed.push_back(&cs);
+  }
+  if (fixed.empty()) return true;
+  int64_t found = 0;
+  for (size_t pos = from; pos < candidates_.size() && found < needed; ++pos) {
+    const uint32_t device = candidates_[pos].device;
+    if (InUseByOthers(rq, device)) continue;
+    absl::Status saved = abort_;
+    int sel = Selectable(rq, pos);
+    abort_ = saved;
+    if (sel == 0) continue;
+    bool ok = true;
+    for (const ConstraintState* cs : fixed) {
+      const auto& set = (*cs->sets)[device];
+      if (!set.has_value() || !Intersects(cs->intersection, *set)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) ++found;
+  }
+  return found >= needed;
 }
 
 bool Search::TryAdd(Req& rq, uint32_t device, uint32_t group, bool must) {
@@ -708,16 +716,11 @@ bool Search::TryAdd(Req& rq, uint32_t device, uint32_t group, bool must) {
       constraint_log_.pop_back();
       ConstraintState& cs = claims_[c].constraints[i];
       cs.taken.pop_back();
-      if (cs.match) {
-        cs.intersection.clear();
-        for (size_t j = 0; j < cs.taken.size(); ++j) {
-          cs.intersection = j == 0 ? cs.taken[0] : Intersection(cs.intersection, cs.taken[j]);
-        }
-      }
+      RecomputeIntersection(cs);
     }
     if (must) {
       abort_ = absl::InvalidArgumentError(
-          absl::StrCat("claim ", cd.display, ", request ", rq.name, ": cannot add device ",
+          absl::StrCat("claim ", cd.Display(), ", request ", rq.name, ": cannot add device ",
                        entry.id, " because a claim constraint would not be satisfied"));
     }
     return false;
@@ -773,6 +776,10 @@ Step Search::Allocate(size_t c, size_t r, int64_t k, size_t start, bool alt_chos
     if (sel < 0) return Step::kAbort;
     if (sel == 0) continue;
     if (!TryAdd(rq, cand.device, cand.group, /*must=*/false)) continue;
+    if (k + 1 < rq.num_devices && !EnoughLeft(rq, pos + 1, rq.num_devices - k - 1)) {
+      Undo(mark);
+      continue;
+    }
     Step s = Allocate(c, r, k + 1, pos + 1, true);
     if (s == Step::kFound) return s;
     Undo(mark);
@@ -917,15 +924,11 @@ void Search::BuildScore(Outcome& out) {
       if (!cs.match) continue;
       int free = 0;
       for (const auto& cand : candidates_) {
-        const auto& entry = inv_.devices()[cand.device];
         if (state_.Exclusive(cand.device)) continue;
         bool picked = std::any_of(picked_.begin(), picked_.end(),
                                   [&](const Picked& p) { return p.device == cand.device; });
         if (picked) continue;
-        const auto* attr =
-            LookupAttribute(*entry.device, inv_.slices()[entry.slice].slice.driver, cs.attribute);
-        if (attr == nullptr) continue;
-        auto set = AttributeAsSet(*attr);
+        const auto& set = (*cs.sets)[cand.device];
         if (set.has_value() && Intersects(*set, cs.intersection)) ++free;
       }
       out.score.match_group_free_after.push_back(free);
@@ -995,7 +998,7 @@ std::string Search::Explain() {
         }
       }
       if (fits) continue;
-      std::string prefix = claims_.size() > 1 ? absl::StrCat("claim ", cd.display, ", ") : "";
+      std::string prefix = claims_.size() > 1 ? absl::StrCat("claim ", cd.Display(), ", ") : "";
       if (top.first_available) {
         parts.push_back(absl::StrCat(prefix, "request ", top.alternatives[0].top,
                                      ": no subrequest fits: ", absl::StrJoin(alt_reasons, "; ")));
@@ -1071,7 +1074,8 @@ absl::StatusOr<MatchPreview> PreviewMatches(const Inventory& inventory,
   for (size_t i = 0; i < cls->selectors.size(); ++i) {
     if (cls->selectors[i]->ast == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("class ", class_name, ": selector #", i, ": ", cls->selectors[i]->error));
+          absl::StrCat("class ", class_name, ": selector #", i,
+                       ": CEL compile error: ", cls->selectors[i]->error));
     }
   }
   std::vector<std::shared_ptr<const cel::CompileResult>> programs;

@@ -47,6 +47,54 @@ bool RuleMatches(const model::DeviceTaintRule& rule, const std::string& driver,
          (rule.pool.empty() || rule.pool == pool) && (rule.device.empty() || rule.device == device);
 }
 
+// An attribute as a set of typed values, for constraints. Scalars are one-element sets.
+
+std::optional<AttrSet> AttributeAsSet(const model::AttributeValue& v) {
+  AttrSet out;
+  struct Visitor {
+    AttrSet& out;
+    bool operator()(std::monostate) const { return false; }
+    bool operator()(int64_t x) const { return out.emplace_back('i', std::to_string(x)), true; }
+    bool operator()(bool x) const { return out.emplace_back('b', x ? "true" : "false"), true; }
+    bool operator()(const std::string& x) const { return out.emplace_back('s', x), true; }
+    bool operator()(const model::Version& x) const { return out.emplace_back('v', x.value), true; }
+    bool operator()(const std::vector<int64_t>& x) const {
+      for (auto i : x) out.emplace_back('i', std::to_string(i));
+      return !x.empty();
+    }
+    bool operator()(const std::vector<bool>& x) const {
+      for (bool b : x) out.emplace_back('b', b ? "true" : "false");
+      return !x.empty();
+    }
+    bool operator()(const std::vector<std::string>& x) const {
+      for (const auto& s : x) out.emplace_back('s', s);
+      return !x.empty();
+    }
+    bool operator()(const std::vector<model::Version>& x) const {
+      for (const auto& s : x) out.emplace_back('v', s.value);
+      return !x.empty();
+    }
+  };
+  if (!std::visit(Visitor{out}, v)) return std::nullopt;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// lookupAttribute: the fully qualified name, or the bare id when the domain is the driver's.
+const model::AttributeValue* LookupAttribute(const model::Device& device, const std::string& driver,
+                                             const std::string& qualified) {
+  auto it = device.attributes.find(qualified);
+  if (it != device.attributes.end()) return &it->second;
+  auto slash = qualified.find('/');
+  if (slash != std::string::npos && qualified.compare(0, slash, driver) == 0 &&
+      slash == driver.size()) {
+    it = device.attributes.find(qualified.substr(slash + 1));
+    if (it != device.attributes.end()) return &it->second;
+  }
+  return nullptr;
+}
+
 // Why a group of slices cannot be used, or "" (GatherPools' buildPool checks).
 std::string ValidateGroup(const Inventory::Group& group,
                           const std::vector<Inventory::SliceEntry>& slices) {
@@ -221,8 +269,8 @@ Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
     const auto& program = *cls.selectors[i];
     if (program.ast == nullptr) {
       result = Match::kError;
-      message =
-          absl::StrCat("class ", cls.device_class.name, ": selector #", i, ": ", program.error);
+      message = absl::StrCat("class ", cls.device_class.name, ": selector #", i,
+                             ": CEL compile error: ", program.error);
       break;
     }
     if (!d.value.has_value()) {
@@ -248,6 +296,21 @@ Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
   }
   slot.store(static_cast<uint8_t>(result), std::memory_order_release);
   return result;
+}
+
+const std::vector<std::optional<AttrSet>>& Inventory::AttributeSets(
+    const std::string& qualified) const {
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  auto& sets = attr_sets_[qualified];
+  if (sets == nullptr) {
+    sets = std::make_unique<std::vector<std::optional<AttrSet>>>();
+    sets->reserve(devices_.size());
+    for (const auto& d : devices_) {
+      const auto* attr = LookupAttribute(*d.device, slices_[d.slice].slice.driver, qualified);
+      sets->push_back(attr != nullptr ? AttributeAsSet(*attr) : std::nullopt);
+    }
+  }
+  return *sets;
 }
 
 AllocatedState Inventory::ResolveAllocated(const std::vector<AllocatedDevice>& allocated) const {

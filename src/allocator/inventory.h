@@ -22,6 +22,10 @@
 
 namespace qm::allocator {
 
+// An attribute's value as a sorted set of typed values (kind letter i/b/s/v and text), for the
+// matchAttribute and distinctAttribute constraints. A scalar is a one-element set.
+using AttrSet = std::vector<std::pair<char, std::string>>;
+
 struct InventoryInput {
   std::vector<model::ResourceSlice> slices;
   std::vector<model::DeviceClass> classes;
@@ -130,6 +134,11 @@ class Inventory {
   const std::vector<uint32_t>* FindDevice(const std::string& id) const;
   std::shared_ptr<const cel::CompileResult> Compile(const std::string& expression) const;
 
+  // Per device (inventory order): the set of values of attribute `qualified` (a fully qualified
+  // name, also found under the bare id in the driver's own domain), or nullopt when the device
+  // lacks it. Computed on first use and kept; thread-safe.
+  const std::vector<std::optional<AttrSet>>& AttributeSets(const std::string& qualified) const;
+
   // The cached result of a class's selectors for a device (evaluated on first use, thread-safe).
   // On kError, `error` receives the message.
   Match ClassMatches(const ClassEntry& cls, uint32_t device, std::string* error) const;
@@ -151,6 +160,8 @@ class Inventory {
   // Per class (by address of its ClassEntry): one Match per device.
   mutable std::unordered_map<const ClassEntry*, std::unique_ptr<std::atomic<uint8_t>[]>>
       class_memo_;
+  mutable std::mutex attr_mu_;
+  mutable std::map<std::string, std::unique_ptr<std::vector<std::optional<AttrSet>>>> attr_sets_;
   mutable std::mutex errors_mu_;
   mutable std::map<std::pair<const ClassEntry*, uint32_t>, std::string> class_errors_;
 };
