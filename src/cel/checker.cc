@@ -240,22 +240,25 @@ const OverloadTable& Overloads() {
     method("join", "list(string)", "string");
     method("join", "list(string), string", "string");
     global("strings.quote", "string", "string");
-    // Lists (library.Lists, ext.Lists, ext.Sets, DRA includes).
+    // Lists: Kubernetes' library.Lists, ext.Sets and DRA's includes. cel-go's ext.Lists (slice,
+    // flatten, distinct, reverse, sort, sortBy, first, last, lists.range) is not part of
+    // Kubernetes' base environment (1.32-1.34), so those names are undeclared here even though
+    // the evaluator implements them. isSorted, min and max take lists of comparable types, sum
+    // lists of summable ones, one overload per element type as in library/lists.go.
     method("indexOf", "list(A), A", "int");
     method("lastIndexOf", "list(A), A", "int");
     method("includes", "list(A), A", "bool");
     method("includes", "A, A", "bool");
-    method("isSorted", "list(A)", "bool");
-    method("min", "list(A)", "A");
-    method("max", "list(A)", "A");
-    method("sum", "list(A)", "A");
-    method("slice", "list(A), int, int", "list(A)");
-    method("flatten", "list(dyn)", "list(dyn)");
-    method("flatten", "list(dyn), int", "list(dyn)");
-    method("distinct", "list(A)", "list(A)");
-    method("reverse", "list(A)", "list(A)");
-    method("sort", "list(A)", "list(A)");
-    global("lists.range", "int", "list(int)");
+    for (std::string_view a :
+         {"int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes"}) {
+      const std::string list = "list(" + std::string(a) + ")";
+      method("isSorted", list, "bool");
+      method("min", list, a);
+      method("max", list, a);
+    }
+    for (std::string_view a : {"int", "uint", "double", "duration"}) {
+      method("sum", "list(" + std::string(a) + ")", a);
+    }
     for (std::string_view f : {"sets.contains", "sets.equivalent", "sets.intersects"}) {
       global(f, "list(A), list(A)", "bool");
     }
@@ -394,8 +397,7 @@ struct Info {
 
 const char* const kTypeIdents[] = {"bool", "int", "uint",      "double", "string",       "bytes",
                                    "list", "map", "null_type", "type",   "optional_type"};
-constexpr std::string_view kNamespaces[] = {"optional", "sets", "strings", "lists",
-                                            "cel",      "ip",   "format"};
+constexpr std::string_view kNamespaces[] = {"optional", "sets", "strings", "cel", "ip", "format"};
 
 class Checker {
  public:
@@ -814,24 +816,11 @@ class Checker {
     } else if (fn == "join") {
       extra = Tenth(SatMul(size(0), SatAdd(elem(0), size(1))));
       result_size = {SatMul(size(0), SatAdd(elem(0), size(1))), 0};
-    } else if (fn == "includes" || fn == "isSorted" || fn == "min" || fn == "max" || fn == "sum" ||
-               fn == "reverse" || fn == "slice") {
+    } else if (fn == "includes" || fn == "isSorted" || fn == "min" || fn == "max" || fn == "sum") {
       extra = args[0].type.kind == TypeKind::kList ? size(0) : 1;
-      result_size = {size(0), elem(0)};
-      if (rk != TypeKind::kList) result_size = {elem(0), elem(0)};
-    } else if (fn == "sort" || fn == "distinct" || fn == "flatten") {
-      extra = SatMul(size(0), size(0));
-      result_size = {SatMul(size(0), std::max<uint64_t>(elem(0), 1)), elem(0)};
+      result_size = {elem(0), elem(0)};
     } else if (fn == "sets.contains" || fn == "sets.equivalent" || fn == "sets.intersects") {
       extra = SatMul(size(0), size(1));
-    } else if (fn == "lists.range") {
-      const Expr& a = *c.args[0];
-      uint64_t n = kUnboundedSize;
-      if (a.kind() == ExprKind::kConstant && a.constant().kind() == ConstantKind::kInt) {
-        n = static_cast<uint64_t>(std::max<int64_t>(0, a.constant().int_value()));
-      }
-      extra = n;
-      result_size = {n, 0};
     } else if (fn == op::kMapInsert) {
       extra = size(0);
       result_size = {SatAdd(size(0), 1), std::max({elem(0), size(2), elem(2)})};

@@ -9,8 +9,12 @@
 //   driver: string, attributes: map(string, map(string, dyn)),
 //   capacity: map(string, map(string, kubernetes.Quantity)), allowMultipleAllocations: bool;
 // the type names bool, int, uint, double, string, bytes, list, map, null_type, type and
-// optional_type as identifiers; and an overload table for every function and operator the
-// evaluator (cel/interpreter.cc) implements, with argument and result types. `dyn` matches every
+// optional_type as identifiers; and an overload table for every function and operator that
+// Kubernetes' DRA environment declares (base environment 1.32-1.34 plus DRA's cel.bind and
+// includes), with argument and result types. Functions the evaluator implements beyond that
+// (cel-go's ext.Lists: slice, flatten, distinct, reverse, sort, lists.range) are undeclared, as
+// in cel-go: "undeclared reference to 'flatten' (in container '')". (Quantity's mul, div and
+// divInt are newer than 1.34 and are implemented nowhere.) `dyn` matches every
 // type. Comprehension variables get the element type of their range (key type for maps; index
 // and element, or key and value, for two-variable forms); dyn when the range is dyn.
 //
@@ -40,7 +44,7 @@
 // capacity maps 32 entries (32 attributes per device); an attribute value 64 (the longest
 // string; list attributes hold at most 48 elements); a map's or list's nested elements share one
 // bound (the largest nested size); strings built from other values are bounded by their inputs;
-// results of unbounded size (lists.range of a non-constant) count as kUnboundedSize. A
+// results whose size cannot be bounded count as kUnboundedSize. A
 // comprehension's accumulator is bounded by max(init size, N). Arithmetic saturates.
 
 #include <cstdint>

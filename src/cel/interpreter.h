@@ -19,6 +19,8 @@
 //     library.Regex (find, findAll), ext.Lists v3 (slice, flatten, distinct, reverse, sort,
 //     lists.range), ext.Sets, optional types, Kubernetes Quantity, Semver, IP, CIDR, URLs
 //     (cel/net_lib.h) and Format (cel/format_lib.h) libraries, and DRA's includes().
+//     ext.Lists is not in Kubernetes' environment: the checker (cel/checker.h), and so
+//     CompileSelector, rejects it; only callers that evaluate unchecked Asts can reach it.
 //
 // Cost. Evaluation counts cost as cel-go's runtime cost tracker does, approximately: identifiers,
 // field selections and index operations cost 1; constants, `&&`, `||` and `?:` themselves cost 0;

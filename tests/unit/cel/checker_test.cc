@@ -205,6 +205,58 @@ TEST(CheckerTest, ReportsUndeclaredReferences) {
             " | ....^");
 }
 
+TEST(CheckerTest, DeclaresKubernetesListsLibraryOnly) {
+  // library.Lists: one overload per element type, as in k8s.io/apiserver/pkg/cel/library.
+  EXPECT_EQ(TypeOf("[1, 2].sum()"), "int");
+  EXPECT_EQ(TypeOf("[1.5].max()"), "double");
+  EXPECT_EQ(TypeOf("['a'].min()"), "string");
+  EXPECT_EQ(TypeOf("[duration('1s')].sum()"), "google.protobuf.Duration");
+  EXPECT_EQ(TypeOf("[true].isSorted()"), "bool");
+  EXPECT_EQ(TypeOf("['a'].indexOf('a') + ['a'].lastIndexOf('b')"), "int");
+  EXPECT_EQ(TypeOf("device.attributes['d'].x.max()"), "dyn");
+  EXPECT_EQ(Issues("['a'].sum() == 'a'"),
+            "ERROR: <input>:1:10: found no matching overload for 'sum' applied to "
+            "'list(string).()'\n"
+            " | ['a'].sum() == 'a'\n"
+            " | .........^");
+  EXPECT_NE(
+      Issues("[timestamp(0)].sum()").find("'sum' applied to 'list(google.protobuf.Timestamp)"),
+      std::string::npos);
+  // cel-go's ext.Lists is not in Kubernetes' base environment, although the evaluator has it.
+  EXPECT_EQ(Issues("[[1], [2]].flatten().size() == 2"),
+            "ERROR: <input>:1:19: undeclared reference to 'flatten' (in container '')\n"
+            " | [[1], [2]].flatten().size() == 2\n"
+            " | ..................^");
+  for (const char* f :
+       {"slice(0, 1)", "distinct()", "reverse()", "sort()", "first()", "last()", "flatten(1)"}) {
+    const std::string name = std::string(f).substr(0, std::string(f).find('('));
+    EXPECT_NE(Issues(std::string("[1].") + f + " == [1]")
+                  .find("undeclared reference to '" + name + "' (in container '')"),
+              std::string::npos)
+        << f;
+  }
+  // `lists` is no namespace here: both the target and the function are undeclared.
+  EXPECT_EQ(Issues("lists.range(3).size() == 3"),
+            "ERROR: <input>:1:1: undeclared reference to 'lists' (in container '')\n"
+            " | lists.range(3).size() == 3\n"
+            " | ^\n"
+            "ERROR: <input>:1:12: undeclared reference to 'range' (in container '')\n"
+            " | lists.range(3).size() == 3\n"
+            " | ...........^");
+  // Quantity mul/div/divInt arrived after Kubernetes 1.34.
+  for (const char* f : {"mul(2)", "div(2)", "div(2, 1)", "divInt(2)"}) {
+    const std::string name = std::string(f).substr(0, std::string(f).find('('));
+    EXPECT_NE(Issues(std::string("quantity('1').") + f + " == quantity('1')")
+                  .find("undeclared reference to '" + name + "' (in container '')"),
+              std::string::npos)
+        << f;
+  }
+  EXPECT_NE(CompileSelector("device.attributes['d'].x.sort() == [1]")
+                .error.find("undeclared reference to 'sort' (in container '')"),
+            std::string::npos);
+  EXPECT_EQ(CompileSelector("device.attributes['d'].x.sort() == [1]").ast, nullptr);
+}
+
 TEST(CheckerTest, ReportsUndefinedFields) {
   EXPECT_EQ(Issues("device.drivr == 'x'"),
             "ERROR: <input>:1:7: undefined field 'drivr'\n"
