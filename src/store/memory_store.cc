@@ -1,6 +1,8 @@
 #include "store/memory_store.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 namespace qm::store {
 namespace {}  // namespace
@@ -49,6 +51,81 @@ absl::StatusOr<model::Object> MemoryStore::Delete(const model::ResourceKey& key,
   objects_.erase(it);
   AppendLocked(model::EventType::kDeleted, last);
   return last;
+}
+
+absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction& txn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Check everything first, so that nothing is applied when anything fails.
+  std::set<model::ResourceKey> touched;
+  for (const Write& w : txn.writes) {
+    model::ResourceKey key = w.kind == Write::Kind::kDelete ? w.key : w.object.Key();
+    if (!touched.insert(key).second) {
+      return absl::InvalidArgumentError("transaction writes " + key.name + " twice");
+    }
+    auto it = objects_.find(key);
+    if (w.kind == Write::Kind::kCreate) {
+      if (it != objects_.end()) {
+        return absl::AlreadyExistsError(key.resource + " \"" + key.name + "\" already exists");
+      }
+    } else if (it == objects_.end()) {
+      return NotFoundError(key);
+    } else if (w.expected_rv != 0 && it->second.meta.resource_version != w.expected_rv) {
+      return ConflictError(key);
+    }
+  }
+  std::vector<DeviceClaim> ledger;
+  for (const auto& row : device_claims_) {
+    if (std::find(txn.release_claims.begin(), txn.release_claims.end(), row.claim_uid) ==
+        txn.release_claims.end()) {
+      ledger.push_back(row);
+    }
+  }
+  for (const auto& row : txn.claim_devices) {
+    for (const auto& held : ledger) {
+      const bool same_device =
+          held.driver == row.driver && held.pool == row.pool && held.device == row.device;
+      if (!same_device) continue;
+      if (held.share_id == row.share_id && held.claim_uid == row.claim_uid) {
+        return absl::AlreadyExistsError("device " + row.driver + "/" + row.pool + "/" + row.device +
+                                        " is already recorded for this claim");
+      }
+      if (row.share_id.empty() && !row.admin_access && held.share_id.empty() &&
+          !held.admin_access) {
+        return DeviceTakenError(row);
+      }
+    }
+    ledger.push_back(row);
+  }
+  std::vector<model::Object> out;
+  for (const Write& w : txn.writes) {
+    model::ResourceKey key = w.kind == Write::Kind::kDelete ? w.key : w.object.Key();
+    if (w.kind == Write::Kind::kDelete) {
+      model::Object last = objects_[key];
+      last.meta.resource_version = ++revision_;
+      objects_.erase(key);
+      AppendLocked(model::EventType::kDeleted, last);
+      out.push_back(std::move(last));
+      continue;
+    }
+    model::Object stored = w.object;
+    stored.meta.resource_version = ++revision_;
+    objects_[key] = stored;
+    AppendLocked(
+        w.kind == Write::Kind::kCreate ? model::EventType::kAdded : model::EventType::kModified,
+        stored);
+    out.push_back(std::move(stored));
+  }
+  std::sort(ledger.begin(), ledger.end(), [](const DeviceClaim& a, const DeviceClaim& b) {
+    return std::tie(a.driver, a.pool, a.device, a.share_id, a.claim_uid) <
+           std::tie(b.driver, b.pool, b.device, b.share_id, b.claim_uid);
+  });
+  device_claims_ = std::move(ledger);
+  return out;
+}
+
+absl::StatusOr<std::vector<DeviceClaim>> MemoryStore::ListDeviceClaims() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_claims_;
 }
 
 absl::StatusOr<model::Object> MemoryStore::Get(const model::ResourceKey& key) {

@@ -25,6 +25,8 @@ class MemoryStore final : public Store {
                                                               int64_t limit) override;
   void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;
   absl::Status Compact(int64_t through_rv) override;
+  absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
+  absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
   absl::Status Ping() override { return absl::OkStatus(); }
 
  private:
@@ -37,6 +39,7 @@ class MemoryStore final : public Store {
   int64_t compacted_through_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<model::ResourceKey, model::Object> objects_ ABSL_GUARDED_BY(mu_);
   std::deque<model::WatchEvent> log_ ABSL_GUARDED_BY(mu_);
+  std::vector<DeviceClaim> device_claims_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace qm::store

@@ -12,4 +12,9 @@ absl::Status ConflictError(const model::ResourceKey& key) {
                             "latest version and try again");
 }
 
+absl::Status DeviceTakenError(const DeviceClaim& row) {
+  return absl::AbortedError("device " + row.driver + "/" + row.pool + "/" + row.device +
+                            " is already allocated to another claim");
+}
+
 }  // namespace qm::store

@@ -26,10 +26,42 @@ struct ListResult {
   bool more = false;                 // more items exist past the last one returned
 };
 
+// One device given to one claim: a row of the device-allocation ledger (ARCHITECTURE §4). The
+// store refuses a second exclusive row (empty share_id, not admin access) for the same device.
+struct DeviceClaim {
+  std::string driver;
+  std::string pool;
+  std::string device;
+  std::string share_id;  // set for consumable-capacity shares
+  std::string claim_uid;
+  bool admin_access = false;
+  std::string consumed_capacity;  // JSON object text, "{}" when none
+  bool operator==(const DeviceClaim&) const = default;
+};
+
+// One object write of a Transaction.
+struct Write {
+  enum class Kind { kCreate, kUpdate, kDelete };
+  Kind kind = Kind::kUpdate;
+  model::Object object;     // kCreate, kUpdate
+  model::ResourceKey key;   // kDelete
+  int64_t expected_rv = 0;  // kUpdate, kDelete; 0 skips the check
+};
+
+// Several writes and device-ledger changes committed together or not at all: the scheduler's
+// binding (device rows, every claim's allocation and reservedFor, the pod's node).
+struct Transaction {
+  std::vector<Write> writes;
+  std::vector<DeviceClaim> claim_devices;   // rows to insert
+  std::vector<std::string> release_claims;  // claim uids whose rows are deleted first
+};
+
 // The errors every Store returns for a missing key and a stale revision, worded as the
 // Kubernetes apiserver words them.
 absl::Status NotFoundError(const model::ResourceKey& key);
 absl::Status ConflictError(const model::ResourceKey& key);
+// Aborted: the device of `row` is already held exclusively by another claim.
+absl::Status DeviceTakenError(const DeviceClaim& row);
 
 // Durable home of every API object, with a change log that watches replay.
 //
@@ -75,6 +107,13 @@ class Store {
   // Drops change-log entries with revision <= `through_rv` (never the newest one).
   virtual absl::Status Compact(int64_t through_rv) = 0;
 
+  // Applies `txn` atomically; on success returns the stored objects in write order, each with its
+  // own revision (and change-log entry). Any failing write fails the whole transaction with that
+  // write's error; a device already held exclusively is Aborted ("device ... is already
+  // allocated"), so a scheduler that lost a race retries on a fresh snapshot.
+  virtual absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) = 0;
+  // The whole device-allocation ledger, ordered by (driver, pool, device, share_id, claim_uid).
+  virtual absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() = 0;
   // Cheap liveness probe of the backend (for /readyz).
   virtual absl::Status Ping() = 0;
 };

@@ -268,5 +268,119 @@ TYPED_TEST(StoreConformanceTest, RevisionsCommitInOrderUnderConcurrentWriters) {
   }
 }
 
+DeviceClaim Row(const std::string& device, const std::string& claim, const std::string& share = "",
+                bool admin = false) {
+  return DeviceClaim{"gpu.example.com", "pool-a", device, share, claim, admin, "{}"};
+}
+
+TYPED_TEST(StoreConformanceTest, CommitAppliesEveryWriteWithItsOwnRevision) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  auto gone = this->store_->Create(MakeObject("things", "ns", "gone"));
+  ASSERT_TRUE(a.ok() && gone.ok());
+  model::Object next = *a;
+  next.body = R"({"spec":{"x":2}})";
+  Transaction txn;
+  txn.writes.push_back({Write::Kind::kUpdate, next, {}, a->meta.resource_version});
+  txn.writes.push_back({Write::Kind::kCreate, MakeObject("things", "ns", "b"), {}, 0});
+  txn.writes.push_back({Write::Kind::kDelete, {}, gone->Key(), gone->meta.resource_version});
+  txn.claim_devices.push_back(Row("dev-0", "uid-1"));
+  auto committed = this->store_->Commit(txn);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  ASSERT_EQ(committed->size(), 3u);
+  EXPECT_GT((*committed)[1].meta.resource_version, (*committed)[0].meta.resource_version);
+  EXPECT_GT((*committed)[2].meta.resource_version, (*committed)[1].meta.resource_version);
+  EXPECT_EQ(nlohmann::json::parse(this->store_->Get(a->Key())->body),
+            nlohmann::json::parse(next.body));
+  EXPECT_TRUE(this->store_->Get(MakeObject("things", "ns", "b").Key()).ok());
+  EXPECT_TRUE(absl::IsNotFound(this->store_->Get(gone->Key()).status()));
+  auto events = this->store_->ChangesSince(gone->meta.resource_version, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[0].type, model::EventType::kModified);
+  EXPECT_EQ((*events)[1].type, model::EventType::kAdded);
+  EXPECT_EQ((*events)[2].type, model::EventType::kDeleted);
+  auto ledger = this->store_->ListDeviceClaims();
+  ASSERT_TRUE(ledger.ok());
+  ASSERT_EQ(ledger->size(), 1u);
+  EXPECT_EQ((*ledger)[0].device, "dev-0");
+  EXPECT_EQ((*ledger)[0].claim_uid, "uid-1");
+}
+
+TYPED_TEST(StoreConformanceTest, CommitIsAllOrNothing) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  ASSERT_TRUE(a.ok());
+  // A stale revision in the last write undoes the create and the device row before it.
+  Transaction stale;
+  stale.writes.push_back({Write::Kind::kCreate, MakeObject("things", "ns", "new"), {}, 0});
+  stale.writes.push_back({Write::Kind::kUpdate, *a, {}, a->meta.resource_version + 100});
+  stale.claim_devices.push_back(Row("dev-0", "uid-1"));
+  auto result = this->store_->Commit(stale);
+  EXPECT_TRUE(absl::IsAborted(result.status())) << result.status();
+  EXPECT_TRUE(
+      absl::IsNotFound(this->store_->Get(MakeObject("things", "ns", "new").Key()).status()));
+  EXPECT_TRUE(this->store_->ListDeviceClaims()->empty());
+  auto events = this->store_->ChangesSince(a->meta.resource_version, 0);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
+  // A taken device undoes the object writes of its transaction.
+  ASSERT_TRUE(this->store_->Commit(Transaction{{}, {Row("dev-1", "uid-1")}, {}}).ok());
+  Transaction taken;
+  taken.writes.push_back({Write::Kind::kCreate, MakeObject("things", "ns", "other"), {}, 0});
+  taken.claim_devices.push_back(Row("dev-1", "uid-2"));
+  result = this->store_->Commit(taken);
+  EXPECT_TRUE(absl::IsAborted(result.status())) << result.status();
+  EXPECT_NE(std::string(result.status().message()).find("already allocated"), std::string::npos);
+  EXPECT_TRUE(
+      absl::IsNotFound(this->store_->Get(MakeObject("things", "ns", "other").Key()).status()));
+}
+
+TYPED_TEST(StoreConformanceTest, DeviceLedgerAllowsSharesAdminAccessAndRelease) {
+  ASSERT_TRUE(this->store_->Commit(Transaction{{}, {Row("dev-0", "uid-1")}, {}}).ok());
+  // Admin access and consumable-capacity shares do not hold a device exclusively.
+  EXPECT_TRUE(this->store_->Commit(Transaction{{}, {Row("dev-0", "uid-2", "", true)}, {}}).ok());
+  EXPECT_TRUE(
+      this->store_
+          ->Commit(Transaction{{},
+                               {Row("dev-5", "uid-3", "00000000-0000-4000-8000-000000000001"),
+                                Row("dev-5", "uid-4", "00000000-0000-4000-8000-000000000002")},
+                               {}})
+          .ok());
+  EXPECT_TRUE(
+      absl::IsAborted(this->store_->Commit(Transaction{{}, {Row("dev-0", "uid-5")}, {}}).status()));
+  // Releasing the holder and giving the device to another claim can happen in one transaction.
+  auto moved = this->store_->Commit(Transaction{{}, {Row("dev-0", "uid-5")}, {"uid-1"}});
+  EXPECT_TRUE(moved.ok()) << moved.status();
+  auto ledger = this->store_->ListDeviceClaims();
+  ASSERT_TRUE(ledger.ok());
+  std::vector<std::string> rows;
+  for (const auto& r : *ledger) rows.push_back(r.device + ":" + r.claim_uid);
+  EXPECT_EQ(rows,
+            (std::vector<std::string>{"dev-0:uid-2", "dev-0:uid-5", "dev-5:uid-3", "dev-5:uid-4"}));
+}
+
+TYPED_TEST(StoreConformanceTest, ConcurrentClaimsOfOneDeviceHaveOneWinner) {
+  std::atomic<int> wins{0};
+  std::atomic<int> taken{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      Transaction txn;
+      txn.writes.push_back(
+          {Write::Kind::kCreate, MakeObject("claims", "ns", "c" + std::to_string(t)), {}, 0});
+      txn.claim_devices.push_back(Row("dev-0", "uid-" + std::to_string(t)));
+      auto r = this->store_->Commit(txn);
+      if (r.ok()) ++wins;
+      if (absl::IsAborted(r.status())) ++taken;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 1);
+  EXPECT_EQ(taken.load(), 7);
+  EXPECT_EQ(this->store_->ListDeviceClaims()->size(), 1u);
+  auto list = this->store_->List(ListOptions{"claims", "ns", "", "", 0});
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->items.size(), 1u);
+}
+
 }  // namespace
 }  // namespace qm::store

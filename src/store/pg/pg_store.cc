@@ -1,5 +1,7 @@
 #include "store/pg/pg_store.h"
 
+#include <algorithm>
+
 #include <future>
 #include <limits>
 #include <set>
@@ -81,6 +83,8 @@ struct PendingWrite {
   model::ResourceKey key;   // kDelete
   int64_t expected_rv = 0;  // kUpdate, kDelete
   std::promise<absl::StatusOr<model::Object>> done;
+  const Transaction* txn = nullptr;        // kTransaction
+  std::vector<model::Object> txn_results;  // kTransaction, on success
 };
 
 namespace {
@@ -151,6 +155,40 @@ absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) 
   return stored;
 }
 
+// Runs a whole Transaction inside the batch transaction, under a savepoint so that a failing
+// part undoes only this transaction's other parts.
+absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) {
+  w.txn_results.clear();
+  tx.exec("SAVEPOINT qm_txn");
+  auto fail = [&](absl::Status status) -> absl::StatusOr<model::Object> {
+    tx.exec("ROLLBACK TO SAVEPOINT qm_txn");
+    w.txn_results.clear();
+    return status;
+  };
+  for (const std::string& uid : w.txn->release_claims)
+    tx.exec_prepared("release_device_claims", uid);
+  for (const Write& write : w.txn->writes) {
+    PendingWrite single;
+    single.kind = write.kind == Write::Kind::kCreate   ? WriteKind::kCreate
+                  : write.kind == Write::Kind::kUpdate ? WriteKind::kUpdate
+                                                       : WriteKind::kDelete;
+    single.obj = write.object;
+    single.key = write.key;
+    single.expected_rv = write.expected_rv;
+    auto result = ApplyWrite(tx, single);
+    if (!result.ok()) return fail(result.status());
+    w.txn_results.push_back(std::move(*result));
+  }
+  for (const DeviceClaim& row : w.txn->claim_devices) {
+    auto r = tx.exec_prepared("insert_device_claim", row.driver, row.pool, row.device, row.share_id,
+                              row.claim_uid, row.admin_access,
+                              row.consumed_capacity.empty() ? "{}" : row.consumed_capacity);
+    if (r.empty()) return fail(DeviceTakenError(row));
+  }
+  tx.exec("RELEASE SAVEPOINT qm_txn");
+  return w.txn_results.empty() ? model::Object() : w.txn_results.back();
+}
+
 // Statements prepared on every pooled connection: parsed and planned once per connection.
 const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
   static const auto* statements = new std::vector<std::pair<std::string, std::string>>{
@@ -164,6 +202,9 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"current_revision", queries::kCurrentRevision},
       {"changes_since", queries::kChangesSince},
       {"notify", queries::kNotify},
+      {"insert_device_claim", queries::kInsertDeviceClaim},
+      {"release_device_claims", queries::kReleaseDeviceClaims},
+      {"list_device_claims", queries::kListDeviceClaims},
   };
   return *statements;
 }
@@ -273,13 +314,45 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     results.reserve(batch.size());
     int64_t newest = 0;
     for (PendingWrite* w : batch) {
-      results.push_back(ApplyWrite(tx, *w));
-      if (results.back().ok()) newest = results.back()->meta.resource_version;
+      results.push_back(w->kind == WriteKind::kTransaction ? ApplyTransaction(tx, *w)
+                                                           : ApplyWrite(tx, *w));
+      if (results.back().ok()) newest = std::max(newest, results.back()->meta.resource_version);
     }
     if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();
     return results;
   });
+}
+
+absl::StatusOr<std::vector<model::Object>> PgStore::Commit(const Transaction& txn) {
+  PendingWrite w;
+  w.kind = WriteKind::kTransaction;
+  w.txn = &txn;
+  auto result = w.done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stopping_) return absl::UnavailableError("store is shutting down");
+    queue_.push_back(&w);
+  }
+  queue_cv_.notify_one();
+  auto last = result.get();
+  if (!last.ok()) return last.status();
+  return std::move(w.txn_results);
+}
+
+absl::StatusOr<std::vector<DeviceClaim>> PgStore::ListDeviceClaims() {
+  return WithConnection(
+      *pool_, [&](pqxx::connection& c) -> absl::StatusOr<std::vector<DeviceClaim>> {
+        pqxx::read_transaction tx(c);
+        std::vector<DeviceClaim> out;
+        for (const auto& row : tx.exec_prepared("list_device_claims")) {
+          out.push_back(DeviceClaim{row[0].as<std::string>(), row[1].as<std::string>(),
+                                    row[2].as<std::string>(), row[3].as<std::string>(),
+                                    row[4].as<std::string>(), row[5].as<bool>(),
+                                    row[6].as<std::string>()});
+        }
+        return out;
+      });
 }
 
 absl::StatusOr<model::Object> PgStore::Get(const model::ResourceKey& key) {

@@ -14,7 +14,7 @@
 namespace qm::store::pg {
 
 struct PendingWrite;
-enum class WriteKind { kCreate, kUpdate, kDelete };
+enum class WriteKind { kCreate, kUpdate, kDelete, kTransaction };
 
 // The PostgreSQL Store (ARCHITECTURE.md §4). Writes are queued to one writer thread that
 // commits everything waiting in one transaction (group commit: one fsync for many writes),
@@ -38,6 +38,8 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                               int64_t limit) override;
   void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
+  absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
   absl::Status Compact(int64_t through_rv) override;
   absl::Status Ping() override;
 

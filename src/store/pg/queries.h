@@ -116,4 +116,23 @@ inline constexpr char kLockMigrations[] = "SELECT pg_advisory_xact_lock(7236012)
 inline constexpr char kAppliedMigrations[] = "SELECT version FROM schema_migrations";
 inline constexpr char kRecordMigration[] = "INSERT INTO schema_migrations (version) VALUES ($1)";
 
+// The device-allocation ledger (migrations/0002). An insert that would give a device a second
+// exclusive holder (or repeat a row) inserts nothing.
+inline constexpr char kInsertDeviceClaim[] = R"sql(
+INSERT INTO device_allocations
+  (driver, pool, device, share_id, claim_uid, admin_access, consumed_capacity)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)
+ON CONFLICT DO NOTHING
+RETURNING 1
+)sql";
+
+inline constexpr char kReleaseDeviceClaims[] =
+    "DELETE FROM device_allocations WHERE claim_uid = $1";
+
+inline constexpr char kListDeviceClaims[] = R"sql(
+SELECT driver, pool, device, share_id, claim_uid, admin_access, consumed_capacity::text
+FROM device_allocations
+ORDER BY driver, pool, device, share_id, claim_uid
+)sql";
+
 }  // namespace qm::store::pg::queries
