@@ -221,6 +221,7 @@ class Search {
   uint32_t check_countdown_ = 1;
   std::vector<std::string> invalid_pools_;
   std::vector<std::string> incomplete_pools_;
+  std::string failed_class_;
 };
 
 bool Search::Expired() {
@@ -1000,9 +1001,11 @@ std::string Search::Explain() {
       if (fits) continue;
       std::string prefix = claims_.size() > 1 ? absl::StrCat("claim ", cd.Display(), ", ") : "";
       if (top.first_available) {
+        if (failed_class_.empty()) failed_class_ = top.alternatives[0].cls->device_class.name;
         parts.push_back(absl::StrCat(prefix, "request ", top.alternatives[0].top,
                                      ": no subrequest fits: ", absl::StrJoin(alt_reasons, "; ")));
       } else {
+        if (failed_class_.empty()) failed_class_ = top.alternatives[0].cls->device_class.name;
         parts.push_back(absl::StrCat(prefix, alt_reasons.front()));
       }
     }
@@ -1053,6 +1056,7 @@ Outcome Search::Run(const std::vector<const model::ResourceClaim*>& claims) {
     return out;
   }
   out.reason = Explain();
+  out.failed_class = failed_class_;
   return out;
 }
 

@@ -55,6 +55,10 @@ struct Outcome {
   OutcomeKind kind = OutcomeKind::kUnschedulable;
   std::vector<model::AllocationResult> allocations;
   std::string reason;
+  // For kUnschedulable: the device class of the first request that cannot be satisfied on its
+  // own, or empty when the requests only fail together (constraints, shared devices) or a pool
+  // is invalid. Lets the scheduler count nodes per cause.
+  std::string failed_class;
   absl::Status error;
   Score score;
 };

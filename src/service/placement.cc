@@ -1,0 +1,165 @@
+#include "service/placement.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace qm::service {
+namespace {
+
+// Why one node was filtered out, as a countable cause.
+struct NodeVerdict {
+  bool feasible = false;
+  std::string cause;  // for infeasible nodes
+  allocator::Outcome outcome;
+};
+
+bool MatchesNodeSelector(const std::map<std::string, std::string>& selector,
+                         const model::NodeInfo& node) {
+  for (const auto& [k, v] : selector) {
+    auto it = node.labels.find(k);
+    if (it == node.labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+NodeVerdict Evaluate(const PlacementRequest& request, const NodeState& node) {
+  NodeVerdict v;
+  if (!node.ready) {
+    v.cause = "node(s) were not ready";
+    return v;
+  }
+  if (node.unschedulable) {
+    v.cause = "node(s) were unschedulable";
+    return v;
+  }
+  if (!MatchesNodeSelector(request.pod.node_selector, node.info) ||
+      (request.pod.required_affinity.has_value() &&
+       !model::NodeSelectorMatches(*request.pod.required_affinity, node.info))) {
+    v.cause = "node(s) didn't match Pod's node affinity/selector";
+    return v;
+  }
+  for (const auto& taint : node.taints) {
+    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") continue;
+    bool tolerated =
+        std::any_of(request.pod.tolerations.begin(), request.pod.tolerations.end(),
+                    [&](const PodToleration& t) { return ToleratesNodeTaint(t, taint); });
+    if (!tolerated) {
+      v.cause = absl::StrCat("node(s) had untolerated taint {", taint.key, ": ", taint.value, "}");
+      return v;
+    }
+  }
+  for (const auto& pin : request.pinned) {
+    if (!model::NodeSelectorMatches(pin, node.info)) {
+      v.cause = "node(s) cannot use the devices already allocated to the pod's claims";
+      return v;
+    }
+  }
+  if (request.to_allocate.empty()) {
+    v.feasible = true;
+    return v;
+  }
+  v.outcome = allocator::Allocate(*request.inventory, *request.allocated, request.to_allocate,
+                                  &node.info, request.options);
+  switch (v.outcome.kind) {
+    case allocator::OutcomeKind::kAllocated:
+      v.feasible = true;
+      break;
+    case allocator::OutcomeKind::kUnschedulable:
+      v.cause = v.outcome.failed_class.empty()
+                    ? (v.outcome.reason.rfind("invalid resource pools", 0) == 0
+                           ? "node(s) had invalid resource pools"
+                           : "node(s) cannot satisfy the claims' requests together")
+                    : absl::StrCat("insufficient devices of class ", v.outcome.failed_class);
+      break;
+    case allocator::OutcomeKind::kTimeout:
+      v.cause = "node(s) took too long to allocate devices";
+      break;
+    case allocator::OutcomeKind::kInvalid:
+      break;
+  }
+  return v;
+}
+
+}  // namespace
+
+bool ToleratesNodeTaint(const PodToleration& toleration, const NodeTaint& taint) {
+  if (!toleration.effect.empty() && toleration.effect != taint.effect) return false;
+  if (toleration.key.empty()) return toleration.op == "Exists";
+  if (toleration.key != taint.key) return false;
+  if (toleration.op == "Exists") return true;
+  return toleration.value == taint.value;
+}
+
+Placement Place(const PlacementRequest& request) {
+  const auto& nodes = *request.nodes;
+  std::vector<NodeVerdict> verdicts(nodes.size());
+  int workers = request.parallelism > 0
+                    ? request.parallelism
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  workers = std::min<int>(workers, static_cast<int>(std::max<size_t>(nodes.size() / 16, 1)));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < nodes.size(); i = next++) verdicts[i] = Evaluate(request, nodes[i]);
+  };
+  if (workers <= 1) {
+    work();
+  } else {
+    std::vector<std::thread> threads;
+    for (int w = 1; w < workers; ++w) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+  }
+
+  Placement out;
+  // Invalid input is the same on every node: report the first.
+  for (const auto& v : verdicts) {
+    if (v.outcome.kind == allocator::OutcomeKind::kInvalid && !v.feasible && v.cause.empty()) {
+      out.kind = Placement::Kind::kInvalid;
+      out.message = std::string(v.outcome.error.message());
+      return out;
+    }
+  }
+  // Score: pack (fewest free devices left in the pools touched) unless the pod asks to spread;
+  // ties go to the node that sorts first.
+  const NodeVerdict* best = nullptr;
+  const NodeState* best_node = nullptr;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeVerdict& v = verdicts[i];
+    if (!v.feasible) continue;
+    if (best == nullptr) {
+      best = &v;
+      best_node = &nodes[i];
+      continue;
+    }
+    const int a = v.outcome.score.free_after;
+    const int b = best->outcome.score.free_after;
+    const bool better = request.pod.spread ? a > b : a < b;
+    if (better || (a == b && nodes[i].info.name < best_node->info.name)) {
+      best = &v;
+      best_node = &nodes[i];
+    }
+  }
+  if (best != nullptr) {
+    out.kind = Placement::Kind::kPlaced;
+    out.node = best_node->info.name;
+    out.allocations = best->outcome.allocations;
+    return out;
+  }
+  std::map<std::string, int> causes;
+  for (const auto& v : verdicts) ++causes[v.cause];
+  std::vector<std::pair<std::string, int>> sorted(causes.begin(), causes.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  std::vector<std::string> parts;
+  for (const auto& [cause, count] : sorted) parts.push_back(absl::StrCat(count, " ", cause));
+  out.message = absl::StrCat("0/", nodes.size(), " nodes are available", parts.empty() ? "" : ": ",
+                             absl::StrJoin(parts, ", "), ".");
+  return out;
+}
+
+}  // namespace qm::service

@@ -1,0 +1,170 @@
+#include "service/placement.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace qm::service {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kDriver[] = "gpu.example.com";
+
+model::ResourceSlice Slice(const std::string& node, int devices) {
+  model::ResourceSlice s;
+  s.name = node;
+  s.driver = kDriver;
+  s.pool = node;
+  s.node_name = node;
+  for (int i = 0; i < devices; ++i) {
+    model::Device d;
+    d.name = "gpu-" + std::to_string(i);
+    s.devices.push_back(std::move(d));
+  }
+  return s;
+}
+
+model::ResourceClaim Claim(int64_t count) {
+  model::ResourceClaim c;
+  c.namespace_ = "default";
+  c.name = "c1";
+  model::DeviceRequest r;
+  r.name = "gpu";
+  r.exactly = model::ExactDeviceRequest{};
+  r.exactly->device_class_name = "gpu";
+  r.exactly->count = count;
+  c.spec.requests.push_back(std::move(r));
+  return c;
+}
+
+class PlacementTest : public ::testing::Test {
+ protected:
+  void Build(std::vector<model::ResourceSlice> slices,
+             std::vector<allocator::AllocatedDevice> used = {}) {
+    inventory_ = allocator::Inventory::Build(
+        {std::move(slices),
+         {model::DeviceClass{"gpu", {"device.driver == 'gpu.example.com'"}, {}, ""}},
+         {}});
+    allocated_ = inventory_->ResolveAllocated(used);
+  }
+  PlacementRequest Request(const model::ResourceClaim& claim) {
+    PlacementRequest r;
+    r.inventory = inventory_.get();
+    r.allocated = &allocated_;
+    r.nodes = &nodes_;
+    r.to_allocate = {&claim};
+    return r;
+  }
+  std::shared_ptr<const allocator::Inventory> inventory_;
+  allocator::AllocatedState allocated_;
+  std::vector<NodeState> nodes_;
+};
+
+TEST_F(PlacementTest, PacksOntoTheNodeWithFewestFreeDevicesLeft) {
+  Build({Slice("a", 4), Slice("b", 2), Slice("c", 8)});
+  nodes_ = {{{"a", {}}}, {{"b", {}}}, {{"c", {}}}};
+  model::ResourceClaim claim = Claim(1);
+  Placement p = Place(Request(claim));
+  ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << p.message;
+  EXPECT_EQ(p.node, "b");
+  ASSERT_EQ(p.allocations.size(), 1u);
+  EXPECT_EQ(p.allocations[0].results[0].pool, "b");
+
+  PlacementRequest spread = Request(claim);
+  spread.pod.spread = true;
+  EXPECT_EQ(Place(spread).node, "c");
+}
+
+TEST_F(PlacementTest, TiesGoToTheFirstNodeByName) {
+  Build({Slice("n2", 4), Slice("n1", 4), Slice("n3", 4)});
+  nodes_ = {{{"n2", {}}}, {{"n3", {}}}, {{"n1", {}}}};
+  model::ResourceClaim claim = Claim(2);
+  EXPECT_EQ(Place(Request(claim)).node, "n1");
+}
+
+TEST_F(PlacementTest, CountsWhyEveryNodeWasRejected) {
+  Build({Slice("full", 1), Slice("tainted", 4), Slice("cordoned", 4), Slice("other", 4),
+         Slice("down", 4)},
+        {{kDriver, "full", "gpu-0", "", {}, false}});
+  nodes_ = {
+      {{"full", {{"zone", "a"}}}},
+      {{"tainted", {{"zone", "a"}}}, true, false, {{"nvidia.com/gpu", "present", "NoSchedule"}}},
+      {{"cordoned", {{"zone", "a"}}}, true, true, {}},
+      {{"other", {{"zone", "b"}}}},
+      {{"down", {{"zone", "a"}}}, false, false, {}}};
+  model::ResourceClaim claim = Claim(1);
+  PlacementRequest r = Request(claim);
+  r.pod.node_selector = {{"zone", "a"}};
+  Placement p = Place(r);
+  ASSERT_EQ(p.kind, Placement::Kind::kUnschedulable);
+  EXPECT_EQ(p.message,
+            "0/5 nodes are available: 1 insufficient devices of class gpu, 1 node(s) didn't match "
+            "Pod's node affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: "
+            "present}, 1 node(s) were not ready, 1 node(s) were unschedulable.");
+
+  // Tolerating the taint makes the tainted node the only feasible one.
+  r.pod.tolerations.push_back({"nvidia.com/gpu", "Exists", "", ""});
+  p = Place(r);
+  ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << p.message;
+  EXPECT_EQ(p.node, "tainted");
+}
+
+TEST_F(PlacementTest, AllocatedClaimsPinTheNode) {
+  Build({Slice("a", 4), Slice("b", 1)});
+  nodes_ = {{{"a", {}}}, {{"b", {}}}};
+  model::ResourceClaim claim = Claim(1);
+  PlacementRequest r = Request(claim);
+  model::NodeSelectorTerm term;
+  term.match_fields.push_back({"metadata.name", "In", {"a"}});
+  r.pinned.push_back(model::NodeSelector{{term}});
+  Placement p = Place(r);
+  ASSERT_EQ(p.kind, Placement::Kind::kPlaced) << p.message;
+  EXPECT_EQ(p.node, "a");  // b would pack better, but the pod's other claim lives on a
+}
+
+TEST_F(PlacementTest, RequiredNodeAffinityFilters) {
+  Build({Slice("a", 1), Slice("b", 1)});
+  nodes_ = {{{"a", {{"gpu", "a100"}}}}, {{"b", {{"gpu", "l4"}}}}};
+  model::ResourceClaim claim = Claim(1);
+  PlacementRequest r = Request(claim);
+  model::NodeSelectorTerm term;
+  term.match_expressions.push_back({"gpu", "In", {"l4", "h100"}});
+  r.pod.required_affinity = model::NodeSelector{{term}};
+  EXPECT_EQ(Place(r).node, "b");
+}
+
+TEST_F(PlacementTest, InvalidClaimIsReportedOnce) {
+  Build({Slice("a", 1)});
+  nodes_ = {{{"a", {}}}};
+  model::ResourceClaim claim = Claim(1);
+  claim.spec.requests[0].exactly->device_class_name = "missing";
+  Placement p = Place(Request(claim));
+  EXPECT_EQ(p.kind, Placement::Kind::kInvalid);
+  EXPECT_THAT(p.message, HasSubstr("could not retrieve device class missing"));
+}
+
+TEST_F(PlacementTest, ManyNodesInParallelAgreeWithOneWorker) {
+  std::vector<model::ResourceSlice> slices;
+  std::vector<allocator::AllocatedDevice> used;
+  for (int n = 0; n < 200; ++n) {
+    std::string name = "n" + std::to_string(1000 + n);
+    slices.push_back(Slice(name, 8));
+    nodes_.push_back({{name, {}}});
+    for (int d = 0; d < n % 8; ++d)
+      used.push_back({kDriver, name, "gpu-" + std::to_string(d), "", {}, false});
+  }
+  Build(slices, used);
+  model::ResourceClaim claim = Claim(1);
+  PlacementRequest one = Request(claim);
+  one.parallelism = 1;
+  PlacementRequest many = Request(claim);
+  many.parallelism = 4;
+  Placement a = Place(one);
+  Placement b = Place(many);
+  ASSERT_EQ(a.kind, Placement::Kind::kPlaced);
+  EXPECT_EQ(a.node, b.node);
+  EXPECT_EQ(a.node, "n1007");  // 7 of 8 in use: one left, taking it leaves zero free
+}
+
+}  // namespace
+}  // namespace qm::service
