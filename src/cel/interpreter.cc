@@ -1,9 +1,12 @@
 #include "cel/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -72,7 +75,47 @@ std::shared_ptr<const re2::RE2> RegexCache::Get(std::string_view pattern, std::s
 
 namespace {
 
-using Args = std::vector<Value>;
+// Call arguments: most calls have one to three, kept inline to spare an allocation per call.
+class Args {
+ public:
+  Args() = default;
+  Args(std::initializer_list<Value> values) {
+    for (const Value& v : values) push_back(v);
+  }
+
+  void reserve(size_t n) {
+    if (n > kInline) heap_.reserve(n);
+  }
+  void push_back(Value v) {
+    if (size_ < kInline) {
+      inline_[size_++] = std::move(v);
+      return;
+    }
+    if (size_ == kInline) {
+      heap_.assign(std::make_move_iterator(inline_.begin()),
+                   std::make_move_iterator(inline_.end()));
+    }
+    heap_.push_back(std::move(v));
+    ++size_;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Value& operator[](size_t i) { return data()[i]; }
+  const Value& operator[](size_t i) const { return data()[i]; }
+  Value* begin() { return data(); }
+  Value* end() { return data() + size_; }
+  const Value* begin() const { return data(); }
+  const Value* end() const { return data() + size_; }
+
+ private:
+  static constexpr size_t kInline = 4;
+  Value* data() { return size_ > kInline ? heap_.data() : inline_.data(); }
+  const Value* data() const { return size_ > kInline ? heap_.data() : inline_.data(); }
+
+  std::array<Value, kInline> inline_;
+  size_t size_ = 0;
+  std::vector<Value> heap_;  // all elements once there are more than kInline
+};
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
@@ -649,8 +692,11 @@ class Evaluator {
   Value EvalAccumulate(const CallExpr& c, std::string_view fn, Value* slot);
 
   Value Dispatch(std::string_view fn, const Value* target, Args& args);
+  Value EqualsOp(bool negate, const Value& a, const Value& b);
   Value Index(const Value& container, const Value& key, bool optional);
-  Value SelectField(const Value& operand, const std::string& field, bool optional);
+  // `key` is the field as a string Value (built from `field` when nullptr).
+  Value SelectField(const Value& operand, const std::string& field, const Value* key,
+                    bool optional);
   Value StringMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
   Value ListMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
   Value QuantityMethod(std::string_view fn, const Value& t, Args& args, bool* handled);
@@ -728,17 +774,19 @@ Value Evaluator::EvalIdent(const Expr& e) {
   return Err("no such attribute(s): " + Str(e.ident().name));
 }
 
-Value Evaluator::SelectField(const Value& operand, const std::string& field, bool optional) {
+Value Evaluator::SelectField(const Value& operand, const std::string& field, const Value* key,
+                             bool optional) {
   switch (operand.kind()) {
     case ValueKind::kMap: {
-      const Value* v = operand.map_value().Find(Value::String(field));
+      const Value* v = key != nullptr ? operand.map_value().Find(*key)
+                                      : operand.map_value().Find(Value::String(field));
       if (v == nullptr) return optional ? Value::OptionalNone() : Err("no such key: " + field);
       return optional ? Value::OptionalOf(*v) : *v;
     }
     case ValueKind::kOptional:
       // Selection on an optional value stays optional (cel-go's optional chaining).
       if (!operand.has_optional_value()) return operand;
-      return SelectField(operand.optional_value(), field, /*optional=*/true);
+      return SelectField(operand.optional_value(), field, key, /*optional=*/true);
     default:
       return Err("type '" + Str(operand.TypeName()) + "' does not support field selection");
   }
@@ -749,13 +797,16 @@ Value Evaluator::EvalSelect(const Expr& e) {
   Value operand = Eval(*s.operand);
   if (operand.IsError()) return operand;
   if (!Charge(1)) return Cancelled();
+  const Value* key = options_.constants != nullptr ? options_.constants->FieldKey(e.id()) : nullptr;
   if (s.test_only) {
     if (operand.kind() == ValueKind::kMap) {
-      return Value::Bool(operand.map_value().Find(Value::String(s.field)) != nullptr);
+      const MapValue& m = operand.map_value();
+      return Value::Bool((key != nullptr ? m.Find(*key) : m.Find(Value::String(s.field))) !=
+                         nullptr);
     }
     return Err("invalid type for field selection: " + Str(operand.TypeName()));
   }
-  return SelectField(operand, s.field, s.optional);
+  return SelectField(operand, s.field, key, s.optional);
 }
 
 Value Evaluator::Index(const Value& container, const Value& key, bool optional) {
@@ -855,21 +906,52 @@ Value Evaluator::EvalAccumulate(const CallExpr& c, std::string_view fn, Value* s
   return Dispatch(fn, nullptr, all);
 }
 
+Value Evaluator::EqualsOp(bool negate, const Value& a, const Value& b) {
+  if (!Charge(TraversalCost(std::min(ActualSize(a), ActualSize(b))))) return Cancelled();
+  Value eq = Equals(a, b);
+  if (eq.IsError() || !negate) return eq;
+  return Value::Bool(!eq.bool_value());
+}
+
 Value Evaluator::EvalCall(const Expr& e) {
   const CallExpr& c = e.call();
   std::string_view fn = c.function;
-  if (fn == op::kLogicalAnd) return EvalLogical(c, /*is_and=*/true);
-  if (fn == op::kLogicalOr) return EvalLogical(c, /*is_and=*/false);
-  if (fn == op::kConditional && c.args.size() == 3) {
-    Value cond = Eval(*c.args[0]);
-    if (cond.IsError()) return cond;
-    if (cond.kind() != ValueKind::kBool) return NoSuchOverload(fn, nullptr, {cond});
-    return Eval(*c.args[cond.bool_value() ? 1 : 2]);
-  }
-  if (fn == op::kNotStrictlyFalse && c.args.size() == 1) {
-    Value v = Eval(*c.args[0]);
-    if (cancelled_) return Cancelled();
-    return Value::Bool(!IsBool(v, false));
+  const CallPlan plan =
+      options_.constants != nullptr ? options_.constants->call_plan(e.id()) : PlanCall(c);
+  switch (plan) {
+    case CallPlan::kAnd:
+      return EvalLogical(c, /*is_and=*/true);
+    case CallPlan::kOr:
+      return EvalLogical(c, /*is_and=*/false);
+    case CallPlan::kConditional: {
+      Value cond = Eval(*c.args[0]);
+      if (cond.IsError()) return cond;
+      if (cond.kind() != ValueKind::kBool) return NoSuchOverload(fn, nullptr, {cond});
+      return Eval(*c.args[cond.bool_value() ? 1 : 2]);
+    }
+    case CallPlan::kNotStrictlyFalse: {
+      Value v = Eval(*c.args[0]);
+      if (cancelled_) return Cancelled();
+      return Value::Bool(!IsBool(v, false));
+    }
+    case CallPlan::kEquals:
+    case CallPlan::kNotEquals:
+    case CallPlan::kIndex: {
+      // The generic path below without the argument vector and the dispatch by name.
+      Value a = Eval(*c.args[0]);
+      if (cancelled_) return Cancelled();
+      Value b = Eval(*c.args[1]);
+      if (cancelled_) return Cancelled();
+      if (a.IsError()) return a;
+      if (b.IsError()) return b;
+      if (plan == CallPlan::kIndex) {
+        if (!Charge(1)) return Cancelled();
+        return Index(a, b, /*optional=*/false);
+      }
+      return EqualsOp(plan == CallPlan::kNotEquals, a, b);
+    }
+    case CallPlan::kGeneric:
+      break;
   }
   const Expr* target_expr = c.target.get();
   std::string qualified;
@@ -1543,12 +1625,7 @@ Value Evaluator::Dispatch(std::string_view fn, const Value* target, Args& args) 
 
   // Operators.
   if (n == 2 && (fn == op::kEquals || fn == op::kNotEquals)) {
-    if (!Charge(TraversalCost(std::min(ActualSize(args[0]), ActualSize(args[1]))))) {
-      return Cancelled();
-    }
-    Value eq = Equals(args[0], args[1]);
-    if (eq.IsError() || fn == op::kEquals) return eq;
-    return Value::Bool(!eq.bool_value());
+    return EqualsOp(fn == op::kNotEquals, args[0], args[1]);
   }
   if (n == 2 && (fn == op::kLess || fn == op::kLessEquals || fn == op::kGreater ||
                  fn == op::kGreaterEquals)) {
@@ -1752,35 +1829,44 @@ Value ConstantValue(const Constant& c) {
 
 namespace {
 
+struct PlanOut {
+  std::vector<std::optional<Value>>* values;
+  std::vector<std::optional<Value>>* fields;
+  std::vector<CallPlan>* plans;
+};
+
 // Visits every node; the tree height is bounded by the parser, so recursion is bounded.
-void CollectConstants(const Expr& e, std::vector<std::optional<Value>>* out) {
+void CollectPlan(const Expr& e, const PlanOut& out) {
+  const bool in_range = e.id() > 0 && static_cast<size_t>(e.id()) < out.values->size();
   switch (e.kind()) {
     case ExprKind::kConstant:
-      if (static_cast<size_t>(e.id()) < out->size()) (*out)[e.id()] = ConstantValue(e.constant());
+      if (in_range) (*out.values)[e.id()] = ConstantValue(e.constant());
       return;
     case ExprKind::kIdent:
       return;
     case ExprKind::kSelect:
-      CollectConstants(*e.select().operand, out);
+      if (in_range) (*out.fields)[e.id()] = Value::String(e.select().field);
+      CollectPlan(*e.select().operand, out);
       return;
     case ExprKind::kCall:
-      if (e.call().target != nullptr) CollectConstants(*e.call().target, out);
-      for (const auto& a : e.call().args) CollectConstants(*a, out);
+      if (in_range) (*out.plans)[e.id()] = PlanCall(e.call());
+      if (e.call().target != nullptr) CollectPlan(*e.call().target, out);
+      for (const auto& a : e.call().args) CollectPlan(*a, out);
       return;
     case ExprKind::kList:
-      for (const auto& el : e.list().elements) CollectConstants(*el, out);
+      for (const auto& el : e.list().elements) CollectPlan(*el, out);
       return;
     case ExprKind::kMap:
       for (const auto& entry : e.map().entries) {
-        CollectConstants(*entry.key, out);
-        CollectConstants(*entry.value, out);
+        CollectPlan(*entry.key, out);
+        CollectPlan(*entry.value, out);
       }
       return;
     case ExprKind::kComprehension: {
       const ComprehensionExpr& c = e.comprehension();
       for (const Expr* sub : {c.iter_range.get(), c.accu_init.get(), c.loop_condition.get(),
                               c.loop_step.get(), c.result.get()}) {
-        CollectConstants(*sub, out);
+        CollectPlan(*sub, out);
       }
       return;
     }
@@ -1789,8 +1875,26 @@ void CollectConstants(const Expr& e, std::vector<std::optional<Value>>* out) {
 
 }  // namespace
 
-ConstantTable::ConstantTable(const Ast& ast) : values_(static_cast<size_t>(ast.max_id()) + 1) {
-  CollectConstants(ast.root(), &values_);
+CallPlan PlanCall(const CallExpr& call) {
+  const std::string& fn = call.function;
+  const size_t n = call.args.size();
+  if (fn == op::kLogicalAnd) return CallPlan::kAnd;
+  if (fn == op::kLogicalOr) return CallPlan::kOr;
+  if (fn == op::kConditional && n == 3) return CallPlan::kConditional;
+  if (fn == op::kNotStrictlyFalse && n == 1) return CallPlan::kNotStrictlyFalse;
+  if (call.target == nullptr && n == 2) {
+    if (fn == op::kEquals) return CallPlan::kEquals;
+    if (fn == op::kNotEquals) return CallPlan::kNotEquals;
+    if (fn == op::kIndex) return CallPlan::kIndex;
+  }
+  return CallPlan::kGeneric;
+}
+
+ConstantTable::ConstantTable(const Ast& ast)
+    : values_(static_cast<size_t>(ast.max_id()) + 1),
+      fields_(values_.size()),
+      plans_(values_.size(), CallPlan::kGeneric) {
+  CollectPlan(ast.root(), PlanOut{&values_, &fields_, &plans_});
 }
 
 EvalResult Evaluate(const Ast& ast, const Activation& vars, const EvalOptions& options) {

@@ -90,21 +90,48 @@ class RegexCache {
   std::unordered_map<std::string, std::shared_ptr<const re2::RE2>> cache_ ABSL_GUARDED_BY(mu_);
 };
 
-// The values of an Ast's literal nodes, built once per compiled expression so that evaluation
-// does not rebuild (and allocate) them on every run. Immutable; safe to share across threads.
+// How the evaluator runs a call node, resolved once from its function name and shape so that
+// evaluation does not compare function names. kGeneric calls are resolved by name when they run.
+enum class CallPlan : uint8_t {
+  kGeneric,
+  kAnd,               // `_&&_`
+  kOr,                // `_||_`
+  kConditional,       // `_?_:_` with three arguments
+  kNotStrictlyFalse,  // `@not_strictly_false` with one argument
+  kEquals,            // `_==_`, two arguments, no target
+  kNotEquals,         // `_!=_`, two arguments, no target
+  kIndex,             // `_[_]`, two arguments, no target
+};
+
+// An Ast's evaluation plan, built once per compiled expression so that evaluation does not redo
+// (and allocate for) it on every run: the values of the literal nodes, the field names of
+// selections as map keys, and the CallPlan of every call. Immutable; safe to share across
+// threads. It describes the Ast it was built from and no other.
 class ConstantTable {
  public:
   explicit ConstantTable(const Ast& ast);
   // The value of literal node `id`, or nullptr when `id` is not a literal of this Ast.
   const Value* Find(int64_t id) const {
-    return id > 0 && static_cast<size_t>(id) < values_.size() && values_[id].has_value()
-               ? &*values_[id]
-               : nullptr;
+    return InRange(id) && values_[id].has_value() ? &*values_[id] : nullptr;
   }
+  // The field of selection node `id` as a string Value, or nullptr when `id` is not a selection.
+  const Value* FieldKey(int64_t id) const {
+    return InRange(id) && fields_[id].has_value() ? &*fields_[id] : nullptr;
+  }
+  // The plan of call node `id`; kGeneric for any other id.
+  CallPlan call_plan(int64_t id) const { return InRange(id) ? plans_[id] : CallPlan::kGeneric; }
 
  private:
-  std::vector<std::optional<Value>> values_;  // indexed by node id
+  bool InRange(int64_t id) const { return id > 0 && static_cast<size_t>(id) < values_.size(); }
+
+  // All indexed by node id, with the same size.
+  std::vector<std::optional<Value>> values_;
+  std::vector<std::optional<Value>> fields_;
+  std::vector<CallPlan> plans_;
 };
+
+// The CallPlan of a call (what ConstantTable records for it).
+CallPlan PlanCall(const CallExpr& call);
 
 // The Value of a literal.
 Value ConstantValue(const Constant& constant);

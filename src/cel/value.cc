@@ -526,14 +526,25 @@ bool MapValue::Insert(Value key, Value value) {
 }
 
 const Value* MapValue::FindEntry(const Value& key) const {
-  const std::optional<Value> k = NormalizeKey(key);
-  if (!k.has_value()) return nullptr;
+  if (key.kind() == ValueKind::kDouble) {
+    const std::optional<Value> k = NormalizeKey(key);
+    return k.has_value() ? FindEntry(*k) : nullptr;
+  }
+  if (!IsValidKey(key)) return nullptr;
   if (!index_.empty()) {
-    auto it = index_.find(EncodeKey(*k));
+    auto it = index_.find(EncodeKey(key));
     return it == index_.end() ? nullptr : &entries_[it->second].second;
   }
+  // String keys (field selection, attribute names) are the common case: compare them directly.
+  if (key.kind() == ValueKind::kString) {
+    const std::string& ks = key.string_value();
+    for (const auto& [ek, ev] : entries_) {
+      if (ek.kind() == ValueKind::kString && ek.string_value() == ks) return &ev;
+    }
+    return nullptr;
+  }
   for (const auto& [ek, ev] : entries_) {
-    if (KeysEqual(ek, *k)) return &ev;
+    if (KeysEqual(ek, key)) return &ev;
   }
   return nullptr;
 }

@@ -112,6 +112,14 @@ TEST(CelGoldenTest, EveryCaseHolds) {
     EvalOptions options;
     options.regex_cache = &regexes;
     EvalResult result = Evaluate(*parsed.ast, vars, options);
+    // The planned evaluation (ConstantTable: literals, field keys, call plans) must agree with
+    // the unplanned one in value and cost.
+    const ConstantTable plan(*parsed.ast);
+    EvalOptions planned_options = options;
+    planned_options.constants = &plan;
+    EvalResult planned = Evaluate(*parsed.ast, vars, planned_options);
+    EXPECT_EQ(planned.value.DebugString(), result.value.DebugString());
+    EXPECT_EQ(planned.cost, result.cost);
     const std::string error_prefix = "error:";
     if (c.expected.rfind(error_prefix, 0) == 0) {
       std::string text = c.expected.substr(error_prefix.size());

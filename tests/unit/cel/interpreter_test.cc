@@ -96,6 +96,12 @@ std::string EvalText(const std::string& expr, Fixture fixture = Fixture::kNone,
   EvalOptions options;
   options.cost_limit = cost_limit;
   const EvalResult result = Evaluate(*parsed.ast, vars, options);
+  // The planned evaluation (ConstantTable) agrees with the unplanned one in value and cost.
+  const ConstantTable plan(*parsed.ast);
+  options.constants = &plan;
+  const EvalResult planned = Evaluate(*parsed.ast, vars, options);
+  EXPECT_EQ(planned.value.DebugString(), result.value.DebugString()) << expr;
+  EXPECT_EQ(planned.cost, result.cost) << expr;
   if (cost != nullptr) *cost = result.cost;
   if (!result.ok()) return "error: " + result.error();
   return result.value.DebugString();
