@@ -31,17 +31,30 @@ namespace qm::cel {
 // Activation and RegexCache
 
 void Activation::Insert(std::string name, Value value) {
-  for (auto& [n, v] : vars_) {
+  for (size_t i = 0; i < inline_size_; ++i) {
+    if (inline_[i].first == name) {
+      inline_[i].second = std::move(value);
+      return;
+    }
+  }
+  for (auto& [n, v] : more_) {
     if (n == name) {
       v = std::move(value);
       return;
     }
   }
-  vars_.emplace_back(std::move(name), std::move(value));
+  if (inline_size_ < kInline) {
+    inline_[inline_size_++] = {std::move(name), std::move(value)};
+    return;
+  }
+  more_.emplace_back(std::move(name), std::move(value));
 }
 
 const Value* Activation::Find(std::string_view name) const {
-  for (const auto& [n, v] : vars_) {
+  for (size_t i = 0; i < inline_size_; ++i) {
+    if (inline_[i].first == name) return &inline_[i].second;
+  }
+  for (const auto& [n, v] : more_) {
     if (n == name) return &v;
   }
   return nullptr;
@@ -682,8 +695,18 @@ class Evaluator {
   }
   static Value Cancelled() { return Err(Str(kCostLimitExceeded)); }
 
-  Value EvalIdent(const Expr& e);
-  Value EvalSelect(const Expr& e);
+  // Evaluates `e` without copying a value that already exists: returns a pointer to a value
+  // that outlives the evaluation (a variable of the activation, a literal of the plan, or
+  // something inside those immutable values), or stores the result in *scratch and returns
+  // scratch. Comprehension variables are always copied (their storage moves as scopes open).
+  const Value* EvalRef(const Expr& e, Value* scratch);
+  const Value* IdentRef(const Expr& e, Value* scratch);
+  const Value* SelectRef(const Expr& e, Value* scratch);
+  const Value* IndexRef(const CallExpr& c, Value* scratch);
+  CallPlan PlanOf(const Expr& e) const {
+    return options_.constants != nullptr ? options_.constants->call_plan(e.id())
+                                         : PlanCall(e.call());
+  }
   Value EvalCall(const Expr& e);
   Value EvalList(const Expr& e);
   Value EvalMap(const Expr& e);
@@ -730,19 +753,24 @@ class Evaluator {
   std::vector<std::pair<std::string_view, Value>> locals_;
 };
 
+// `v` is what an EvalRef call with scratch `local` returned; the result stays valid after `local`
+// is gone (moved into *scratch when it is `local`).
+const Value* Keep(const Value* v, Value* local, Value* scratch) {
+  if (v != local) return v;
+  *scratch = std::move(*local);
+  return scratch;
+}
+
 Value Evaluator::Eval(const Expr& e) {
   if (cancelled_) return Cancelled();
   switch (e.kind()) {
-    case ExprKind::kConstant: {
-      if (options_.constants != nullptr) {
-        if (const Value* v = options_.constants->Find(e.id())) return *v;
-      }
-      return ConstantValue(e.constant());
-    }
+    case ExprKind::kConstant:
     case ExprKind::kIdent:
-      return EvalIdent(e);
-    case ExprKind::kSelect:
-      return EvalSelect(e);
+    case ExprKind::kSelect: {
+      Value scratch;
+      const Value* v = EvalRef(e, &scratch);
+      return v == &scratch ? std::move(scratch) : *v;
+    }
     case ExprKind::kCall:
       return EvalCall(e);
     case ExprKind::kList:
@@ -755,23 +783,57 @@ Value Evaluator::Eval(const Expr& e) {
   return Err("unknown expression kind");
 }
 
-Value Evaluator::EvalIdent(const Expr& e) {
-  if (!Charge(1)) return Cancelled();
+const Value* Evaluator::EvalRef(const Expr& e, Value* scratch) {
+  if (cancelled_) {
+    *scratch = Cancelled();
+    return scratch;
+  }
+  switch (e.kind()) {
+    case ExprKind::kConstant:
+      if (options_.constants != nullptr) {
+        if (const Value* v = options_.constants->Find(e.id())) return v;
+      }
+      *scratch = ConstantValue(e.constant());
+      return scratch;
+    case ExprKind::kIdent:
+      return IdentRef(e, scratch);
+    case ExprKind::kSelect:
+      return SelectRef(e, scratch);
+    case ExprKind::kCall:
+      if (PlanOf(e) == CallPlan::kIndex) return IndexRef(e.call(), scratch);
+      *scratch = EvalCall(e);
+      return scratch;
+    default:
+      *scratch = Eval(e);
+      return scratch;
+  }
+}
+
+const Value* Evaluator::IdentRef(const Expr& e, Value* scratch) {
+  if (!Charge(1)) {
+    *scratch = Cancelled();
+    return scratch;
+  }
   std::string_view name = e.ident().name;
   const bool rooted = !name.empty() && name[0] == '.';
   if (rooted) {
     name.remove_prefix(1);
   } else if (const Value* v = FindLocal(name)) {
-    return *v;
+    *scratch = *v;
+    return scratch;
   }
-  if (const Value* v = vars_.Find(name)) return *v;
+  if (const Value* v = vars_.Find(name)) return v;
   static constexpr std::string_view kTypeNames[] = {"bool",      "int",   "uint",         "double",
                                                     "string",    "bytes", "list",         "map",
                                                     "null_type", "type",  "optional_type"};
   for (std::string_view t : kTypeNames) {
-    if (name == t) return Value::Type(Str(t));
+    if (name == t) {
+      *scratch = Value::Type(Str(t));
+      return scratch;
+    }
   }
-  return Err("no such attribute(s): " + Str(e.ident().name));
+  *scratch = Err("no such attribute(s): " + Str(e.ident().name));
+  return scratch;
 }
 
 Value Evaluator::SelectField(const Value& operand, const std::string& field, const Value* key,
@@ -792,21 +854,61 @@ Value Evaluator::SelectField(const Value& operand, const std::string& field, con
   }
 }
 
-Value Evaluator::EvalSelect(const Expr& e) {
+const Value* Evaluator::SelectRef(const Expr& e, Value* scratch) {
   const SelectExpr& s = e.select();
-  Value operand = Eval(*s.operand);
-  if (operand.IsError()) return operand;
-  if (!Charge(1)) return Cancelled();
+  Value local;
+  const Value* operand = EvalRef(*s.operand, &local);
+  if (operand->IsError()) return Keep(operand, &local, scratch);
+  if (!Charge(1)) {
+    *scratch = Cancelled();
+    return scratch;
+  }
   const Value* key = options_.constants != nullptr ? options_.constants->FieldKey(e.id()) : nullptr;
   if (s.test_only) {
-    if (operand.kind() == ValueKind::kMap) {
-      const MapValue& m = operand.map_value();
-      return Value::Bool((key != nullptr ? m.Find(*key) : m.Find(Value::String(s.field))) !=
-                         nullptr);
+    if (operand->kind() == ValueKind::kMap) {
+      const MapValue& m = operand->map_value();
+      *scratch =
+          Value::Bool((key != nullptr ? m.Find(*key) : m.Find(Value::String(s.field))) != nullptr);
+    } else {
+      *scratch = Err("invalid type for field selection: " + Str(operand->TypeName()));
     }
-    return Err("invalid type for field selection: " + Str(operand.TypeName()));
+    return scratch;
   }
-  return SelectField(operand, s.field, key, s.optional);
+  if (!s.optional && key != nullptr && operand->kind() == ValueKind::kMap) {
+    // SelectField's map case, without copying the entry out of a map that outlives this call.
+    if (const Value* v = operand->map_value().Find(*key); v != nullptr && operand != &local) {
+      return v;
+    }
+  }
+  *scratch = SelectField(*operand, s.field, key, s.optional);
+  return scratch;
+}
+
+const Value* Evaluator::IndexRef(const CallExpr& c, Value* scratch) {
+  Value local_a;
+  Value local_b;
+  const Value* a = EvalRef(*c.args[0], &local_a);
+  if (cancelled_) {
+    *scratch = Cancelled();
+    return scratch;
+  }
+  const Value* b = EvalRef(*c.args[1], &local_b);
+  if (cancelled_) {
+    *scratch = Cancelled();
+    return scratch;
+  }
+  if (a->IsError()) return Keep(a, &local_a, scratch);
+  if (b->IsError()) return Keep(b, &local_b, scratch);
+  if (!Charge(1)) {
+    *scratch = Cancelled();
+    return scratch;
+  }
+  if (a != &local_a && a->kind() == ValueKind::kMap && MapValue::IsValidKey(*b)) {
+    // Index's map case, without copying the entry out of a map that outlives this call.
+    if (const Value* v = a->map_value().Find(*b)) return v;
+  }
+  *scratch = Index(*a, *b, /*optional=*/false);
+  return scratch;
 }
 
 Value Evaluator::Index(const Value& container, const Value& key, bool optional) {
@@ -916,8 +1018,7 @@ Value Evaluator::EqualsOp(bool negate, const Value& a, const Value& b) {
 Value Evaluator::EvalCall(const Expr& e) {
   const CallExpr& c = e.call();
   std::string_view fn = c.function;
-  const CallPlan plan =
-      options_.constants != nullptr ? options_.constants->call_plan(e.id()) : PlanCall(c);
+  const CallPlan plan = PlanOf(e);
   switch (plan) {
     case CallPlan::kAnd:
       return EvalLogical(c, /*is_and=*/true);
@@ -934,21 +1035,24 @@ Value Evaluator::EvalCall(const Expr& e) {
       if (cancelled_) return Cancelled();
       return Value::Bool(!IsBool(v, false));
     }
-    case CallPlan::kEquals:
-    case CallPlan::kNotEquals:
     case CallPlan::kIndex: {
-      // The generic path below without the argument vector and the dispatch by name.
-      Value a = Eval(*c.args[0]);
+      Value scratch;
+      const Value* v = IndexRef(c, &scratch);
+      return v == &scratch ? std::move(scratch) : *v;
+    }
+    case CallPlan::kEquals:
+    case CallPlan::kNotEquals: {
+      // The generic path below without copies of the operands, the argument vector and the
+      // dispatch by name.
+      Value local_a;
+      Value local_b;
+      const Value* a = EvalRef(*c.args[0], &local_a);
       if (cancelled_) return Cancelled();
-      Value b = Eval(*c.args[1]);
+      const Value* b = EvalRef(*c.args[1], &local_b);
       if (cancelled_) return Cancelled();
-      if (a.IsError()) return a;
-      if (b.IsError()) return b;
-      if (plan == CallPlan::kIndex) {
-        if (!Charge(1)) return Cancelled();
-        return Index(a, b, /*optional=*/false);
-      }
-      return EqualsOp(plan == CallPlan::kNotEquals, a, b);
+      if (a->IsError()) return *a;
+      if (b->IsError()) return *b;
+      return EqualsOp(plan == CallPlan::kNotEquals, *a, *b);
     }
     case CallPlan::kGeneric:
       break;

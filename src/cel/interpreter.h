@@ -36,6 +36,7 @@
 // Thread-safety: Evaluate() keeps no state beyond the call, so the same Ast and Activation can be
 // evaluated from many threads at once. The optional RegexCache is internally synchronized.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,7 +62,8 @@ namespace qm::cel {
 inline constexpr std::string_view kCostLimitExceeded =
     "operation cancelled: actual cost limit exceeded";
 
-// Variables visible to an expression. Lookups are by exact name.
+// Variables visible to an expression. Lookups are by exact name. The first two variables are
+// stored inline, so the one-variable activation of a selector (`device`) does not allocate.
 class Activation {
  public:
   // Adds or replaces a variable.
@@ -70,7 +72,10 @@ class Activation {
   const Value* Find(std::string_view name) const;
 
  private:
-  std::vector<std::pair<std::string, Value>> vars_;
+  static constexpr size_t kInline = 2;
+  std::array<std::pair<std::string, Value>, kInline> inline_;
+  size_t inline_size_ = 0;
+  std::vector<std::pair<std::string, Value>> more_;
 };
 
 // Compiled regular expressions shared across evaluations, keyed by pattern text. Thread-safe.
