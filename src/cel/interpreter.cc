@@ -703,6 +703,15 @@ class Evaluator {
   const Value* IdentRef(const Expr& e, Value* scratch);
   const Value* SelectRef(const Expr& e, Value* scratch);
   const Value* IndexRef(const CallExpr& c, Value* scratch);
+  // The precomputed value of a kFolded call, its cost charged; nullptr (nothing charged) when
+  // that cost would pass the limit, so that the call runs and stops where it would unplanned.
+  const Value* FoldedRef(const Expr& e) {
+    const uint64_t c = options_.constants->folded_cost(e.id());
+    if (c > options_.cost_limit || cost_ > options_.cost_limit - c) return nullptr;
+    const Value* v = options_.constants->FoldedValue(e.id());
+    if (v != nullptr) cost_ += c;
+    return v;
+  }
   CallPlan PlanOf(const Expr& e) const {
     return options_.constants != nullptr ? options_.constants->call_plan(e.id())
                                          : PlanCall(e.call());
@@ -799,10 +808,15 @@ const Value* Evaluator::EvalRef(const Expr& e, Value* scratch) {
       return IdentRef(e, scratch);
     case ExprKind::kSelect:
       return SelectRef(e, scratch);
-    case ExprKind::kCall:
-      if (PlanOf(e) == CallPlan::kIndex) return IndexRef(e.call(), scratch);
+    case ExprKind::kCall: {
+      const CallPlan plan = PlanOf(e);
+      if (plan == CallPlan::kIndex) return IndexRef(e.call(), scratch);
+      if (plan == CallPlan::kFolded) {
+        if (const Value* v = FoldedRef(e)) return v;
+      }
       *scratch = EvalCall(e);
       return scratch;
+    }
     default:
       *scratch = Eval(e);
       return scratch;
@@ -1054,6 +1068,9 @@ Value Evaluator::EvalCall(const Expr& e) {
       if (b->IsError()) return *b;
       return EqualsOp(plan == CallPlan::kNotEquals, *a, *b);
     }
+    case CallPlan::kFolded:
+      if (const Value* v = FoldedRef(e)) return *v;
+      break;
     case CallPlan::kGeneric:
       break;
   }
@@ -1937,7 +1954,22 @@ struct PlanOut {
   std::vector<std::optional<Value>>* values;
   std::vector<std::optional<Value>>* fields;
   std::vector<CallPlan>* plans;
+  std::vector<std::optional<Value>>* folded;
+  std::vector<uint64_t>* folded_costs;
 };
+
+// A global call whose value depends on its literal arguments only (see CallPlan::kFolded).
+bool Foldable(const CallExpr& c) {
+  static constexpr std::string_view kPure[] = {"quantity", "isQuantity", "semver",    "isSemver",
+                                               "ip",       "isIP",       "cidr",      "isCIDR",
+                                               "url",      "isURL",      "timestamp", "duration"};
+  if (c.target != nullptr || c.args.empty()) return false;
+  if (std::find(std::begin(kPure), std::end(kPure), c.function) == std::end(kPure)) return false;
+  for (const auto& a : c.args) {
+    if (a->kind() != ExprKind::kConstant) return false;
+  }
+  return true;
+}
 
 // Visits every node; the tree height is bounded by the parser, so recursion is bounded.
 void CollectPlan(const Expr& e, const PlanOut& out) {
@@ -1953,7 +1985,18 @@ void CollectPlan(const Expr& e, const PlanOut& out) {
       CollectPlan(*e.select().operand, out);
       return;
     case ExprKind::kCall:
-      if (in_range) (*out.plans)[e.id()] = PlanCall(e.call());
+      if (in_range) {
+        (*out.plans)[e.id()] = PlanCall(e.call());
+        if (Foldable(e.call())) {
+          // Evaluate it once, unplanned and without variables or limit, as every run would.
+          const Activation no_vars;
+          const EvalOptions unlimited{.cost_limit = std::numeric_limits<uint64_t>::max()};
+          Evaluator evaluator(no_vars, unlimited);
+          (*out.folded)[e.id()] = evaluator.Eval(e);
+          (*out.folded_costs)[e.id()] = evaluator.cost();
+          (*out.plans)[e.id()] = CallPlan::kFolded;
+        }
+      }
       if (e.call().target != nullptr) CollectPlan(*e.call().target, out);
       for (const auto& a : e.call().args) CollectPlan(*a, out);
       return;
@@ -1997,8 +2040,10 @@ CallPlan PlanCall(const CallExpr& call) {
 ConstantTable::ConstantTable(const Ast& ast)
     : values_(static_cast<size_t>(ast.max_id()) + 1),
       fields_(values_.size()),
-      plans_(values_.size(), CallPlan::kGeneric) {
-  CollectPlan(ast.root(), PlanOut{&values_, &fields_, &plans_});
+      plans_(values_.size(), CallPlan::kGeneric),
+      folded_(values_.size()),
+      folded_costs_(values_.size(), 0) {
+  CollectPlan(ast.root(), PlanOut{&values_, &fields_, &plans_, &folded_, &folded_costs_});
 }
 
 EvalResult Evaluate(const Ast& ast, const Activation& vars, const EvalOptions& options) {

@@ -106,6 +106,10 @@ enum class CallPlan : uint8_t {
   kEquals,            // `_==_`, two arguments, no target
   kNotEquals,         // `_!=_`, two arguments, no target
   kIndex,             // `_[_]`, two arguments, no target
+  // A global parsing function (quantity, semver, isQuantity, isSemver, ip, isIP, cidr, isCIDR,
+  // url, isURL, timestamp, duration) with literal arguments: its value is computed once (only
+  // ConstantTable assigns this plan; PlanCall never returns it).
+  kFolded,
 };
 
 // An Ast's evaluation plan, built once per compiled expression so that evaluation does not redo
@@ -125,6 +129,12 @@ class ConstantTable {
   }
   // The plan of call node `id`; kGeneric for any other id.
   CallPlan call_plan(int64_t id) const { return InRange(id) ? plans_[id] : CallPlan::kGeneric; }
+  // For a kFolded call node: its value (an error value when the call fails), or nullptr.
+  const Value* FoldedValue(int64_t id) const {
+    return InRange(id) && folded_[id].has_value() ? &*folded_[id] : nullptr;
+  }
+  // For a kFolded call node: the cost an evaluation of the call spends (0 for other ids).
+  uint64_t folded_cost(int64_t id) const { return InRange(id) ? folded_costs_[id] : 0; }
 
  private:
   bool InRange(int64_t id) const { return id > 0 && static_cast<size_t>(id) < values_.size(); }
@@ -133,6 +143,8 @@ class ConstantTable {
   std::vector<std::optional<Value>> values_;
   std::vector<std::optional<Value>> fields_;
   std::vector<CallPlan> plans_;
+  std::vector<std::optional<Value>> folded_;
+  std::vector<uint64_t> folded_costs_;
 };
 
 // The CallPlan of a call (what ConstantTable records for it).

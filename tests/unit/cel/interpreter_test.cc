@@ -697,6 +697,33 @@ TEST(InterpreterTest, CostLimitStopsEvaluation) {
   EXPECT_EQ(EvalText("lists.range(10).all(i, true)", Fixture::kNone, 1000), "true");
 }
 
+// EvalText compares every planned evaluation (ConstantTable, which precomputes calls such as
+// quantity('1Gi')) with the unplanned one; here around every cost limit a folded call can cross.
+TEST(InterpreterTest, PlannedEvaluationStopsWhereUnplannedDoes) {
+  const char* const exprs[] = {
+      "quantity('1Gi').isGreaterThan(quantity('1Mi')) && device.driver == 'dra.example.com'",
+      "semver('1.2.3') == semver('v1.2.3', true) && isSemver('x') == false",
+      "ip('10.0.0.1').family() == 4 && cidr('10.0.0.0/8').containsIP('10.1.2.3')",
+      "timestamp('2024-01-01T00:00:00Z') < timestamp(1) || duration('1h') > duration('1m')",
+      "quantity('bad') == quantity('1')",
+  };
+  const char* const want[] = {"true", "true", "true", "true", "error: quantities must match"};
+  for (size_t i = 0; i < std::size(exprs); ++i) {
+    uint64_t full = 0;
+    EXPECT_EQ(EvalText(exprs[i], Fixture::kExample, 1'000'000, &full).rfind(want[i], 0), 0u)
+        << exprs[i];
+    for (uint64_t limit = 0; limit <= full + 1; ++limit) {
+      uint64_t cost = 0;
+      const std::string got = EvalText(exprs[i], Fixture::kExample, limit, &cost);
+      if (limit < full) {
+        EXPECT_EQ(got, "error: operation cancelled: actual cost limit exceeded") << exprs[i];
+      } else {
+        EXPECT_EQ(cost, full) << exprs[i];
+      }
+    }
+  }
+}
+
 TEST(InterpreterTest, LargeMapAndFilterStayLinear) {
   uint64_t cost = 0;
   EXPECT_EQ(EvalText("lists.range(50000).map(i, i * 2).filter(i, i % 4 == 0).size()",
