@@ -1,0 +1,740 @@
+#include "service/scheduler.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "model/json/dra_json.h"
+#include "nlohmann/json.hpp"
+#include "service/placement.h"
+#include "spdlog/spdlog.h"
+
+namespace qm::service {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kPods[] = "pods";
+constexpr char kEvents[] = "events";
+constexpr char kNodes[] = "nodes";
+constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+constexpr char kTemplates[] = "resourceclaimtemplates.resource.k8s.io";
+constexpr char kSlices[] = "resourceslices.resource.k8s.io";
+constexpr char kClasses[] = "deviceclasses.resource.k8s.io";
+constexpr char kTaintRules[] = "devicetaintrules.resource.k8s.io";
+
+constexpr char kPodClaimNameAnnotation[] = "resource.kubernetes.io/pod-claim-name";
+constexpr char kExtendedClaimAnnotation[] = "resource.kubernetes.io/extended-resource-claim";
+constexpr char kDeleteProtection[] = "resource.kubernetes.io/delete-protection";
+constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/";
+constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
+constexpr size_t kMaxReservedFor = 256;
+
+json ParseBody(const model::Object& obj) {
+  json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+  return body.is_object() ? body : json::object();
+}
+
+model::Object WithBody(const model::Object& obj, const json& body) {
+  model::Object out = obj;
+  out.body = body.dump();
+  out.spec_digest = body.contains("spec") ? body["spec"].dump() : "";
+  return out;
+}
+
+// The whole object JSON the model/json decoders take.
+json Whole(const model::Object& obj, const json& body) {
+  json whole = body;
+  whole["metadata"] = {
+      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
+  return whole;
+}
+
+std::string RandomSuffix(size_t n) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";  // as Kubernetes' rand
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
+  return out;
+}
+
+bool OwnedBy(const model::Object& obj, const std::string& uid) {
+  if (obj.meta.owner_references.empty()) return false;
+  json refs = json::parse(obj.meta.owner_references, nullptr, false);
+  if (!refs.is_array()) return false;
+  return std::any_of(refs.begin(), refs.end(),
+                     [&](const json& r) { return r.is_object() && r.value("uid", "") == uid; });
+}
+
+std::string OwnerReference(const model::Object& pod) {
+  return json::array({{{"apiVersion", "v1"},
+                       {"kind", "Pod"},
+                       {"name", pod.meta.name},
+                       {"uid", pod.meta.uid},
+                       {"controller", true},
+                       {"blockOwnerDeletion", true}}})
+      .dump();
+}
+
+struct PodView {
+  model::Object obj;
+  json body;
+  bool terminal = false;
+  bool deleting = false;
+  std::string node_name;
+};
+
+struct ClaimView {
+  model::Object obj;
+  json body;
+  bool generated = false;  // by the template or extended-resource controller
+};
+
+// Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
+// changed (the transition time moves only when the status does).
+bool SetCondition(json& body, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, const std::string& now) {
+  json& conditions = body["status"]["conditions"];
+  if (!conditions.is_array()) conditions = json::array();
+  for (auto& c : conditions) {
+    if (c.value("type", "") != type) continue;
+    if (c.value("status", "") == status && c.value("reason", "") == reason &&
+        c.value("message", "") == message) {
+      return false;
+    }
+    if (c.value("status", "") != status) c["lastTransitionTime"] = now;
+    c["status"] = status;
+    c["reason"] = reason;
+    c["message"] = message;
+    c["lastProbeTime"] = nullptr;
+    return true;
+  }
+  json c = {
+      {"type", type}, {"status", status}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now}};
+  if (!reason.empty()) c["reason"] = reason;
+  if (!message.empty()) c["message"] = message;
+  conditions.push_back(std::move(c));
+  return true;
+}
+
+}  // namespace
+
+// Wakes the loop on every change the object cache dispatches.
+class Scheduler::Trigger final : public Watcher {
+ public:
+  explicit Trigger(Scheduler* s) : s_(s) {}
+  bool Deliver(const model::WatchEvent& event) override {
+    const auto& r = event.object.resource;
+    if (r == kEvents) return true;  // our own events do not make anything schedulable
+    Poke();
+    return true;
+  }
+  bool Tick(int64_t) override { return true; }
+  void Expire(const absl::Status&) override { Poke(); }
+
+ private:
+  void Poke() {
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    s_->dirty_ = true;
+    s_->wake_.notify_one();
+  }
+  Scheduler* s_;
+};
+
+Scheduler::Scheduler(store::Store& store, WatchHub& hub, const Clock& clock, IdGenerator& ids,
+                     SchedulerOptions options)
+    : store_(store), hub_(hub), clock_(clock), ids_(ids), options_(std::move(options)) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Start() {
+  trigger_ = std::make_shared<Trigger>(this);
+  (void)hub_.Subscribe(trigger_, hub_.last_dispatched());
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait_for(lock, options_.resync, [&] { return stopping_ || dirty_; });
+      if (stopping_) return;
+      dirty_ = false;
+    }
+    auto stats = RunOnce();
+    if (!stats.ok()) {
+      spdlog::warn("scheduler pass failed: {}", stats.status().ToString());
+      continue;
+    }
+    if (stats->conflicts > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dirty_ = true;  // retry lost races at once, on a fresh snapshot
+    }
+  }
+}
+
+absl::StatusOr<PassStats> Scheduler::RunOnce() {
+  PassStats stats;
+  const auto now_tp = clock_.Now();
+  const std::string now = FormatRfc3339(now_tp);
+  // Read-your-writes: the cache must have caught up with everything committed so far.
+  QM_ASSIGN_OR_RETURN(const int64_t min_rv, store_.CurrentRevision());
+  auto list = [&](const char* resource) -> absl::StatusOr<std::vector<model::Object>> {
+    ListRequest request;
+    request.store.resource = resource;
+    auto r = hub_.List(request, min_rv);
+    if (!r.ok()) return r.status();
+    return std::move(r->items);
+  };
+  QM_ASSIGN_OR_RETURN(auto pod_objects, list(kPods));
+  QM_ASSIGN_OR_RETURN(auto claim_objects, list(kClaims));
+  QM_ASSIGN_OR_RETURN(auto template_objects, list(kTemplates));
+
+  std::map<std::string, PodView> pods;  // by uid
+  for (auto& o : pod_objects) {
+    PodView p;
+    p.body = ParseBody(o);
+    const std::string phase = p.body.contains("status") && p.body["status"].is_object()
+                                  ? p.body["status"].value("phase", "")
+                                  : "";
+    p.terminal = phase == "Succeeded" || phase == "Failed";
+    p.deleting = o.meta.deletion_timestamp.has_value();
+    if (p.body.contains("spec") && p.body["spec"].is_object()) {
+      p.node_name = p.body["spec"].value("nodeName", "");
+    }
+    p.obj = std::move(o);
+    pods.emplace(p.obj.meta.uid, std::move(p));
+  }
+  std::map<model::ResourceKey, ClaimView> claims;
+  for (auto& o : claim_objects) {
+    ClaimView c;
+    c.body = ParseBody(o);
+    c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
+                  o.meta.annotations.contains(kExtendedClaimAnnotation);
+    c.obj = std::move(o);
+    claims.emplace(c.obj.Key(), std::move(c));
+  }
+
+  // 1. Release claims whose consumers are gone.
+  for (auto& [key, c] : claims) {
+    json& status = c.body["status"];
+    if (!status.is_object()) status = json::object();
+    json reserved = status.value("reservedFor", json::array());
+    json keep = json::array();
+    for (const auto& r : reserved) {
+      auto it = pods.find(r.value("uid", ""));
+      if (r.value("resource", "") == "pods" && it != pods.end() && !it->second.terminal) {
+        keep.push_back(r);
+      }
+    }
+    const bool allocated = status.contains("allocation") && !status["allocation"].is_null();
+    bool owner_alive = false;
+    if (c.generated) {
+      for (const auto& [uid, p] : pods) owner_alive = owner_alive || OwnedBy(c.obj, uid);
+    }
+    const bool drop = c.generated && !owner_alive && keep.empty();
+    const bool release = allocated && keep.empty();
+    if (keep.size() == reserved.size() && !release && !drop) continue;
+
+    store::Transaction txn;
+    if (release) txn.release_claims.push_back(c.obj.meta.uid);
+    auto& finalizers = c.obj.meta.finalizers;
+    if (release) {
+      finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), kDeleteProtection),
+                       finalizers.end());
+    }
+    if (drop || (c.obj.meta.deletion_timestamp.has_value() && finalizers.empty())) {
+      txn.writes.push_back({store::Write::Kind::kDelete, {}, key, c.obj.meta.resource_version});
+    } else {
+      if (keep.empty()) {
+        status.erase("reservedFor");
+      } else {
+        status["reservedFor"] = keep;
+      }
+      if (release) status.erase("allocation");
+      txn.writes.push_back(
+          {store::Write::Kind::kUpdate, WithBody(c.obj, c.body), {}, c.obj.meta.resource_version});
+    }
+    auto committed = store_.Commit(txn);
+    if (!committed.ok()) {
+      ++stats.conflicts;
+      continue;
+    }
+    ++stats.claims_released;
+    if (committed->front().meta.resource_version != 0 &&
+        txn.writes.front().kind == store::Write::Kind::kUpdate) {
+      c.obj = committed->front();
+    } else {
+      c.obj.meta.deletion_timestamp = now_tp;  // gone: keep it out of scheduling below
+    }
+  }
+
+  QM_ASSIGN_OR_RETURN(auto class_objects, list(kClasses));
+  std::map<std::string, std::string> extended_classes;  // resource name -> class
+  allocator::InventoryInput input;
+  for (const auto& o : class_objects) {
+    auto cls = model::json::DecodeDeviceClass(Whole(o, ParseBody(o)));
+    if (!cls.ok()) continue;
+    extended_classes[std::string(kImplicitExtendedPrefix) + cls->name] = cls->name;
+    input.classes.push_back(std::move(*cls));
+  }
+  // An explicit extendedResourceName wins over the implicit one; on a tie the class whose name
+  // sorts first wins (classes are listed in name order).
+  std::map<std::string, std::string> explicit_names;
+  for (const auto& cls : input.classes) {
+    if (!cls.extended_resource_name.empty() &&
+        !explicit_names.contains(cls.extended_resource_name)) {
+      explicit_names[cls.extended_resource_name] = cls.name;
+    }
+  }
+  for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
+
+  // 2. Claims from templates and extended resources.
+  for (auto& [uid, pod] : pods) {
+    if (pod.deleting || pod.terminal) continue;
+    const json spec = pod.body.value("spec", json::object());
+    json statuses = json::array();
+    bool statuses_known = true;
+    for (const auto& rc : spec.value("resourceClaims", json::array())) {
+      const std::string name = rc.value("name", "");
+      const std::string tmpl = rc.value("resourceClaimTemplateName", "");
+      if (tmpl.empty()) continue;
+      const ClaimView* found = nullptr;
+      for (const auto& [key, c] : claims) {
+        if (key.namespace_ == pod.obj.meta.namespace_ && OwnedBy(c.obj, uid) &&
+            c.obj.meta.annotations.contains(kPodClaimNameAnnotation) &&
+            c.obj.meta.annotations.at(kPodClaimNameAnnotation) == name) {
+          found = &c;
+        }
+      }
+      if (found == nullptr) {
+        auto t = std::find_if(template_objects.begin(), template_objects.end(), [&](const auto& o) {
+          return o.meta.namespace_ == pod.obj.meta.namespace_ && o.meta.name == tmpl;
+        });
+        if (t == template_objects.end()) {
+          statuses_known = false;
+          continue;
+        }
+        json tbody = ParseBody(*t);
+        json tspec = tbody.value("spec", json::object());
+        model::Object claim;
+        claim.resource = kClaims;
+        claim.meta.namespace_ = pod.obj.meta.namespace_;
+        claim.meta.name = absl::StrCat(pod.obj.meta.name, "-", name, "-", RandomSuffix(5));
+        claim.meta.uid = ids_.NewUid();
+        claim.meta.generation = 1;
+        claim.meta.creation_timestamp = now_tp;
+        claim.meta.owner_references = OwnerReference(pod.obj);
+        json tmeta = tspec.value("metadata", json::object());
+        for (const auto& [k, v] : tmeta.value("labels", json::object()).items()) {
+          if (v.is_string()) claim.meta.labels[k] = v.get<std::string>();
+        }
+        for (const auto& [k, v] : tmeta.value("annotations", json::object()).items()) {
+          if (v.is_string()) claim.meta.annotations[k] = v.get<std::string>();
+        }
+        claim.meta.annotations[kPodClaimNameAnnotation] = name;
+        json cbody = {{"spec", tspec.value("spec", json::object())}};
+        claim = WithBody(claim, cbody);
+        claim.fields = {{"metadata.name", claim.meta.name},
+                        {"metadata.namespace", claim.meta.namespace_}};
+        auto created = store_.Commit(
+            store::Transaction{{{store::Write::Kind::kCreate, claim, {}, 0}}, {}, {}});
+        if (!created.ok()) {
+          ++stats.conflicts;
+          statuses_known = false;
+          continue;
+        }
+        ++stats.claims_created;
+        ClaimView view{created->front(), cbody, true};
+        auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
+        found = &it->second;
+      }
+      statuses.push_back({{"name", name}, {"resourceClaimName", found->obj.meta.name}});
+    }
+
+    // Extended resources served by DRA classes: one generated claim per pod.
+    json requests = json::array();
+    json mappings = json::array();
+    auto containers = spec.value("containers", json::array());
+    for (size_t ci = 0; ci < containers.size(); ++ci) {
+      const json resources = containers[ci].value("resources", json::object());
+      json amounts = resources.value("limits", json::object());
+      for (const auto& [k, v] : resources.value("requests", json::object()).items()) {
+        if (!amounts.contains(k)) amounts[k] = v;
+      }
+      int ri = 0;
+      for (const auto& [resource, amount] : amounts.items()) {
+        auto cls = extended_classes.find(resource);
+        if (cls == extended_classes.end()) continue;
+        int64_t count = 0;
+        if (amount.is_number_integer()) {
+          count = amount.get<int64_t>();
+        } else if (amount.is_string()) {
+          auto q = ParseQuantity(amount.get<std::string>());
+          if (q.ok() && !q->HasFraction()) count = q->Value();
+        }
+        if (count <= 0) continue;
+        const std::string request = absl::StrCat("container-", ci, "-request-", ri++);
+        requests.push_back({{"name", request},
+                            {"exactly",
+                             {{"deviceClassName", cls->second},
+                              {"allocationMode", "ExactCount"},
+                              {"count", count}}}});
+        mappings.push_back({{"containerName", containers[ci].value("name", "")},
+                            {"resourceName", resource},
+                            {"requestName", request}});
+      }
+    }
+    json extended_status;
+    if (!requests.empty()) {
+      const ClaimView* found = nullptr;
+      for (const auto& [key, c] : claims) {
+        if (key.namespace_ == pod.obj.meta.namespace_ && OwnedBy(c.obj, uid) &&
+            c.obj.meta.annotations.contains(kExtendedClaimAnnotation)) {
+          found = &c;
+        }
+      }
+      if (found == nullptr) {
+        model::Object claim;
+        claim.resource = kClaims;
+        claim.meta.namespace_ = pod.obj.meta.namespace_;
+        claim.meta.name = absl::StrCat(pod.obj.meta.name, "-extended-resources-", RandomSuffix(5));
+        claim.meta.uid = ids_.NewUid();
+        claim.meta.generation = 1;
+        claim.meta.creation_timestamp = now_tp;
+        claim.meta.owner_references = OwnerReference(pod.obj);
+        claim.meta.annotations[kExtendedClaimAnnotation] = "true";
+        json cbody = {{"spec", {{"devices", {{"requests", requests}}}}}};
+        claim = WithBody(claim, cbody);
+        claim.fields = {{"metadata.name", claim.meta.name},
+                        {"metadata.namespace", claim.meta.namespace_}};
+        auto created = store_.Commit(
+            store::Transaction{{{store::Write::Kind::kCreate, claim, {}, 0}}, {}, {}});
+        if (created.ok()) {
+          ++stats.claims_created;
+          ClaimView view{created->front(), cbody, true};
+          auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
+          found = &it->second;
+        } else {
+          ++stats.conflicts;
+        }
+      }
+      if (found != nullptr) {
+        extended_status = {{"resourceClaimName", found->obj.meta.name},
+                           {"requestMappings", mappings}};
+      }
+    }
+
+    // Record the generated claims in the pod's status.
+    json& pstatus = pod.body["status"];
+    if (!pstatus.is_object()) pstatus = json::object();
+    bool changed = false;
+    if (statuses_known && !statuses.empty() &&
+        pstatus.value("resourceClaimStatuses", json::array()) != statuses) {
+      pstatus["resourceClaimStatuses"] = statuses;
+      changed = true;
+    }
+    if (!extended_status.is_null() &&
+        pstatus.value("extendedResourceClaimStatus", json()) != extended_status) {
+      pstatus["extendedResourceClaimStatus"] = extended_status;
+      changed = true;
+    }
+    if (changed) {
+      auto updated = store_.Commit(store::Transaction{{{store::Write::Kind::kUpdate,
+                                                        WithBody(pod.obj, pod.body),
+                                                        {},
+                                                        pod.obj.meta.resource_version}},
+                                                      {},
+                                                      {}});
+      if (updated.ok()) {
+        pod.obj = updated->front();
+      } else {
+        ++stats.conflicts;
+      }
+    }
+  }
+
+  // 3. Schedule pending pods.
+  std::vector<PodView*> pending;
+  for (auto& [uid, p] : pods) {
+    if (p.node_name.empty() && !p.deleting && !p.terminal) pending.push_back(&p);
+  }
+  if (pending.empty()) return stats;
+  std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
+    int64_t pa = a->body["spec"].value("priority", int64_t{0});
+    int64_t pb = b->body["spec"].value("priority", int64_t{0});
+    if (pa != pb) return pa > pb;
+    if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
+      return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
+    }
+    return a->obj.Key() < b->obj.Key();
+  });
+
+  QM_ASSIGN_OR_RETURN(auto slice_objects, list(kSlices));
+  QM_ASSIGN_OR_RETURN(auto rule_objects, list(kTaintRules));
+  QM_ASSIGN_OR_RETURN(auto node_objects, list(kNodes));
+  for (const auto& o : slice_objects) {
+    auto s = model::json::DecodeResourceSlice(Whole(o, ParseBody(o)));
+    if (s.ok()) input.slices.push_back(std::move(*s));
+  }
+  for (const auto& o : rule_objects) {
+    auto r = model::json::DecodeDeviceTaintRule(Whole(o, ParseBody(o)));
+    if (r.ok()) input.taint_rules.push_back(std::move(*r));
+  }
+  std::vector<NodeState> nodes;
+  for (const auto& o : node_objects) {
+    json body = ParseBody(o);
+    NodeState n;
+    n.info = model::NodeInfo{o.meta.name, o.meta.labels};
+    json spec = body.value("spec", json::object());
+    n.unschedulable = spec.value("unschedulable", false);
+    for (const auto& t : spec.value("taints", json::array())) {
+      n.taints.push_back({t.value("key", ""), t.value("value", ""), t.value("effect", "")});
+    }
+    for (const auto& c : body.value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == "Ready") n.ready = c.value("status", "") == "True";
+    }
+    nodes.push_back(std::move(n));
+  }
+  auto inventory = allocator::Inventory::Build(std::move(input), &programs_);
+
+  auto allocated_devices = [&]() {
+    std::vector<allocator::AllocatedDevice> out;
+    for (const auto& [key, c] : claims) {
+      const json& status = c.body["status"];
+      if (!status.is_object() || !status.contains("allocation")) continue;
+      for (const auto& r :
+           status["allocation"].value("devices", json::object()).value("results", json::array())) {
+        allocator::AllocatedDevice d;
+        d.driver = r.value("driver", "");
+        d.pool = r.value("pool", "");
+        d.device = r.value("device", "");
+        d.share_id = r.value("shareID", "");
+        d.admin_access = r.value("adminAccess", false);
+        for (const auto& [name, q] : r.value("consumedCapacity", json::object()).items()) {
+          if (auto parsed = ParseQuantity(q.is_string() ? q.get<std::string>() : q.dump());
+              parsed.ok()) {
+            d.consumed_capacity[name] = *parsed;
+          }
+        }
+        out.push_back(std::move(d));
+      }
+    }
+    return out;
+  };
+  allocator::AllocatedState state = inventory->ResolveAllocated(allocated_devices());
+
+  for (PodView* pod : pending) {
+    const json spec = pod->body.value("spec", json::object());
+    std::string problem;
+    std::vector<ClaimView*> pod_claims;
+    auto add_claim = [&](const std::string& name) {
+      auto it = claims.find(model::ResourceKey{kClaims, pod->obj.meta.namespace_, name});
+      if (it == claims.end() || it->second.obj.meta.deletion_timestamp.has_value()) {
+        problem = absl::StrCat("resourceclaim \"", name, "\" not found");
+        return;
+      }
+      if (std::find(pod_claims.begin(), pod_claims.end(), &it->second) == pod_claims.end()) {
+        pod_claims.push_back(&it->second);
+      }
+    };
+    const json pstatus = pod->body.value("status", json::object());
+    for (const auto& rc : spec.value("resourceClaims", json::array())) {
+      if (rc.contains("resourceClaimName") && rc["resourceClaimName"].is_string()) {
+        add_claim(rc["resourceClaimName"].get<std::string>());
+        continue;
+      }
+      std::string generated;
+      for (const auto& s : pstatus.value("resourceClaimStatuses", json::array())) {
+        if (s.value("name", "") == rc.value("name", ""))
+          generated = s.value("resourceClaimName", "");
+      }
+      if (generated.empty()) {
+        problem = absl::StrCat("waiting for the claim of resourceClaimTemplate \"",
+                               rc.value("resourceClaimTemplateName", ""), "\"");
+      } else {
+        add_claim(generated);
+      }
+    }
+    if (pstatus.contains("extendedResourceClaimStatus")) {
+      add_claim(pstatus["extendedResourceClaimStatus"].value("resourceClaimName", ""));
+    }
+
+    PlacementRequest request;
+    request.inventory = inventory.get();
+    request.allocated = &state;
+    request.nodes = &nodes;
+    for (const auto& [k, v] : spec.value("nodeSelector", json::object()).items()) {
+      if (v.is_string()) request.pod.node_selector[k] = v.get<std::string>();
+    }
+    const json required = spec.value("affinity", json::object())
+                              .value("nodeAffinity", json::object())
+                              .value("requiredDuringSchedulingIgnoredDuringExecution", json());
+    if (required.is_object()) {
+      auto sel = model::json::DecodeNodeSelector(required, "spec.affinity");
+      if (sel.ok()) request.pod.required_affinity = std::move(*sel);
+    }
+    for (const auto& t : spec.value("tolerations", json::array())) {
+      request.pod.tolerations.push_back({t.value("key", ""), t.value("operator", ""),
+                                         t.value("value", ""), t.value("effect", "")});
+    }
+    request.pod.spread = pod->obj.meta.annotations.contains(kSpreadAnnotation);
+    request.options.deadline = std::chrono::steady_clock::now() + options_.allocation_budget;
+    std::vector<model::ResourceClaim> typed;
+    std::vector<ClaimView*> to_allocate;
+    typed.reserve(pod_claims.size());
+    for (ClaimView* c : pod_claims) {
+      const json& status = c->body["status"];
+      if (status.is_object() && status.contains("allocation")) {
+        if (status.value("reservedFor", json::array()).size() >= kMaxReservedFor) {
+          problem = absl::StrCat("resourceclaim \"", c->obj.meta.name, "\" has ", kMaxReservedFor,
+                                 " consumers already");
+        }
+        auto a = model::json::DecodeAllocationResult(status["allocation"], "status.allocation");
+        if (a.ok() && a->node_selector.has_value()) request.pinned.push_back(*a->node_selector);
+        continue;
+      }
+      auto claim = model::json::DecodeResourceClaim(Whole(c->obj, c->body));
+      if (!claim.ok()) {
+        problem =
+            absl::StrCat("resourceclaim \"", c->obj.meta.name, "\": ", claim.status().message());
+        continue;
+      }
+      typed.push_back(std::move(*claim));
+      to_allocate.push_back(c);
+    }
+    for (const auto& t : typed) request.to_allocate.push_back(&t);
+
+    Placement placement;
+    if (problem.empty()) {
+      placement = Place(request);
+      if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
+    }
+    if (!problem.empty() || placement.kind != Placement::Kind::kPlaced) {
+      const std::string message = problem.empty() ? placement.message : problem;
+      ++stats.unschedulable;
+      json body = pod->body;
+      if (!SetCondition(body, "PodScheduled", "False", "Unschedulable", message, now)) continue;
+      store::Transaction txn;
+      txn.writes.push_back({store::Write::Kind::kUpdate,
+                            WithBody(pod->obj, body),
+                            {},
+                            pod->obj.meta.resource_version});
+      model::Object event;
+      event.resource = kEvents;
+      event.meta.namespace_ = pod->obj.meta.namespace_;
+      event.meta.name = absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10));
+      event.meta.uid = ids_.NewUid();
+      event.meta.generation = 1;
+      event.meta.creation_timestamp = now_tp;
+      json ebody = {{"involvedObject",
+                     {{"kind", "Pod"},
+                      {"namespace", pod->obj.meta.namespace_},
+                      {"name", pod->obj.meta.name},
+                      {"uid", pod->obj.meta.uid},
+                      {"apiVersion", "v1"}}},
+                    {"reason", "FailedScheduling"},
+                    {"message", message},
+                    {"type", "Warning"},
+                    {"count", 1},
+                    {"firstTimestamp", now},
+                    {"lastTimestamp", now},
+                    {"source", {{"component", options_.component}}},
+                    {"reportingComponent", options_.component}};
+      event = WithBody(event, ebody);
+      event.fields = {{"metadata.name", event.meta.name},
+                      {"metadata.namespace", event.meta.namespace_},
+                      {"involvedObject.kind", "Pod"},
+                      {"involvedObject.name", pod->obj.meta.name},
+                      {"involvedObject.namespace", pod->obj.meta.namespace_},
+                      {"involvedObject.uid", pod->obj.meta.uid},
+                      {"reason", "FailedScheduling"},
+                      {"type", "Warning"},
+                      {"source", options_.component}};
+      txn.writes.push_back({store::Write::Kind::kCreate, event, {}, 0});
+      auto committed = store_.Commit(txn);
+      if (committed.ok()) {
+        pod->obj = committed->front();
+        pod->body = body;
+      } else {
+        ++stats.conflicts;
+      }
+      continue;
+    }
+
+    // Bind: ledger rows, claims, pod and a Scheduled event in one transaction.
+    store::Transaction txn;
+    const json consumer = {
+        {"resource", "pods"}, {"name", pod->obj.meta.name}, {"uid", pod->obj.meta.uid}};
+    std::vector<std::pair<ClaimView*, json>> claim_updates;
+    for (size_t i = 0; i < to_allocate.size(); ++i) {
+      ClaimView* c = to_allocate[i];
+      json body = c->body;
+      body["status"]["allocation"] = model::json::EncodeAllocationResult(placement.allocations[i]);
+      body["status"]["reservedFor"] = json::array({consumer});
+      model::Object next = WithBody(c->obj, body);
+      if (std::find(next.meta.finalizers.begin(), next.meta.finalizers.end(), kDeleteProtection) ==
+          next.meta.finalizers.end()) {
+        next.meta.finalizers.push_back(kDeleteProtection);
+      }
+      txn.writes.push_back({store::Write::Kind::kUpdate, next, {}, c->obj.meta.resource_version});
+      for (const auto& r : placement.allocations[i].results) {
+        json consumed = json::object();
+        for (const auto& [name, q] : r.consumed_capacity) consumed[name] = q.String();
+        txn.claim_devices.push_back({r.driver, r.pool, r.device, r.share_id, c->obj.meta.uid,
+                                     r.admin_access, consumed.dump()});
+      }
+      claim_updates.emplace_back(c, body);
+    }
+    for (ClaimView* c : pod_claims) {
+      if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
+      json body = c->body;
+      json& reserved = body["status"]["reservedFor"];
+      if (!reserved.is_array()) reserved = json::array();
+      bool present = std::any_of(reserved.begin(), reserved.end(), [&](const json& r) {
+        return r.value("uid", "") == pod->obj.meta.uid;
+      });
+      if (!present) reserved.push_back(consumer);
+      txn.writes.push_back(
+          {store::Write::Kind::kUpdate, WithBody(c->obj, body), {}, c->obj.meta.resource_version});
+      claim_updates.emplace_back(c, body);
+    }
+    json pbody = pod->body;
+    pbody["spec"]["nodeName"] = placement.node;
+    SetCondition(pbody, "PodScheduled", "True", "", "", now);
+    model::Object bound = WithBody(pod->obj, pbody);
+    bound.fields["spec.nodeName"] = placement.node;
+    txn.writes.push_back({store::Write::Kind::kUpdate, bound, {}, pod->obj.meta.resource_version});
+    auto committed = store_.Commit(txn);
+    if (!committed.ok()) {
+      ++stats.conflicts;
+      spdlog::info("binding pod {}/{} lost a race: {}", pod->obj.meta.namespace_,
+                   pod->obj.meta.name, committed.status().ToString());
+      continue;
+    }
+    ++stats.bound;
+    for (size_t i = 0; i < claim_updates.size(); ++i) {
+      claim_updates[i].first->obj = (*committed)[i];
+      claim_updates[i].first->body = claim_updates[i].second;
+    }
+    pod->obj = committed->back();
+    pod->body = pbody;
+    pod->node_name = placement.node;
+    if (!to_allocate.empty()) state = inventory->ResolveAllocated(allocated_devices());
+  }
+  return stats;
+}
+
+}  // namespace qm::service

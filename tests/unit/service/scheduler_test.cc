@@ -1,0 +1,259 @@
+// The scheduler and claim controllers over the in-memory store and a real WatchHub: binding,
+// shared claims, claims from templates, extended resources, exhaustion with a counted reason
+// and an Event, and release on pod deletion followed by scheduling of the waiting pod.
+
+#include "service/scheduler.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "store/memory_store.h"
+
+namespace qm::service {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+class FixedClock final : public Clock {
+ public:
+  std::chrono::system_clock::time_point Now() const override {
+    return std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+  }
+};
+
+class CountingIds final : public IdGenerator {
+ public:
+  std::string NewUid() override {
+    char buf[40];
+    snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", ++n_);
+    return buf;
+  }
+
+ private:
+  int n_ = 0;
+};
+
+constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hub_ = std::make_unique<WatchHub>(store_, WatchHubOptions{});
+    hub_->Start();
+    scheduler_ = std::make_unique<Scheduler>(store_, *hub_, clock_, ids_);
+    Put("namespaces", "", "default", json::object());
+    Put("deviceclasses.resource.k8s.io", "", "gpu",
+        {{"spec",
+          {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}},
+           {"extendedResourceName", "nvidia.com/gpu"}}}});
+  }
+  void TearDown() override {
+    scheduler_.reset();
+    hub_->Stop();
+  }
+
+  model::Object Put(const std::string& resource, const std::string& ns, const std::string& name,
+                    const json& body, std::map<std::string, std::string> labels = {}) {
+    model::Object o;
+    o.resource = resource;
+    o.meta.namespace_ = ns;
+    o.meta.name = name;
+    o.meta.uid = ids_.NewUid();
+    o.meta.generation = 1;
+    o.meta.creation_timestamp = clock_.Now();
+    o.meta.labels = std::move(labels);
+    o.body = body.dump();
+    o.fields = {{"metadata.name", name}, {"metadata.namespace", ns}};
+    auto created = store_.Create(o);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return *created;
+  }
+
+  void Node(const std::string& name, int devices, json taints = json::array()) {
+    Put("nodes", "", name, {{"spec", {{"taints", taints}}}}, {{"kubernetes.io/hostname", name}});
+    json list = json::array();
+    for (int i = 0; i < devices; ++i) list.push_back({{"name", "gpu-" + std::to_string(i)}});
+    Put("resourceslices.resource.k8s.io", "", name + "-slice",
+        {{"spec",
+          {{"driver", "gpu.example.com"},
+           {"nodeName", name},
+           {"pool", {{"name", name}, {"generation", 1}, {"resourceSliceCount", 1}}},
+           {"devices", list}}}});
+  }
+
+  model::Object Pod(const std::string& name, json spec) {
+    if (!spec.contains("containers")) spec["containers"] = {{{"name", "c"}, {"image", "busybox"}}};
+    return Put("pods", "default", name, {{"spec", spec}, {"status", {{"phase", "Pending"}}}});
+  }
+
+  json Body(const std::string& resource, const std::string& name,
+            const std::string& ns = "default") {
+    auto o = store_.Get(model::ResourceKey{resource, ns, name});
+    if (!o.ok()) return json();
+    return json::parse(o->body);
+  }
+
+  PassStats Run() {
+    auto stats = scheduler_->RunOnce();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? *stats : PassStats{};
+  }
+
+  std::vector<model::Object> List(const std::string& resource) {
+    auto r = store_.List(store::ListOptions{resource, "", "", "", 0});
+    return r.ok() ? r->items : std::vector<model::Object>{};
+  }
+
+  store::MemoryStore store_;
+  FixedClock clock_;
+  CountingIds ids_;
+  std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+json ClaimSpec(int count = 1) {
+  return {
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu"}, {"count", count}}}}}}}}}}};
+}
+
+TEST_F(SchedulerTest, BindsAPodAndAllocatesItsClaimInOneTransaction) {
+  Node("node-a", 2);
+  Put(kClaims, "default", "shared", ClaimSpec());
+  Pod("pod1", {{"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", "shared"}}}}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.bound, 1);
+  json pod = Body("pods", "pod1");
+  EXPECT_EQ(pod["spec"]["nodeName"], "node-a");
+  EXPECT_EQ(pod["status"]["conditions"][0]["type"], "PodScheduled");
+  EXPECT_EQ(pod["status"]["conditions"][0]["status"], "True");
+  json claim = Body(kClaims, "shared");
+  EXPECT_EQ(claim["status"]["allocation"]["devices"]["results"][0]["device"], "gpu-0");
+  EXPECT_EQ(claim["status"]["reservedFor"][0]["name"], "pod1");
+  auto ledger = store_.ListDeviceClaims();
+  ASSERT_TRUE(ledger.ok());
+  ASSERT_EQ(ledger->size(), 1u);
+  EXPECT_EQ((*ledger)[0].device, "gpu-0");
+
+  // A second pod on the same claim goes to the same node and takes no second device.
+  Pod("pod2", {{"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", "shared"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body("pods", "pod2")["spec"]["nodeName"], "node-a");
+  claim = Body(kClaims, "shared");
+  EXPECT_EQ(claim["status"]["reservedFor"].size(), 2u);
+  EXPECT_EQ(store_.ListDeviceClaims()->size(), 1u);
+}
+
+TEST_F(SchedulerTest, TemplatesGiveEveryPodItsOwnClaim) {
+  Node("node-a", 4);
+  Put("resourceclaimtemplates.resource.k8s.io", "default", "one-gpu", {{"spec", ClaimSpec()}});
+  json claims = {{{"name", "gpu"}, {"resourceClaimTemplateName", "one-gpu"}}};
+  Pod("p1", {{"resourceClaims", claims}});
+  Pod("p2", {{"resourceClaims", claims}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.claims_created, 2);
+  EXPECT_EQ(stats.bound, 2);
+  std::set<std::string> devices;
+  for (const auto& c : List(kClaims)) {
+    EXPECT_EQ(c.meta.annotations.at("resource.kubernetes.io/pod-claim-name"), "gpu");
+    EXPECT_THAT(c.meta.owner_references, HasSubstr("\"kind\":\"Pod\""));
+    json body = json::parse(c.body);
+    devices.insert(body["status"]["allocation"]["devices"]["results"][0]["device"]);
+  }
+  EXPECT_EQ(devices.size(), 2u);
+  json p1 = Body("pods", "p1");
+  EXPECT_EQ(p1["status"]["resourceClaimStatuses"][0]["name"], "gpu");
+  EXPECT_THAT(p1["status"]["resourceClaimStatuses"][0]["resourceClaimName"].get<std::string>(),
+              HasSubstr("p1-gpu-"));
+}
+
+TEST_F(SchedulerTest, ExtendedResourceLimitsAreServedThroughAGeneratedClaim) {
+  Node("node-a", 2);
+  Pod("classic", {{"containers",
+                   {{{"name", "cuda"},
+                     {"image", "x"},
+                     {"resources", {{"limits", {{"nvidia.com/gpu", 2}}}}}}}}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.claims_created, 1);
+  EXPECT_EQ(stats.bound, 1);
+  auto claims = List(kClaims);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].meta.annotations.at("resource.kubernetes.io/extended-resource-claim"),
+            "true");
+  json body = json::parse(claims[0].body);
+  EXPECT_EQ(body["status"]["allocation"]["devices"]["results"].size(), 2u);
+  EXPECT_EQ(
+      Body(
+          "pods",
+          "classic")["status"]["extendedResourceClaimStatus"]["requestMappings"][0]["resourceName"],
+      "nvidia.com/gpu");
+}
+
+TEST_F(SchedulerTest, ExhaustionExplainsAndReleaseSchedulesTheWaitingPod) {
+  Node("node-a", 1);
+  Node("node-c", 8, {{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
+  Put(kClaims, "default", "c1", ClaimSpec());
+  Put(kClaims, "default", "c2", ClaimSpec());
+  model::Object first =
+      Pod("first", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c1"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  Pod("second", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c2"}}}}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.unschedulable, 1);
+  json second = Body("pods", "second");
+  EXPECT_FALSE(second["spec"].contains("nodeName"));
+  EXPECT_EQ(second["status"]["conditions"][0]["status"], "False");
+  EXPECT_EQ(second["status"]["conditions"][0]["reason"], "Unschedulable");
+  EXPECT_EQ(second["status"]["conditions"][0]["message"],
+            "0/2 nodes are available: 1 insufficient devices of class gpu, 1 node(s) had "
+            "untolerated taint {nvidia.com/gpu: present}.");
+  auto events = List("events");
+  ASSERT_EQ(events.size(), 1u);
+  json event = json::parse(events[0].body);
+  EXPECT_EQ(event["reason"], "FailedScheduling");
+  EXPECT_EQ(event["involvedObject"]["name"], "second");
+  // Nothing changed: no second event.
+  Run();
+  EXPECT_EQ(List("events").size(), 1u);
+
+  // Deleting the first pod releases its claim; the waiting pod gets the device.
+  ASSERT_TRUE(store_.Delete(first.Key(), 0).ok());
+  stats = Run();
+  EXPECT_EQ(stats.claims_released, 1);
+  EXPECT_EQ(stats.bound, 1);
+  EXPECT_EQ(Body("pods", "second")["spec"]["nodeName"], "node-a");
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
+  auto ledger = store_.ListDeviceClaims();
+  ASSERT_EQ(ledger->size(), 1u);
+}
+
+TEST_F(SchedulerTest, PodWaitsForAMissingClaimAndIsScheduledWhenItAppears) {
+  Node("node-a", 1);
+  Pod("early", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "later"}}}}});
+  EXPECT_EQ(Run().unschedulable, 1);
+  EXPECT_THAT(Body("pods", "early")["status"]["conditions"][0]["message"].get<std::string>(),
+              HasSubstr("resourceclaim \"later\" not found"));
+  Put(kClaims, "default", "later", ClaimSpec());
+  EXPECT_EQ(Run().bound, 1);
+}
+
+TEST_F(SchedulerTest, TheLoopSchedulesOnChangesByItself) {
+  Node("node-a", 1);
+  scheduler_->Start();
+  Put(kClaims, "default", "c", ClaimSpec());
+  Pod("auto", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c"}}}}});
+  json pod;
+  for (int i = 0; i < 200; ++i) {
+    pod = Body("pods", "auto");
+    if (pod["spec"].contains("nodeName")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(pod["spec"]["nodeName"], "node-a");
+  scheduler_->Stop();
+}
+
+}  // namespace
+}  // namespace qm::service
