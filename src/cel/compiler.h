@@ -13,7 +13,8 @@ namespace qm::cel {
 // plus the source line and a caret). Exactly one of the two is set.
 struct CompileResult {
   std::shared_ptr<const Ast> ast;
-  // The literals of `ast`, prebuilt for evaluation (set together with `ast`).
+  // The evaluation plan of `ast` (literals, field keys, resolved calls, folded parsing calls),
+  // prebuilt once; pass it to MatchesValue/Evaluate with `ast` (set together with `ast`).
   std::shared_ptr<const ConstantTable> constants;
   std::string error;
 };
