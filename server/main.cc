@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "config/options.h"
 #include "service/object_service.h"
+#include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "spdlog/spdlog.h"
 #include "store/pg/embedded_postgres.h"
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
     }
     spdlog::info("sample inventory loaded");
   }
+  // Scheduler and claim controllers: every replica runs them; the store's device ledger keeps
+  // concurrent decisions consistent.
+  qm::service::Scheduler scheduler(**store, hub, clock, ids);
+  scheduler.Start();
   auto& pool = (*store)->pool();
   qm::api::Metrics metrics([&pool] { return static_cast<double>(pool.InUse()); },
                            [&pool] { return static_cast<double>(pool.size()); },
@@ -97,6 +102,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received signal {}, shutting down", sig);
+  scheduler.Stop();
   hub.Stop();
   server.Shutdown();
   store->reset();

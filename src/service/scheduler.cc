@@ -338,10 +338,12 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         claim.meta.creation_timestamp = now_tp;
         claim.meta.owner_references = OwnerReference(pod.obj);
         json tmeta = tspec.value("metadata", json::object());
-        for (const auto& [k, v] : tmeta.value("labels", json::object()).items()) {
+        const json template_labels = tmeta.value("labels", json::object());
+        for (const auto& [k, v] : template_labels.items()) {
           if (v.is_string()) claim.meta.labels[k] = v.get<std::string>();
         }
-        for (const auto& [k, v] : tmeta.value("annotations", json::object()).items()) {
+        const json template_annotations = tmeta.value("annotations", json::object());
+        for (const auto& [k, v] : template_annotations.items()) {
           if (v.is_string()) claim.meta.annotations[k] = v.get<std::string>();
         }
         claim.meta.annotations[kPodClaimNameAnnotation] = name;
@@ -371,7 +373,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     for (size_t ci = 0; ci < containers.size(); ++ci) {
       const json resources = containers[ci].value("resources", json::object());
       json amounts = resources.value("limits", json::object());
-      for (const auto& [k, v] : resources.value("requests", json::object()).items()) {
+      const json requested = resources.value("requests", json::object());
+      for (const auto& [k, v] : requested.items()) {
         if (!amounts.contains(k)) amounts[k] = v;
       }
       int ri = 0;
@@ -473,8 +476,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   }
   if (pending.empty()) return stats;
   std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
-    int64_t pa = a->body["spec"].value("priority", int64_t{0});
-    int64_t pb = b->body["spec"].value("priority", int64_t{0});
+    int64_t pa = a->body.value("spec", json::object()).value("priority", int64_t{0});
+    int64_t pb = b->body.value("spec", json::object()).value("priority", int64_t{0});
     if (pa != pb) return pa > pb;
     if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
       return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
@@ -513,7 +516,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   auto allocated_devices = [&]() {
     std::vector<allocator::AllocatedDevice> out;
     for (const auto& [key, c] : claims) {
-      const json& status = c.body["status"];
+      const json status = c.body.value("status", json::object());
       if (!status.is_object() || !status.contains("allocation")) continue;
       for (const auto& r :
            status["allocation"].value("devices", json::object()).value("results", json::array())) {
@@ -523,7 +526,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         d.device = r.value("device", "");
         d.share_id = r.value("shareID", "");
         d.admin_access = r.value("adminAccess", false);
-        for (const auto& [name, q] : r.value("consumedCapacity", json::object()).items()) {
+        const json consumed_capacity = r.value("consumedCapacity", json::object());
+        for (const auto& [name, q] : consumed_capacity.items()) {
           if (auto parsed = ParseQuantity(q.is_string() ? q.get<std::string>() : q.dump());
               parsed.ok()) {
             d.consumed_capacity[name] = *parsed;
@@ -576,7 +580,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     request.inventory = inventory.get();
     request.allocated = &state;
     request.nodes = &nodes;
-    for (const auto& [k, v] : spec.value("nodeSelector", json::object()).items()) {
+    const json node_selector = spec.value("nodeSelector", json::object());
+    for (const auto& [k, v] : node_selector.items()) {
       if (v.is_string()) request.pod.node_selector[k] = v.get<std::string>();
     }
     const json required = spec.value("affinity", json::object())
