@@ -18,6 +18,8 @@ std::string FieldError::Reason() const {
       return "FieldValueTooMany";
     case Type::kForbidden:
       return "FieldValueForbidden";
+    case Type::kNotFound:
+      return "FieldValueNotFound";
   }
   return "FieldValueInvalid";
 }
@@ -45,6 +47,9 @@ std::string FieldError::Message() const {
       break;
     case Type::kForbidden:
       head = "Forbidden";
+      break;
+    case Type::kNotFound:
+      head = "Not found";
       break;
   }
   std::string out = head;
@@ -113,6 +118,11 @@ FieldError TooMany(std::string field, size_t actual, size_t max) {
 
 FieldError Forbidden(std::string field, std::string detail) {
   return FieldError{FieldError::Type::kForbidden, std::move(field), "", std::move(detail)};
+}
+
+FieldError NotFound(std::string field, std::string value, std::string detail) {
+  return FieldError{FieldError::Type::kNotFound, std::move(field), std::move(value),
+                    std::move(detail)};
 }
 
 FieldError Immutable(std::string field) {

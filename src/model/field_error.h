@@ -17,7 +17,8 @@ struct FieldError {
     kDuplicate,
     kTooLong,
     kTooMany,
-    kForbidden
+    kForbidden,
+    kNotFound
   };
 
   Type type = Type::kInvalid;
@@ -43,6 +44,8 @@ FieldError Duplicate(std::string field, std::string value);
 FieldError TooLong(std::string field, size_t max);
 FieldError TooMany(std::string field, size_t actual, size_t max);
 FieldError Forbidden(std::string field, std::string detail);
+// `value` (already quoted) was looked for and not found; `detail` may say where it should be.
+FieldError NotFound(std::string field, std::string value, std::string detail = "");
 
 // Quotes a string value the way Kubernetes prints it in messages: "abc".
 std::string Quote(const std::string& s);

@@ -21,6 +21,8 @@ struct ResourceType {
   // Field selectors beyond metadata.name and metadata.namespace.
   std::vector<std::string> field_selectors;
   std::vector<std::string> short_names;
+  // Discovery categories ("all" makes `kubectl get all` list the kind).
+  std::vector<std::string> categories;
 
   // "resourceclaims.resource.k8s.io", or "nodes" for the core group: the key used in storage
   // and in Status messages.

@@ -140,6 +140,153 @@ check "explain resourceclaims.spec.devices" "$(k explain resourceclaims.spec.dev
   "KIND:       ResourceClaim" "requests" "constraints"
 check "explain v1beta1 slice devices" "$(k explain resourceslices.spec.devices --api-version=resource.k8s.io/v1beta1)" "basic"
 
+# --- pods, events, resource quotas (core v1) --------------------------------------------------
+check "apply pod sharing a claim" "$(k apply -f "$SEEDS/05-pod-shared-claim.yaml")" "pod/pod1 created"
+check "apply pods from a claim template" "$(k apply -f "$SEEDS/13-pods-from-template.yaml")" \
+  "pod/trainer-0 created" "pod/trainer-1 created"
+check "apply RHEL pod with securityContext" "$(k apply -f "$SEEDS/06-pod-shared-claim-rhel.yaml")" "pod/pod1-rhel created"
+check "apply extended-resource pods" "$(k apply -f "$SEEDS/20-pod-device-plugin-style.yaml" -f "$SEEDS/21-pod-gpu-toleration.yaml")" \
+  "pod/example-vector-add created" "pod/gpu-tolerating created"
+out=$(k get pods -n dra-test)
+check "get pods columns" "$out" "NAME" "READY" "STATUS" "RESTARTS" "AGE"
+check "pod row: ready count and phase" "$(k get pods -n dra-test | grep -w pod1 | tr -s ' ')" "pod1 0/2 Pending 0"
+check "get pods -o wide" "$(k get pods -n dra-test -o wide)" "IP" "NODE" "NOMINATED NODE" "READINESS GATES" "<none>"
+check "get po short name" "$(k get po trainer-0 -n dra-test -o name)" "pod/trainer-0"
+check "get all lists pods" "$(k get all -n dra-test -o name)" "pod/pod1" "pod/trainer-1"
+out=$(k get pod pod1 -n dra-test -o yaml)
+check "pod -o yaml keeps the manifest and defaults the phase" "$out" "phase: Pending" \
+  "resourceClaimName: gpu-claim" "restartPolicy: OnFailure" "image: nvcr.io/nvidia/k8s/cuda-sample:devicequery"
+check "pod keeps securityContext" "$(k get pod pod1-rhel -n dra-test -o yaml)" "type: nvidia_container_t"
+check "extended resource limit defaults the request" \
+  "$(k get pod example-vector-add -n dra-test -o jsonpath='{.spec.containers[0].resources.requests}')" 'nvidia.com/gpu":1'
+out=$(k apply -f "$SEEDS/05-pod-shared-claim.yaml" -f "$SEEDS/13-pods-from-template.yaml" -f "$SEEDS/06-pod-shared-claim-rhel.yaml" -f "$SEEDS/20-pod-device-plugin-style.yaml" -f "$SEEDS/21-pod-gpu-toleration.yaml")
+check "re-apply pods prints unchanged" "$out" "pod/pod1 unchanged" "pod/trainer-0 unchanged" \
+  "pod/gpu-tolerating unchanged" "pod/example-vector-add unchanged"
+check_not "re-apply pods changes nothing" "$out" "configured"
+sed 's|cuda-sample:devicequery|cuda-sample:devicequery-v2|' "$SEEDS/05-pod-shared-claim.yaml" > "$WORK/pod1-image.yaml"
+check "apply a new image (strategic merge patch)" "$(k apply -f "$WORK/pod1-image.yaml")" "pod/pod1 configured"
+check "new image stored, other container kept" \
+  "$(k get pod pod1 -n dra-test -o jsonpath='{.spec.containers[*].image}')" \
+  "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0 nvcr.io/nvidia/k8s/cuda-sample:devicequery-v2"
+sed 's|restartPolicy: OnFailure|restartPolicy: Never|' "$SEEDS/05-pod-shared-claim.yaml" > "$WORK/pod1-policy.yaml"
+check "other spec changes are forbidden" "$(k apply -f "$WORK/pod1-policy.yaml")" \
+  'The Pod "pod1" is invalid' "spec: Forbidden: pod updates may not change fields other than"
+check "main endpoint does not change status" \
+  "$(k patch pod trainer-1 -n dra-test --type merge -p '{"status":{"phase":"Running"}}' >/dev/null; k get pod trainer-1 -n dra-test -o jsonpath='{.status.phase}')" "Pending"
+check "status subresource changes status" \
+  "$(k patch pod trainer-1 -n dra-test --subresource=status --type merge -p '{"status":{"phase":"Running"}}')" "patched"
+out=$(k get pods -n dra-test --field-selector status.phase=Pending -o name)
+check "field selector status.phase=Pending" "$out" "pod/pod1" "pod/trainer-0"
+check_not "field selector excludes running pod" "$out" "pod/trainer-1"
+check "field selector status.phase=Running" "$(k get pods -n dra-test --field-selector status.phase=Running -o name)" "pod/trainer-1"
+check "bind a pod (nodeName set once)" "$(k patch pod trainer-0 -n dra-test -p '{"spec":{"nodeName":"gpu-node-a"}}')" "patched"
+check "field selector spec.nodeName" "$(k get pods -A --field-selector spec.nodeName=gpu-node-a | tr -s ' ')" "dra-test trainer-0"
+check_not "field selector spec.nodeName excludes unbound" "$(k get pods -A --field-selector spec.nodeName=gpu-node-a)" "pod1"
+check "node column shows the binding" "$(k get pod trainer-0 -n dra-test -o wide)" "gpu-node-a"
+check "nodeName cannot change once set" "$(k patch pod trainer-0 -n dra-test -p '{"spec":{"nodeName":"gpu-node-b"}}')" \
+  'The Pod "trainer-0" is invalid'
+cat > "$WORK/bad-pod.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bad-pod
+  namespace: dra-test
+spec:
+  resourceClaims:
+  - name: gpu
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      claims:
+      - name: nic
+  - name: main
+    image: busybox
+YAML
+check "invalid pod is rejected with Kubernetes messages" "$(k apply -f "$WORK/bad-pod.yaml")" \
+  'The Pod "bad-pod" is invalid' "spec.resourceClaims[0]: Invalid value" \
+  'must specify one of: `resourceClaimName`, `resourceClaimTemplateName`' \
+  'spec.containers[0].resources.claims[0]: Not found: "nic"' 'spec.containers[1].name: Duplicate value: "main"'
+cat > "$WORK/unknown-pod.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: typo-pod
+  namespace: dra-test
+spec:
+  resourceClaims:
+  - name: gpu
+    resourceClaimNme: gpu-claim
+  containers:
+  - name: main
+    image: busybox
+YAML
+check "unknown pod field is a strict decoding error" "$(k apply -f "$WORK/unknown-pod.yaml")" 'unknown field "spec.resourceClaims[0].resourceClaimNme"'
+
+POD_UID=$(k get pod pod1 -n dra-test -o jsonpath='{.metadata.uid}')
+NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+cat > "$WORK/event.yaml" <<YAML
+apiVersion: v1
+kind: Event
+metadata:
+  name: pod1.e2e
+  namespace: dra-test
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: pod1
+  namespace: dra-test
+  uid: $POD_UID
+reason: FailedScheduling
+message: "0/3 nodes are available: 3 insufficient devices of class gpu.nvidia.com."
+type: Warning
+count: 1
+firstTimestamp: "$NOW"
+lastTimestamp: "$NOW"
+source:
+  component: quartermaster-scheduler
+reportingComponent: quartermaster-scheduler
+YAML
+check "create an event" "$(k create -f "$WORK/event.yaml")" "event/pod1.e2e created"
+out=$(k get events -n dra-test)
+check "get events columns" "$out" "LAST SEEN" "TYPE" "REASON" "OBJECT" "MESSAGE"
+check "event row" "$(k get events -n dra-test | tr -s ' ')" "Warning FailedScheduling pod/pod1 0/3 nodes are available"
+check "get ev by involved object" "$(k get ev -n dra-test --field-selector involvedObject.name=pod1,reason=FailedScheduling -o name)" "event/pod1.e2e"
+out=$(k describe pod pod1 -n dra-test)
+check "describe pod" "$out" "Name:" "pod1" "Namespace:" "dra-test" "Status:" "Pending" "ctr0" "ctr1" \
+  "Events:" "FailedScheduling" "quartermaster-scheduler" "0/3 nodes are available"
+check "describe pod without events" "$(k describe pod trainer-1 -n dra-test)" "trainer-1" "Events:" "<none>"
+
+cat > "$WORK/quota.yaml" <<'YAML'
+apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: gpu-quota
+  namespace: dra-test
+spec:
+  hard:
+    gpu.nvidia.com.deviceclass.resource.k8s.io/devices: "4"
+    count/pods: "10"
+    limits.cpu: "8"
+YAML
+check "create a resource quota" "$(k apply -f "$WORK/quota.yaml")" "resourcequota/gpu-quota created"
+check "get quota columns" "$(k get quota -n dra-test)" "NAME" "AGE" "REQUEST" "LIMIT" "gpu-quota"
+k patch resourcequota gpu-quota -n dra-test --subresource=status --type merge \
+  -p '{"status":{"hard":{"count/pods":"10","gpu.nvidia.com.deviceclass.resource.k8s.io/devices":"4","limits.cpu":"8"},"used":{"count/pods":"5","gpu.nvidia.com.deviceclass.resource.k8s.io/devices":"1"}}}' >/dev/null
+check "quota shows used/hard" "$(k get resourcequota gpu-quota -n dra-test)" \
+  "count/pods: 5/10, gpu.nvidia.com.deviceclass.resource.k8s.io/devices: 1/4" "limits.cpu: 0/8"
+check "quota spec kept" "$(k get quota gpu-quota -n dra-test -o yaml)" "count/pods: \"10\""
+
+kubectl -s "$URL" get pods -n dra-test -w --output-watch-events > "$WORK/watch-pods.txt" 2>&1 &
+WATCH_PID=$!
+sleep 2
+k delete pod pod1-rhel -n dra-test >/dev/null
+sleep 2
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
+check "get pods -w sees the deletion" "$(cat "$WORK/watch-pods.txt")" "ADDED      pod1" "DELETED    pod1-rhel"
+check "delete pod" "$(k delete pod trainer-1 -n dra-test)" 'pod "trainer-1" deleted'
+check "deleted pod is gone" "$(k get pod trainer-1 -n dra-test)" "NotFound"
+
 # --- invalid manifests ------------------------------------------------------------------------
 cat > "$WORK/invalid.yaml" <<'YAML'
 apiVersion: resource.k8s.io/v1

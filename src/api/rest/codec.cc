@@ -189,7 +189,74 @@ void DefaultSliceTaints(json& obj, const Clock& clock) {
   }
 }
 
+// The image's tag decides the pull policy, as in Kubernetes: ":latest" or no tag pulls always.
+std::string DefaultPullPolicy(const std::string& image) {
+  if (image.find('@') != std::string::npos) return "IfNotPresent";
+  const size_t slash = image.rfind('/');
+  const size_t colon = image.rfind(':');
+  const bool has_tag = colon != std::string::npos && (slash == std::string::npos || colon > slash);
+  if (!has_tag || image.substr(colon + 1) == "latest") return "Always";
+  return "IfNotPresent";
+}
+
+void DefaultContainers(json* containers) {
+  if (containers == nullptr || !containers->is_array()) return;
+  for (auto& c : *containers) {
+    if (!c.is_object()) continue;
+    if (!c.contains("imagePullPolicy") && c.contains("image") && c["image"].is_string()) {
+      c["imagePullPolicy"] = DefaultPullPolicy(c["image"].get<std::string>());
+    }
+    if (!c.contains("terminationMessagePath")) {
+      c["terminationMessagePath"] = "/dev/termination-log";
+    }
+    if (!c.contains("terminationMessagePolicy")) c["terminationMessagePolicy"] = "File";
+    // Limits without requests request the limit.
+    json* limits = Find(c, {"resources", "limits"});
+    if (limits != nullptr && limits->is_object() && !limits->empty()) {
+      json& resources = c["resources"];
+      if (!resources.contains("requests") || resources["requests"].is_null()) {
+        resources["requests"] = json::object();
+      }
+      if (resources["requests"].is_object()) {
+        for (const auto& [name, value] : limits->items()) {
+          if (!resources["requests"].contains(name)) resources["requests"][name] = value;
+        }
+      }
+    }
+  }
+}
+
+// The defaults the apiserver applies to a pod (pkg/apis/core/v1/defaults.go and priority
+// admission) that clients and the scheduler read: policies, scheduler name, grace period,
+// priority and the Pending phase.
+void DefaultPod(json& obj) {
+  // A mistyped spec or status is left for validation to report.
+  if (!obj.contains("spec") || obj["spec"].is_null()) obj["spec"] = json::object();
+  if (!obj.contains("status") || obj["status"].is_null()) obj["status"] = json::object();
+  if (!obj["spec"].is_object() || !obj["status"].is_object()) return;
+  json& spec = obj["spec"];
+  auto set_default = [&](const char* key, json value) {
+    if (!spec.contains(key) || spec[key].is_null() || spec[key] == "") spec[key] = std::move(value);
+  };
+  set_default("restartPolicy", "Always");
+  set_default("dnsPolicy", "ClusterFirst");
+  set_default("schedulerName", "default-scheduler");
+  set_default("terminationGracePeriodSeconds", 30);
+  set_default("enableServiceLinks", true);
+  set_default("securityContext", json::object());
+  if (spec.contains("serviceAccountName") && !spec.contains("serviceAccount")) {
+    spec["serviceAccount"] = spec["serviceAccountName"];
+  }
+  DefaultContainers(Find(spec, {"containers"}));
+  DefaultContainers(Find(spec, {"initContainers"}));
+  // Priority admission resolves priorityClassName; without a class the priority is 0.
+  if (!spec.contains("priority") && !spec.contains("priorityClassName")) spec["priority"] = 0;
+  json& status = obj["status"];
+  if (!status.contains("phase") || status["phase"] == "") status["phase"] = "Pending";
+}
+
 void DefaultCore(const model::ResourceType& type, json& obj) {
+  if (type.kind == "Pod") DefaultPod(obj);
   if (type.kind == "Namespace") {
     if (!obj.contains("spec") || !obj["spec"].is_object()) obj["spec"] = json::object();
     if (!obj["spec"].contains("finalizers")) obj["spec"]["finalizers"] = {"kubernetes"};
@@ -288,6 +355,11 @@ std::map<std::string, std::string> SelectableFields(const model::ResourceType& t
       start = dot + 1;
     }
     if (found) fields[path] = ScalarText(*cur);
+  }
+  // Events select on "source" by the reporting component, as the apiserver does.
+  if (type.group.empty() && type.kind == "Event") {
+    const json* component = Find(hub, {"source", "component"});
+    fields["source"] = component != nullptr ? ScalarText(*component) : "";
   }
   return fields;
 }

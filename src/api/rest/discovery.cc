@@ -41,6 +41,7 @@ json AggregatedVersion(const std::string& group, const std::string& version) {
               {"singularResource", t.singular},
               {"verbs", kVerbs}};
     if (!t.short_names.empty()) r["shortNames"] = t.short_names;
+    if (!t.categories.empty()) r["categories"] = t.categories;
     if (t.has_status) {
       r["subresources"] = json::array({{{"subresource", "status"},
                                         {"responseKind", kind},
@@ -118,6 +119,7 @@ json LegacyResourceList(const std::string& group, const std::string& version) {
               {"kind", t.kind},
               {"verbs", kVerbs}};
     if (!t.short_names.empty()) r["shortNames"] = t.short_names;
+    if (!t.categories.empty()) r["categories"] = t.categories;
     resources.push_back(r);
     if (t.has_status) {
       resources.push_back({{"name", t.plural + "/status"},

@@ -119,6 +119,16 @@ absl::StatusOr<json> MergeObject(const json& target, const json& patch) {
       out[k] = v;
     }
   }
+  // $retainKeys (patchStrategy retainKeys, e.g. a pod's resourceClaims entries): fields the
+  // list does not name are cleared, so switching resourceClaimName to
+  // resourceClaimTemplateName does not leave both behind.
+  if (auto retain = patch.find("$retainKeys"); retain != patch.end() && retain->is_array()) {
+    json kept = json::object();
+    for (auto& [k, v] : out.items()) {
+      if (std::find(retain->begin(), retain->end(), json(k)) != retain->end()) kept[k] = v;
+    }
+    out = std::move(kept);
+  }
   return out;
 }
 

@@ -544,7 +544,11 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       *errors =
           status_only ? ValidateStatusUpdate(type, hub, *old) : ValidateObject(type, hub, old);
     } else {
-      if (type.kind == "ResourceClaim" || type.kind == "DeviceTaintRule") hub.erase("status");
+      // As in Kubernetes, controllers own these statuses: a status sent on create is dropped.
+      if (type.kind == "ResourceClaim" || type.kind == "DeviceTaintRule" ||
+          type.kind == "ResourceQuota") {
+        hub.erase("status");
+      }
       *errors = ValidateObject(type, hub, nullptr);
     }
     if (!errors->empty()) return absl::InvalidArgumentError("invalid");

@@ -190,6 +190,7 @@ class DocumentBuilder {
     json schema{{"type", "object"}, {"description", def->description}};
     if (!properties.empty()) schema["properties"] = std::move(properties);
     if (!required.empty()) schema["required"] = std::move(required);
+    if (def->preserve_unknown) schema[kPreserveUnknown] = true;
     schemas_[key] = std::move(schema);
   }
 
@@ -389,7 +390,7 @@ void CheckField(const Def& def, const std::string& name, const json& value, cons
   const std::string field_path = path + "." + name;
   const Prop* prop = FindProp(def, name);
   if (prop == nullptr) {
-    unknown.push_back(field_path);
+    if (!def.preserve_unknown) unknown.push_back(field_path);
     return;
   }
   // Scalars, opaque JSON and free-form objects have no fields to check.

@@ -68,6 +68,10 @@ struct Def {
   unsigned shapes = kAllShapes;
   std::string description;
   std::vector<Prop> props;
+  // Fields beyond `props` are kept as sent and are not unknown to strict decoding
+  // (x-kubernetes-preserve-unknown-fields): core kinds of which only a subset is modelled,
+  // such as a Pod's spec and containers.
+  bool preserve_unknown = false;
 };
 
 // Every definition, including one "<Kind>List" per served kind. Built once; thread-safe.

@@ -1,6 +1,12 @@
 #include "api/rest/table.h"
 
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
 #include "common/clock.h"
+#include "common/quantity.h"
 
 namespace qm::api {
 namespace {
@@ -76,9 +82,332 @@ std::string NodeRoles(const json& obj) {
   return roles.empty() ? "<none>" : roles;
 }
 
+// obj[path...] when every step exists, else nullptr.
+const json* At(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* p : path) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(p);
+    if (it == cur->end() || it->is_null()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+// The items of the array at `path`, or an empty array.
+const json& Items(const json& obj, std::initializer_list<const char*> path) {
+  static const json* empty = new json(json::array());
+  const json* list = At(obj, path);
+  return list != nullptr && list->is_array() ? *list : *empty;
+}
+
+int64_t Int(const json& obj, std::initializer_list<const char*> path) {
+  const json* v = At(obj, path);
+  return v != nullptr && v->is_number_integer() ? v->get<int64_t>() : 0;
+}
+
+// translateTimestampSince of the apiserver's printers: "<unknown>" for a missing time.
+std::string Since(const std::string& timestamp, std::chrono::system_clock::time_point now) {
+  std::chrono::system_clock::time_point t;
+  if (timestamp.empty() || !ParseRfc3339(timestamp, &t)) return "<unknown>";
+  return ShortHumanDuration(now - t);
+}
+
+std::string OrNone(std::string s) { return s.empty() ? "<none>" : s; }
+
+// Kubernetes' printPod (pkg/printers/internalversion): READY counts ready containers (and
+// started sidecars), STATUS is the phase refined by init and container states, RESTARTS sums
+// the restart counts with the time of the last restart.
+struct PodSummary {
+  int ready = 0;
+  int total = 0;
+  std::string reason;
+  std::string restarts;
+};
+
+PodSummary SummarizePod(const json& pod, std::chrono::system_clock::time_point now) {
+  PodSummary out;
+  const std::string phase = Str(pod, {"status", "phase"});
+  out.reason = phase;
+  if (!Str(pod, {"status", "reason"}).empty()) out.reason = Str(pod, {"status", "reason"});
+  const json& conditions = Items(pod, {"status", "conditions"});
+  for (const auto& c : conditions) {
+    if (Str(c, {"type"}) == "PodScheduled" && Str(c, {"reason"}) == "SchedulingGated") {
+      out.reason = "SchedulingGated";
+    }
+  }
+  out.total = static_cast<int>(Items(pod, {"spec", "containers"}).size());
+  const json& init_specs = Items(pod, {"spec", "initContainers"});
+  auto restartable = [&](const std::string& name) {
+    for (const auto& c : init_specs) {
+      if (Str(c, {"name"}) == name) return Str(c, {"restartPolicy"}) == "Always";
+    }
+    return false;
+  };
+  for (const auto& c : init_specs) {
+    if (Str(c, {"restartPolicy"}) == "Always") ++out.total;
+  }
+  int restarts = 0;
+  std::string last_restart;  // RFC 3339 text sorts by time
+  auto note_restart = [&](const json& status) {
+    std::string finished = Str(status, {"lastState", "terminated", "finishedAt"});
+    if (finished > last_restart) last_restart = finished;
+  };
+
+  bool initializing = false;
+  const json& init_statuses = Items(pod, {"status", "initContainerStatuses"});
+  for (size_t i = 0; i < init_statuses.size(); ++i) {
+    const json& c = init_statuses[i];
+    restarts += static_cast<int>(Int(c, {"restartCount"}));
+    note_restart(c);
+    const json* terminated = At(c, {"state", "terminated"});
+    const std::string waiting = Str(c, {"state", "waiting", "reason"});
+    if (terminated != nullptr && Int(*terminated, {"exitCode"}) == 0) continue;
+    if (restartable(Str(c, {"name"})) && Str(c, {"started"}) == "true") {
+      if (Str(c, {"ready"}) == "true") ++out.ready;
+      continue;
+    }
+    if (terminated != nullptr) {
+      const std::string r = Str(*terminated, {"reason"});
+      if (!r.empty()) {
+        out.reason = "Init:" + r;
+      } else if (Int(*terminated, {"signal"}) != 0) {
+        out.reason = "Init:Signal:" + std::to_string(Int(*terminated, {"signal"}));
+      } else {
+        out.reason = "Init:ExitCode:" + std::to_string(Int(*terminated, {"exitCode"}));
+      }
+    } else if (!waiting.empty() && waiting != "PodInitializing") {
+      out.reason = "Init:" + waiting;
+    } else {
+      out.reason = "Init:" + std::to_string(i) + "/" + std::to_string(init_specs.size());
+    }
+    initializing = true;
+    break;
+  }
+  bool initialized = false;
+  bool pod_ready = false;
+  for (const auto& c : conditions) {
+    if (Str(c, {"type"}) == "Initialized" && Str(c, {"status"}) == "True") initialized = true;
+    if (Str(c, {"type"}) == "Ready" && Str(c, {"status"}) == "True") pod_ready = true;
+  }
+  if (!initializing || initialized) {
+    bool has_running = false;
+    const json& statuses = Items(pod, {"status", "containerStatuses"});
+    for (auto it = statuses.rbegin(); it != statuses.rend(); ++it) {
+      const json& c = *it;
+      restarts += static_cast<int>(Int(c, {"restartCount"}));
+      note_restart(c);
+      const json* terminated = At(c, {"state", "terminated"});
+      const std::string waiting = Str(c, {"state", "waiting", "reason"});
+      if (!waiting.empty()) {
+        out.reason = waiting;
+      } else if (terminated != nullptr && !Str(*terminated, {"reason"}).empty()) {
+        out.reason = Str(*terminated, {"reason"});
+      } else if (terminated != nullptr) {
+        out.reason = Int(*terminated, {"signal"}) != 0
+                         ? "Signal:" + std::to_string(Int(*terminated, {"signal"}))
+                         : "ExitCode:" + std::to_string(Int(*terminated, {"exitCode"}));
+      } else if (Str(c, {"ready"}) == "true" && At(c, {"state", "running"}) != nullptr) {
+        has_running = true;
+        ++out.ready;
+      }
+    }
+    if (out.reason == "Completed" && has_running) out.reason = pod_ready ? "Running" : "NotReady";
+  }
+  const bool deleting = !Str(pod, {"metadata", "deletionTimestamp"}).empty();
+  if (deleting && Str(pod, {"status", "reason"}) == "NodeLost") {
+    out.reason = "Unknown";
+  } else if (deleting && phase != "Succeeded" && phase != "Failed") {
+    out.reason = "Terminating";
+  }
+  out.restarts = std::to_string(restarts);
+  if (restarts != 0 && !last_restart.empty()) {
+    out.restarts += " (" + Since(last_restart, now) + " ago)";
+  }
+  return out;
+}
+
+json PodColumns() {
+  return json::array(
+      {Column("Name",
+              "Name must be unique within a namespace. Is required when creating resources.",
+              "name"),
+       Column("Ready", "The aggregate readiness state of this pod for accepting traffic."),
+       Column("Status", "The aggregate status of the containers in this pod."),
+       Column("Restarts",
+              "The number of times the containers in this pod have been restarted and when the "
+              "last container in this pod has restarted."),
+       Column("Age", "Time since the object was created."),
+       Column("IP", "IP address allocated to the pod.", "", 1),
+       Column("Node", "The node the pod is bound to.", "", 1),
+       Column("Nominated Node", "The node the pod is expected to run on after preemption.", "", 1),
+       Column("Readiness Gates", "Readiness gates that are True, of all the pod's gates.", "", 1)});
+}
+
+json PodCells(const json& pod, std::chrono::system_clock::time_point now) {
+  PodSummary sum = SummarizePod(pod, now);
+  std::string ip;
+  const json& ips = Items(pod, {"status", "podIPs"});
+  if (!ips.empty()) ip = Str(ips[0], {"ip"});
+  std::string gates = "<none>";
+  const json& readiness_gates = Items(pod, {"spec", "readinessGates"});
+  if (!readiness_gates.empty()) {
+    int true_conditions = 0;
+    for (const auto& gate : readiness_gates) {
+      for (const auto& c : Items(pod, {"status", "conditions"})) {
+        if (Str(c, {"type"}) != Str(gate, {"conditionType"})) continue;
+        if (Str(c, {"status"}) == "True") ++true_conditions;
+        break;
+      }
+    }
+    gates = std::to_string(true_conditions) + "/" + std::to_string(readiness_gates.size());
+  }
+  return json::array({Str(pod, {"metadata", "name"}),
+                      std::to_string(sum.ready) + "/" + std::to_string(sum.total), sum.reason,
+                      sum.restarts, Since(Str(pod, {"metadata", "creationTimestamp"}), now),
+                      OrNone(ip), OrNone(Str(pod, {"spec", "nodeName"})),
+                      OrNone(Str(pod, {"status", "nominatedNodeName"})), gates});
+}
+
+// Succeeded and Failed pods carry the Completed row condition, as the apiserver marks them.
+json PodRowConditions(const json& pod) {
+  const std::string phase = Str(pod, {"status", "phase"});
+  if (phase != "Succeeded" && phase != "Failed") return json();
+  return json::array({{{"type", "Completed"},
+                       {"status", "True"},
+                       {"reason", phase},
+                       {"message", phase == "Succeeded" ? "The pod has completed successfully."
+                                                        : "The pod failed."}}});
+}
+
+json EventColumns() {
+  return json::array(
+      {Column("Last Seen",
+              "The time at which the most recent occurrence of this event was "
+              "recorded."),
+       Column("Type",
+              "Type of this event (Normal, Warning), new types could be added in the "
+              "future"),
+       Column("Reason",
+              "This should be a short, machine understandable string that gives the "
+              "reason for the transition into the object's current status."),
+       Column("Object", "The object that this event is about."),
+       Column("Subobject", "The part of the object the event is about (fieldPath).", "", 1),
+       Column("Source", "The component reporting this event.", "", 1),
+       Column("Message", "A human-readable description of the status of this operation."),
+       Column("First Seen", "The time at which the event was first recorded.", "", 1),
+       Column("Count", "The number of times this event has occurred.", "", 1),
+       Column("Name",
+              "Name must be unique within a namespace. Is required when creating resources.",
+              "name", 1)});
+}
+
+std::string TrimSpace(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// Kubernetes' printEvent: the last-seen time falls back to the first one (or eventTime), the
+// series carries the count of new-style events, and OBJECT is "<kind>/<name>" in lower case.
+json EventCells(const json& ev, std::chrono::system_clock::time_point now) {
+  std::string first = Str(ev, {"firstTimestamp"}).empty() ? Since(Str(ev, {"eventTime"}), now)
+                                                          : Since(Str(ev, {"firstTimestamp"}), now);
+  std::string last =
+      Str(ev, {"lastTimestamp"}).empty() ? first : Since(Str(ev, {"lastTimestamp"}), now);
+  int64_t count = Int(ev, {"count"});
+  if (At(ev, {"series"}) != nullptr) {
+    last = Since(Str(ev, {"series", "lastObservedTime"}), now);
+    count = Int(ev, {"series", "count"});
+  } else if (count == 0) {
+    count = 1;
+  }
+  std::string kind = Str(ev, {"involvedObject", "kind"});
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string name = Str(ev, {"involvedObject", "name"});
+  const std::string target = name.empty() ? kind : kind + "/" + name;
+  std::string component = Str(ev, {"source", "component"});
+  if (component.empty()) component = Str(ev, {"reportingComponent"});
+  std::string host = Str(ev, {"source", "host"});
+  if (host.empty()) host = Str(ev, {"reportingInstance"});
+  const std::string source = host.empty() ? component : component + ", " + host;
+  return json::array({last, Str(ev, {"type"}), Str(ev, {"reason"}), target,
+                      Str(ev, {"involvedObject", "fieldPath"}), source,
+                      TrimSpace(Str(ev, {"message"})), first, count,
+                      Str(ev, {"metadata", "name"})});
+}
+
+json QuotaColumns() {
+  return json::array(
+      {Column("Name",
+              "Name must be unique within a namespace. Is required when creating resources.",
+              "name"),
+       Column("Age", "Time since the object was created."),
+       Column("Request",
+              "Request represents a minimum amount of cpu/memory that a container may consume."),
+       Column("Limit",
+              "Limits control the maximum amount of cpu/memory that a container may use "
+              "independent of contention on the node.")});
+}
+
+std::string CanonicalQuantity(const json* v) {
+  if (v == nullptr) return "0";
+  std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  auto q = ParseQuantity(text);
+  return q.ok() ? q->String() : text;
+}
+
+// Kubernetes' printResourceQuota: "<resource>: <used>/<hard>" for every resource of
+// status.hard in name order; "limits.*" resources go to LIMIT, the rest to REQUEST.
+json QuotaCells(const json& quota, std::chrono::system_clock::time_point now) {
+  std::string request, limit;
+  const json* hard = At(quota, {"status", "hard"});
+  const json* used = At(quota, {"status", "used"});
+  if (hard != nullptr && hard->is_object()) {
+    for (const auto& [resource, value] : hard->items()) {
+      const json* u = nullptr;
+      if (used != nullptr && used->is_object() && used->contains(resource)) u = &(*used)[resource];
+      std::string& column = resource.rfind("limits.", 0) == 0 ? limit : request;
+      if (!column.empty()) column += ", ";
+      column += resource + ": " + CanonicalQuantity(u) + "/" + CanonicalQuantity(&value);
+    }
+  }
+  return json::array({Str(quota, {"metadata", "name"}),
+                      Since(Str(quota, {"metadata", "creationTimestamp"}), now), request, limit});
+}
+
+// Name, the kind-specific columns, Age (and a Node's version) for the remaining kinds.
+json GenericCells(const model::ResourceType& type, const json& obj,
+                  std::chrono::system_clock::time_point now) {
+  json cells = json::array();
+  cells.push_back(Str(obj, {"metadata", "name"}));
+  if (type.kind == "ResourceClaim") {
+    cells.push_back(ClaimState(obj));
+  } else if (type.kind == "ResourceSlice") {
+    std::string node = Str(obj, {"spec", "nodeName"});
+    if (node.empty()) node = Str(obj, {"spec", "basic", "nodeName"});
+    cells.push_back(node);
+    cells.push_back(Str(obj, {"spec", "driver"}));
+    cells.push_back(Str(obj, {"spec", "pool", "name"}));
+  } else if (type.kind == "Namespace") {
+    cells.push_back(Str(obj, {"status", "phase"}));
+  } else if (type.kind == "Node") {
+    cells.push_back(NodeStatus(obj));
+    cells.push_back(NodeRoles(obj));
+  }
+  cells.push_back(Age(obj, now));
+  if (type.kind == "Node") cells.push_back(Str(obj, {"status", "nodeInfo", "kubeletVersion"}));
+  return cells;
+}
+
 }  // namespace
 
 json TableColumns(const model::ResourceType& type) {
+  if (type.group.empty() && type.kind == "Pod") return PodColumns();
+  if (type.group.empty() && type.kind == "Event") return EventColumns();
+  if (type.group.empty() && type.kind == "ResourceQuota") return QuotaColumns();
   json cols = json::array();
   cols.push_back(Column("Name",
                         "Name must be unique within a namespace. Is required when creating "
@@ -108,28 +437,24 @@ json TableColumns(const model::ResourceType& type) {
 json TableRow(const model::ResourceType& type, const json& obj,
               std::chrono::system_clock::time_point now) {
   json cells = json::array();
-  cells.push_back(Str(obj, {"metadata", "name"}));
-  if (type.kind == "ResourceClaim") {
-    cells.push_back(ClaimState(obj));
-  } else if (type.kind == "ResourceSlice") {
-    std::string node = Str(obj, {"spec", "nodeName"});
-    if (node.empty()) node = Str(obj, {"spec", "basic", "nodeName"});
-    cells.push_back(node);
-    cells.push_back(Str(obj, {"spec", "driver"}));
-    cells.push_back(Str(obj, {"spec", "pool", "name"}));
-  } else if (type.kind == "Namespace") {
-    cells.push_back(Str(obj, {"status", "phase"}));
-  } else if (type.kind == "Node") {
-    cells.push_back(NodeStatus(obj));
-    cells.push_back(NodeRoles(obj));
+  json conditions;
+  if (type.group.empty() && type.kind == "Pod") {
+    cells = PodCells(obj, now);
+    conditions = PodRowConditions(obj);
+  } else if (type.group.empty() && type.kind == "Event") {
+    cells = EventCells(obj, now);
+  } else if (type.group.empty() && type.kind == "ResourceQuota") {
+    cells = QuotaCells(obj, now);
+  } else {
+    cells = GenericCells(type, obj, now);
   }
-  cells.push_back(Age(obj, now));
-  if (type.kind == "Node") cells.push_back(Str(obj, {"status", "nodeInfo", "kubeletVersion"}));
   json meta = obj.contains("metadata") ? obj["metadata"] : json::object();
-  return json{
-      {"cells", cells},
+  json row = {
+      {"cells", std::move(cells)},
       {"object",
        {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", meta}}}};
+  if (!conditions.is_null()) row["conditions"] = std::move(conditions);
+  return row;
 }
 
 json MakeTable(const model::ResourceType& type, json rows, const std::string& resource_version,

@@ -534,5 +534,65 @@ TEST_F(CodecTest, ResourceVersionParsesPositiveIntegersOnly) {
   }
 }
 
+TEST_F(CodecTest, PodIsDefaultedAsByTheApiserver) {
+  json hub = ToHub(CoreType("Pod"), "v1", J(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","namespace":"default"},
+      "spec":{"containers":[
+        {"name":"a","image":"registry.example/app:v1",
+         "resources":{"limits":{"nvidia.com/gpu":1,"cpu":"2"},"requests":{"cpu":"1"}}},
+        {"name":"b","image":"busybox"}],
+        "initContainers":[{"name":"i","image":"x@sha256:abc"}]}})"),
+                   clock_);
+  EXPECT_EQ(hub["status"], J(R"({"phase":"Pending"})"));
+  const json& spec = hub["spec"];
+  EXPECT_EQ(spec["restartPolicy"], "Always");
+  EXPECT_EQ(spec["schedulerName"], "default-scheduler");
+  EXPECT_EQ(spec["dnsPolicy"], "ClusterFirst");
+  EXPECT_EQ(spec["terminationGracePeriodSeconds"], 30);
+  EXPECT_EQ(spec["priority"], 0);
+  EXPECT_EQ(spec["containers"][0]["imagePullPolicy"], "IfNotPresent");
+  EXPECT_EQ(spec["containers"][1]["imagePullPolicy"], "Always");
+  EXPECT_EQ(spec["initContainers"][0]["imagePullPolicy"], "IfNotPresent");
+  EXPECT_EQ(spec["containers"][0]["terminationMessagePath"], "/dev/termination-log");
+  // Limits without requests request the limit; a given request is kept.
+  EXPECT_EQ(spec["containers"][0]["resources"]["requests"], J(R"({"cpu":"1","nvidia.com/gpu":1})"));
+  EXPECT_FALSE(spec["containers"][1].contains("resources"));
+}
+
+TEST_F(CodecTest, PodDefaultsKeepWhatTheClientSet) {
+  json hub = ToHub(CoreType("Pod"), "v1", J(R"({"metadata":{"name":"p"},
+      "spec":{"restartPolicy":"Never","schedulerName":"qm","priorityClassName":"high",
+              "containers":[{"name":"a","image":"x:latest","imagePullPolicy":"Never"}]},
+      "status":{"phase":"Running"}})"),
+                   clock_);
+  EXPECT_EQ(hub["spec"]["restartPolicy"], "Never");
+  EXPECT_EQ(hub["spec"]["schedulerName"], "qm");
+  EXPECT_FALSE(hub["spec"].contains("priority"));
+  EXPECT_EQ(hub["spec"]["containers"][0]["imagePullPolicy"], "Never");
+  EXPECT_EQ(hub["status"]["phase"], "Running");
+  // A mistyped spec is left for validation to report.
+  json bad = ToHub(CoreType("Pod"), "v1", J(R"({"metadata":{"name":"p"},"spec":"nope"})"), clock_);
+  EXPECT_EQ(bad["spec"], "nope");
+}
+
+TEST_F(CodecTest, PodAndEventSelectableFields) {
+  json pod = ToHub(CoreType("Pod"), "v1", J(R"({"metadata":{"name":"p","namespace":"ns"},
+      "spec":{"nodeName":"gpu-node-a","containers":[{"name":"a","image":"x"}]}})"),
+                   clock_);
+  std::map<std::string, std::string> fields = SelectableFields(CoreType("Pod"), pod);
+  EXPECT_EQ(fields["spec.nodeName"], "gpu-node-a");
+  EXPECT_EQ(fields["status.phase"], "Pending");
+  EXPECT_EQ(fields["metadata.namespace"], "ns");
+  json ev = J(R"({"metadata":{"name":"e","namespace":"ns"},
+      "involvedObject":{"kind":"Pod","name":"p","namespace":"ns","uid":"u1"},
+      "reason":"Scheduled","type":"Normal","source":{"component":"qm-scheduler"}})");
+  EXPECT_THAT(
+      SelectableFields(CoreType("Event"), ev),
+      ::testing::IsSupersetOf({Pair("involvedObject.kind", "Pod"), Pair("involvedObject.name", "p"),
+                               Pair("involvedObject.namespace", "ns"),
+                               Pair("involvedObject.uid", "u1"), Pair("reason", "Scheduled"),
+                               Pair("type", "Normal"), Pair("source", "qm-scheduler")}));
+}
+
 }  // namespace
 }  // namespace qm::api

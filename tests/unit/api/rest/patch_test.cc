@@ -304,5 +304,51 @@ TEST(StrategicMergePatchTest, NonStringPatchDirectiveIsInvalidArgumentNotExcepti
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The patches kubectl's client-side apply sends for a pod (core v1 is compiled into kubectl, so
+// they are always strategic).
+TEST(StrategicMergePatchTest, PodListsMergeByTheirKeys) {
+  json pod = J(R"({"spec":{
+      "containers":[{"name":"ctr0","image":"a:1","resources":{"claims":[{"name":"gpu"}]}},
+                    {"name":"ctr1","image":"b:1"}],
+      "initContainers":[{"name":"init","image":"i:1"}],
+      "resourceClaims":[{"name":"gpu","resourceClaimName":"c"},{"name":"nic","resourceClaimName":"n"}],
+      "tolerations":[{"key":"a","operator":"Exists"}]},
+    "status":{"conditions":[{"type":"PodScheduled","status":"False"},{"type":"Ready","status":"False"}],
+      "resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"p-gpu"}]}})");
+  json out = MustSmp(pod, J(R"({"spec":{
+      "$setElementOrder/containers":[{"name":"ctr0"},{"name":"ctr1"}],
+      "containers":[{"name":"ctr1","image":"b:2"}],
+      "initContainers":[{"name":"init","image":"i:2"}],
+      "resourceClaims":[{"name":"nic","$patch":"delete"}],
+      "tolerations":[{"key":"b","operator":"Exists"}]},
+    "status":{"conditions":[{"type":"PodScheduled","status":"True"}],
+      "resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"p-gpu-2"}]}})"));
+  EXPECT_EQ(out["spec"]["containers"],
+            J(R"([{"name":"ctr0","image":"a:1","resources":{"claims":[{"name":"gpu"}]}},
+                  {"name":"ctr1","image":"b:2"}])"));
+  EXPECT_EQ(out["spec"]["initContainers"], J(R"([{"name":"init","image":"i:2"}])"));
+  EXPECT_EQ(out["spec"]["resourceClaims"], J(R"([{"name":"gpu","resourceClaimName":"c"}])"));
+  // Tolerations have no merge key: the list is replaced.
+  EXPECT_EQ(out["spec"]["tolerations"], J(R"([{"key":"b","operator":"Exists"}])"));
+  EXPECT_EQ(out["status"]["conditions"],
+            J(R"([{"type":"PodScheduled","status":"True"},{"type":"Ready","status":"False"}])"));
+  EXPECT_EQ(out["status"]["resourceClaimStatuses"],
+            J(R"([{"name":"gpu","resourceClaimName":"p-gpu-2"}])"));
+}
+
+TEST(StrategicMergePatchTest, RetainKeysClearsFieldsNotListed) {
+  json pod = J(R"({"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"c"}]}})");
+  json out = MustSmp(pod, J(R"({"spec":{"resourceClaims":[
+      {"$retainKeys":["name","resourceClaimTemplateName"],"name":"gpu",
+       "resourceClaimName":null,"resourceClaimTemplateName":"t"}]}})"));
+  EXPECT_EQ(out["spec"]["resourceClaims"],
+            J(R"([{"name":"gpu","resourceClaimTemplateName":"t"}])"));
+  out = MustSmp(pod, J(R"({"spec":{"resourceClaims":[
+      {"$retainKeys":["name","resourceClaimTemplateName"],"name":"gpu",
+       "resourceClaimTemplateName":"t"}]}})"));
+  EXPECT_EQ(out["spec"]["resourceClaims"],
+            J(R"([{"name":"gpu","resourceClaimTemplateName":"t"}])"));
+}
+
 }  // namespace
 }  // namespace qm::api

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/rest/discovery.h"
 #include "common/id_generator.h"
@@ -398,6 +400,201 @@ TEST_F(RestApiTest, AllNamespacesPathRefusesDeleteCollection) {
   EXPECT_EQ(Call("GET", claims_ + "/c1").code, 200);
   EXPECT_EQ(Call("DELETE", claims_).code, 200);
   EXPECT_EQ(Call("GET", claims_ + "/c1").code, 404);
+}
+
+// ---- core Pod, Event, ResourceQuota --------------------------------------------------------
+
+const char kPod[] = R"({"apiVersion":"v1","kind":"Pod",
+  "metadata":{"name":"pod1","namespace":"default"},
+  "spec":{"restartPolicy":"OnFailure",
+    "securityContext":{"seLinuxOptions":{"type":"nvidia_container_t"}},
+    "resourceClaims":[{"name":"gpu","resourceClaimName":"gpu-claim"}],
+    "containers":[
+      {"name":"ctr0","image":"cuda:1","env":[{"name":"A","value":"1"}],
+       "resources":{"claims":[{"name":"gpu"}]}},
+      {"name":"ctr1","image":"cuda:1","resources":{"claims":[{"name":"gpu"}]}}]}})";
+
+class CoreKindsTest : public RestApiTest {
+ protected:
+  const std::string pods_ = "/api/v1/namespaces/default/pods";
+  const std::string events_ = "/api/v1/namespaces/default/events";
+  const std::string quotas_ = "/api/v1/namespaces/default/resourcequotas";
+};
+
+TEST_F(CoreKindsTest, DiscoveryListsPodsEventsAndQuotas) {
+  auto agg = Body(Call("GET", "/api", "", "", {},
+                       "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"));
+  std::map<std::string, json> by_name;
+  for (const auto& r : agg["items"][0]["versions"][0]["resources"]) by_name[r["resource"]] = r;
+  ASSERT_TRUE(by_name.count("pods"));
+  EXPECT_EQ(by_name["pods"]["shortNames"], json::array({"po"}));
+  EXPECT_EQ(by_name["pods"]["categories"], json::array({"all"}));
+  EXPECT_EQ(by_name["pods"]["scope"], "Namespaced");
+  EXPECT_EQ(by_name["pods"]["subresources"][0]["subresource"], "status");
+  EXPECT_EQ(by_name["events"]["shortNames"], json::array({"ev"}));
+  EXPECT_FALSE(by_name["events"].contains("subresources"));
+  EXPECT_EQ(by_name["resourcequotas"]["shortNames"], json::array({"quota"}));
+  EXPECT_EQ(by_name["resourcequotas"]["subresources"][0]["subresource"], "status");
+  auto legacy = Body(Call("GET", "/api/v1"));
+  std::set<std::string> names;
+  for (const auto& r : legacy["resources"]) names.insert(r["name"]);
+  for (const char* n :
+       {"pods", "pods/status", "events", "resourcequotas", "resourcequotas/status"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+  EXPECT_FALSE(names.count("events/status"));
+}
+
+TEST_F(CoreKindsTest, PodCreateDefaultsPhaseAndKeepsUnmodelledFields) {
+  auto created = Call("POST", pods_, kPod, "application/json", {{"fieldValidation", "Strict"}});
+  ASSERT_EQ(created.code, 201) << created.body;
+  json pod = Body(created);
+  EXPECT_EQ(pod["status"]["phase"], "Pending");
+  EXPECT_EQ(pod["spec"]["securityContext"]["seLinuxOptions"]["type"], "nvidia_container_t");
+  EXPECT_EQ(pod["spec"]["containers"][0]["env"][0]["name"], "A");
+  EXPECT_EQ(pod["spec"]["schedulerName"], "default-scheduler");
+  json bad = json::parse(kPod);
+  bad["metadata"]["name"] = "pod2";
+  bad["spec"]["containers"][0]["resources"]["claims"][0]["name"] = "nic";
+  auto invalid = Call("POST", pods_, bad.dump());
+  EXPECT_EQ(invalid.code, 422);
+  EXPECT_EQ(Body(invalid)["details"]["causes"][0]["field"],
+            "spec.containers[0].resources.claims[0]");
+  EXPECT_EQ(Body(invalid)["details"]["kind"], "Pod");
+}
+
+TEST_F(CoreKindsTest, PodStatusOnlyThroughTheSubresource) {
+  ASSERT_EQ(Call("POST", pods_, kPod).code, 201);
+  auto patched = Call("PATCH", pods_ + "/pod1", R"({"status":{"phase":"Running"}})",
+                      "application/merge-patch+json");
+  ASSERT_EQ(patched.code, 200) << patched.body;
+  EXPECT_EQ(Body(patched)["status"]["phase"], "Pending");
+  auto status = Call("PATCH", pods_ + "/pod1/status",
+                     R"({"status":{"phase":"Running","conditions":[{"type":"PodScheduled",
+                        "status":"True"}]}})",
+                     "application/strategic-merge-patch+json");
+  ASSERT_EQ(status.code, 200) << status.body;
+  EXPECT_EQ(Body(status)["status"]["phase"], "Running");
+  auto spec_via_status = Call("PATCH", pods_ + "/pod1/status", R"({"spec":{"nodeName":"x"}})",
+                              "application/merge-patch+json");
+  ASSERT_EQ(spec_via_status.code, 200);
+  EXPECT_FALSE(Body(spec_via_status)["spec"].contains("nodeName"));
+  auto bad = Call("PATCH", pods_ + "/pod1/status", R"({"status":{"phase":"Sleeping"}})",
+                  "application/merge-patch+json");
+  EXPECT_EQ(bad.code, 422);
+}
+
+TEST_F(CoreKindsTest, PodNodeNameIsSetOnceAndSelectable) {
+  ASSERT_EQ(Call("POST", pods_, kPod).code, 201);
+  json second = json::parse(kPod);
+  second["metadata"]["name"] = "pod2";
+  ASSERT_EQ(Call("POST", pods_, second.dump()).code, 201);
+  auto bind = Call("PATCH", pods_ + "/pod1", R"({"spec":{"nodeName":"gpu-node-a"}})",
+                   "application/strategic-merge-patch+json");
+  ASSERT_EQ(bind.code, 200) << bind.body;
+  auto move = Call("PATCH", pods_ + "/pod1", R"({"spec":{"nodeName":"gpu-node-b"}})",
+                   "application/strategic-merge-patch+json");
+  EXPECT_EQ(move.code, 422);
+  EXPECT_EQ(Body(move)["details"]["causes"][0]["field"], "spec");
+  auto on_node =
+      Body(Call("GET", "/api/v1/pods", "", "", {{"fieldSelector", "spec.nodeName=gpu-node-a"}}));
+  ASSERT_EQ(on_node["items"].size(), 1u);
+  EXPECT_EQ(on_node["items"][0]["metadata"]["name"], "pod1");
+  auto unbound = Body(Call("GET", pods_, "", "", {{"fieldSelector", "spec.nodeName="}}));
+  ASSERT_EQ(unbound["items"].size(), 1u);
+  EXPECT_EQ(unbound["items"][0]["metadata"]["name"], "pod2");
+  ASSERT_EQ(Call("PATCH", pods_ + "/pod2/status", R"({"status":{"phase":"Running"}})",
+                 "application/merge-patch+json")
+                .code,
+            200);
+  auto pending = Body(Call("GET", pods_, "", "", {{"fieldSelector", "status.phase=Pending"}}));
+  ASSERT_EQ(pending["items"].size(), 1u);
+  EXPECT_EQ(pending["items"][0]["metadata"]["name"], "pod1");
+  EXPECT_EQ(Call("GET", pods_, "", "", {{"fieldSelector", "spec.image=x"}}).code, 400);
+}
+
+TEST_F(CoreKindsTest, ClientSideApplyOfAPodUsesStrategicMerge) {
+  ASSERT_EQ(Call("POST", pods_, kPod).code, 201);
+  auto patched = Call("PATCH", pods_ + "/pod1",
+                      R"({"metadata":{"labels":{"app":"x"}},"spec":{
+                          "$setElementOrder/containers":[{"name":"ctr0"},{"name":"ctr1"}],
+                          "containers":[{"name":"ctr1","image":"cuda:2"}]}})",
+                      "application/strategic-merge-patch+json");
+  ASSERT_EQ(patched.code, 200) << patched.body;
+  json pod = Body(patched);
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "cuda:1");
+  EXPECT_EQ(pod["spec"]["containers"][0]["env"][0]["value"], "1");
+  EXPECT_EQ(pod["spec"]["containers"][1]["image"], "cuda:2");
+  EXPECT_EQ(pod["metadata"]["labels"]["app"], "x");
+}
+
+TEST_F(CoreKindsTest, PodTable) {
+  ASSERT_EQ(Call("POST", pods_, kPod).code, 201);
+  auto table = Body(Call("GET", pods_, "", "", {},
+                         "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"));
+  EXPECT_EQ(table["kind"], "Table");
+  EXPECT_EQ(table["columnDefinitions"][1]["name"], "Ready");
+  EXPECT_EQ(table["rows"][0]["cells"][1], "0/2");
+  EXPECT_EQ(table["rows"][0]["cells"][2], "Pending");
+  EXPECT_EQ(table["rows"][0]["cells"][6], "<none>");
+}
+
+TEST_F(CoreKindsTest, EventsAreSelectableByInvolvedObject) {
+  auto created = Call("POST", pods_, kPod);
+  ASSERT_EQ(created.code, 201);
+  const std::string uid = Body(created)["metadata"]["uid"];
+  json ev = {{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"name", "pod1.1"}, {"namespace", "default"}}},
+             {"involvedObject",
+              {{"kind", "Pod"}, {"name", "pod1"}, {"namespace", "default"}, {"uid", uid}}},
+             {"reason", "FailedScheduling"},
+             {"message", "0/3 nodes are available"},
+             {"type", "Warning"}};
+  ASSERT_EQ(
+      Call("POST", events_, ev.dump(), "application/json", {{"fieldValidation", "Strict"}}).code,
+      201);
+  ev["metadata"]["name"] = "other.1";
+  ev["involvedObject"]["name"] = "other";
+  ASSERT_EQ(Call("POST", events_, ev.dump()).code, 201);
+  // What kubectl describe pod asks for.
+  auto found = Body(Call("GET", events_, "", "",
+                         {{"fieldSelector",
+                           "involvedObject.name=pod1,involvedObject.namespace=default,"
+                           "involvedObject.kind=Pod,involvedObject.uid=" +
+                               uid}}));
+  EXPECT_EQ(found["kind"], "EventList");
+  ASSERT_EQ(found["items"].size(), 1u);
+  EXPECT_EQ(found["items"][0]["reason"], "FailedScheduling");
+  auto table = Body(Call("GET", events_, "", "", {{"fieldSelector", "type=Warning"}},
+                         "application/json;as=Table;v=v1;g=meta.k8s.io"));
+  ASSERT_EQ(table["rows"].size(), 2u);
+  EXPECT_EQ(table["rows"][0]["cells"][3], "pod/other");
+  ev["metadata"]["name"] = "bad.1";
+  ev["involvedObject"]["namespace"] = "elsewhere";
+  EXPECT_EQ(Call("POST", events_, ev.dump()).code, 422);
+}
+
+TEST_F(CoreKindsTest, ResourceQuotaStatusIsTheControllers) {
+  json quota = json::parse(R"({"apiVersion":"v1","kind":"ResourceQuota",
+      "metadata":{"name":"gpus","namespace":"default"},
+      "spec":{"hard":{"gpu.nvidia.com.deviceclass.resource.k8s.io/devices":"4","count/pods":"10"}},
+      "status":{"hard":{"count/pods":"10"},"used":{"count/pods":"3"}}})");
+  auto created =
+      Call("POST", quotas_, quota.dump(), "application/json", {{"fieldValidation", "Strict"}});
+  ASSERT_EQ(created.code, 201) << created.body;
+  EXPECT_FALSE(Body(created).contains("status"));
+  auto status = Call("PUT", quotas_ + "/gpus/status",
+                     R"({"apiVersion":"v1","kind":"ResourceQuota",
+                         "metadata":{"name":"gpus","namespace":"default"},
+                         "status":{"hard":{"count/pods":"10"},"used":{"count/pods":"1"}}})");
+  ASSERT_EQ(status.code, 200) << status.body;
+  auto table =
+      Body(Call("GET", quotas_, "", "", {}, "application/json;as=Table;v=v1;g=meta.k8s.io"));
+  EXPECT_EQ(table["rows"][0]["cells"][2], "count/pods: 1/10");
+  quota["metadata"]["name"] = "neg";
+  quota["spec"]["hard"]["count/pods"] = "-1";
+  EXPECT_EQ(Call("POST", quotas_, quota.dump()).code, 422);
 }
 
 }  // namespace

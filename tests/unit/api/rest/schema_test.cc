@@ -253,8 +253,8 @@ TEST(OpenApiTest, EveryServedKindHasPatchWithGvkAndFieldValidation) {
       ++checked;
     }
   }
-  // Namespace, Node, 4 kinds in 3 versions, DeviceTaintRule in 2.
-  EXPECT_EQ(checked, 2 + 4 * 3 + 2);
+  // Namespace, Node, Pod, Event, ResourceQuota, 4 kinds in 3 versions, DeviceTaintRule in 2.
+  EXPECT_EQ(checked, 5 + 4 * 3 + 2);
 }
 
 // kubectl picks whichever PATCH op with the GVK it meets first, status subresource included.
@@ -607,6 +607,99 @@ TEST(UnknownFieldsTest, IgnoresInputItCannotJudge) {
   EXPECT_EQ(UnknownFields(claims, "v1alpha3", json{{"foo", 1}}), Paths{});
   // Wrong JSON types are a decoding problem, not an unknown field.
   EXPECT_EQ(UnknownFields(claims, "v1", json{{"spec", json{{"devices", "nope"}}}}), Paths{});
+}
+
+// ---------------------------------------------------------------------------------------------
+// core Pod, Event, ResourceQuota
+
+// The seed pods, restated as JSON (tests/testdata/seeds/05, 06, 20, 21): securityContext,
+// restartPolicy, extended resources and tolerations must all be accepted.
+const char kSeedPodRhel[] = R"({
+  "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod1-rhel", "namespace": "dra-test"},
+  "spec": {"restartPolicy": "OnFailure",
+    "securityContext": {"seLinuxOptions": {"type": "nvidia_container_t"}},
+    "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
+    "containers": [
+      {"name": "ctr0", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+       "resources": {"claims": [{"name": "gpu"}]}}]}})";
+const char kSeedPodTolerating[] = R"({
+  "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-tolerating", "namespace": "dra-test"},
+  "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "nodeSelector": {"accelerator": "example-gpu-x100"},
+    "containers": [{"name": "cuda", "image": "registry.example/cuda-app:v1",
+                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}})";
+
+TEST(UnknownFieldsTest, AcceptsSeedPods) {
+  EXPECT_EQ(Unknown("", "pods", "v1", kSeedPodRhel), Paths{});
+  EXPECT_EQ(Unknown("", "pods", "v1", kSeedPodTolerating), Paths{});
+}
+
+TEST(UnknownFieldsTest, PodSpecContainersAndStatusKeepUnmodelledFields) {
+  // Fields of a real pod manifest this service does not model are not unknown...
+  EXPECT_EQ(Unknown("", "pods", "v1", R"({
+      "spec": {"hostAliases": [{"ip": "10.0.0.1"}], "dnsConfig": {"nameservers": ["1.1.1.1"]},
+        "containers": [{"name": "c", "image": "i", "livenessProbe": {"exec": {}},
+                        "env": [{"name": "A", "value": "1"}], "stdin": true}]},
+      "status": {"hostIP": "10.0.0.2", "somethingNew": 1}})"),
+            Paths{});
+  // ...but typos in the modelled parts and in metadata still are.
+  EXPECT_EQ(Unknown("", "pods", "v1", R"({
+      "metadata": {"nme": "x"},
+      "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimNme": "c"}],
+        "tolerations": [{"ky": "k"}],
+        "containers": [{"name": "c", "resources": {"claim": []}}]}})"),
+            (Paths{".metadata.nme", ".spec.containers[0].resources.claim",
+                   ".spec.resourceClaims[0].resourceClaimNme", ".spec.tolerations[0].ky"}));
+}
+
+TEST(UnknownFieldsTest, EventAndResourceQuotaAreStrict) {
+  EXPECT_EQ(Unknown("", "events", "v1", R"({
+      "involvedObject": {"kind": "Pod", "name": "p", "namespace": "n", "uid": "u", "x": 1},
+      "reason": "R", "message": "m", "type": "Normal", "count": 1, "source": {"component": "c"},
+      "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
+      "reportingComponent": "c", "bogus": true})"),
+            (Paths{".bogus", ".involvedObject.x"}));
+  EXPECT_EQ(Unknown("", "resourcequotas", "v1", R"({
+      "spec": {"hard": {"count/pods": "10"}, "hrad": {}},
+      "status": {"hard": {"count/pods": "10"}, "used": {"count/pods": "1"}}})"),
+            (Paths{".spec.hrad"}));
+}
+
+TEST(OpenApiTest, PodSchemaPreservesUnknownFieldsWhereItShould) {
+  const json& schemas = Schemas("v1");
+  for (const char* key : {"io.k8s.api.core.v1.PodSpec", "io.k8s.api.core.v1.Container",
+                          "io.k8s.api.core.v1.PodStatus"}) {
+    ASSERT_TRUE(schemas.contains(key)) << key;
+    EXPECT_EQ(schemas[key]["x-kubernetes-preserve-unknown-fields"], true) << key;
+  }
+  for (const char* key : {"io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.PodResourceClaim",
+                          "io.k8s.api.core.v1.Event", "io.k8s.api.core.v1.ResourceQuotaSpec"}) {
+    ASSERT_TRUE(schemas.contains(key)) << key;
+    EXPECT_FALSE(schemas[key].contains("x-kubernetes-preserve-unknown-fields")) << key;
+  }
+  const json& spec = schemas["io.k8s.api.core.v1.PodSpec"];
+  EXPECT_EQ(spec["required"], json::array({"containers"}));
+  for (const char* field :
+       {"nodeName", "nodeSelector", "affinity", "tolerations", "resourceClaims", "containers",
+        "initContainers", "priority", "priorityClassName", "schedulerName", "restartPolicy"}) {
+    EXPECT_TRUE(spec["properties"].contains(field)) << field;
+  }
+  EXPECT_EQ(
+      schemas["io.k8s.api.core.v1.ResourceRequirements"]["properties"]["claims"]["items"]["$ref"],
+      "#/components/schemas/io.k8s.api.core.v1.ResourceClaim");
+}
+
+TEST(OpenApiTest, CorePathsForPodsEventsAndQuotas) {
+  const json& core = OpenApiDocument("v1")["paths"];
+  EXPECT_TRUE(core.contains("/api/v1/namespaces/{namespace}/pods/{name}/status"));
+  EXPECT_TRUE(core.contains("/api/v1/namespaces/{namespace}/resourcequotas/{name}/status"));
+  EXPECT_TRUE(core.contains("/api/v1/namespaces/{namespace}/events/{name}"));
+  EXPECT_FALSE(core.contains("/api/v1/namespaces/{namespace}/events/{name}/status"));
+  EXPECT_TRUE(core.contains("/api/v1/pods"));
+  EXPECT_TRUE(core.contains("/api/v1/events"));
+  EXPECT_EQ(core["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+                ["x-kubernetes-group-version-kind"],
+            (json{{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}));
 }
 
 }  // namespace

@@ -1452,5 +1452,322 @@ TEST(NodeValidationTest, NameIsADnsSubdomain) {
   EXPECT_EQ(Check(node), Errors{Bad("metadata.name", "\"Node_A\"", kSubdomainMsg)});
 }
 
+// ---- core Pod, Event, ResourceQuota --------------------------------------------------------
+
+// A pod as the codec hands it to validation: defaulted (restartPolicy, phase).
+json Pod() {
+  return R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "pod1", "namespace": "dra-test"},
+    "spec": {
+      "restartPolicy": "OnFailure",
+      "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
+      "containers": [
+        {"name": "ctr0", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}},
+        {"name": "ctr1", "image": "cuda:12", "resources": {"claims": [{"name": "gpu"}]}}
+      ]
+    },
+    "status": {"phase": "Pending"}
+  })"_json;
+}
+
+TEST(PodValidationTest, ValidPod) { EXPECT_EQ(Check(Pod()), Errors{}); }
+
+TEST(PodValidationTest, NameIsADnsSubdomain) {
+  json pod = Pod();
+  pod["metadata"]["name"] = "Bad_Pod";
+  EXPECT_EQ(Check(pod), (Errors{Bad("metadata.name", "\"Bad_Pod\"", kSubdomainMsg)}));
+}
+
+TEST(PodValidationTest, AtLeastOneContainer) {
+  json pod = Pod();
+  pod["spec"]["containers"] = json::array();
+  EXPECT_EQ(Check(pod), (Errors{"spec.containers: Required value"}));
+  pod["spec"].erase("containers");
+  EXPECT_EQ(Check(pod), (Errors{"spec.containers: Required value"}));
+}
+
+TEST(PodValidationTest, ContainerNamesAreUniqueDnsLabels) {
+  json pod = Pod();
+  pod["spec"]["containers"][1]["name"] = "ctr0";
+  pod["spec"]["initContainers"] = R"([{"name": "ctr0", "image": "init"},
+                                      {"name": "Init_1", "image": "init"},
+                                      {"image": "init"}])"_json;
+  EXPECT_EQ(Check(pod), (Errors{
+                            "spec.containers[1].name: Duplicate value: \"ctr0\"",
+                            "spec.initContainers[0].name: Duplicate value: \"ctr0\"",
+                            Bad("spec.initContainers[1].name", "\"Init_1\"", kLabelMsg),
+                            "spec.initContainers[2].name: Required value",
+                        }));
+}
+
+TEST(PodValidationTest, ContainerImageIsRequired) {
+  json pod = Pod();
+  pod["spec"]["containers"][0].erase("image");
+  EXPECT_EQ(Check(pod), (Errors{"spec.containers[0].image: Required value"}));
+}
+
+TEST(PodValidationTest, ResourceClaimsNeedExactlyOneSource) {
+  json pod = Pod();
+  pod["spec"]["resourceClaims"] = R"([
+    {"name": "a", "resourceClaimName": "c", "resourceClaimTemplateName": "t"},
+    {"name": "b"},
+    {"name": "a", "resourceClaimName": "c"},
+    {"resourceClaimTemplateName": "Bad_T"}
+  ])"_json;
+  pod["spec"]["containers"][0]["resources"]["claims"] = json::array();
+  pod["spec"]["containers"][1]["resources"]["claims"] = json::array();
+  EXPECT_EQ(Check(pod),
+            (Errors{
+                "spec.resourceClaims[0]: Invalid value: "
+                "{\"name\":\"a\",\"resourceClaimName\":\"c\",\"resourceClaimTemplateName\":\"t\"}: "
+                "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be "
+                "specified",
+                "spec.resourceClaims[1]: Invalid value: {\"name\":\"b\"}: must specify one of: "
+                "`resourceClaimName`, `resourceClaimTemplateName`",
+                "spec.resourceClaims[2].name: Duplicate value: \"a\"",
+                "spec.resourceClaims[3].name: Required value",
+                Bad("spec.resourceClaims[3].resourceClaimTemplateName", "\"Bad_T\"", kSubdomainMsg),
+            }));
+}
+
+TEST(PodValidationTest, ContainerClaimsMustNameAPodClaim) {
+  json pod = Pod();
+  pod["spec"]["containers"][0]["resources"]["claims"] =
+      R"([{"name": "gpu"}, {"name": "gpu"}, {"name": "nic"}, {}])"_json;
+  EXPECT_EQ(Check(pod), (Errors{
+                            "spec.containers[0].resources.claims[1]: Duplicate value: \"gpu\"",
+                            "spec.containers[0].resources.claims[2]: Not found: \"nic\": must be "
+                            "one of the names in pod.spec.resourceClaims: gpu",
+                            "spec.containers[0].resources.claims[3]: Required value",
+                        }));
+  pod["spec"].erase("resourceClaims");
+  pod["spec"]["containers"][0]["resources"]["claims"] = R"([{"name": "gpu"}])"_json;
+  pod["spec"]["containers"][1].erase("resources");
+  EXPECT_EQ(Check(pod), (Errors{"spec.containers[0].resources.claims[0]: Not found: \"gpu\": must "
+                                "be one of the names in pod.spec.resourceClaims which is empty"}));
+}
+
+TEST(PodValidationTest, ResourceQuantities) {
+  json pod = Pod();
+  pod["spec"]["containers"][0]["resources"]["limits"] = R"({"nvidia.com/gpu": 1, "cpu": "1"})"_json;
+  pod["spec"]["containers"][0]["resources"]["requests"] =
+      R"({"nvidia.com/gpu": 2, "cpu": "2", "gpus": "1"})"_json;
+  EXPECT_EQ(Check(pod),
+            (Errors{
+                "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or "
+                "equal to cpu limit of 1",
+                "spec.containers[0].resources.requests[gpus]: Invalid value: \"gpus\": must be a "
+                "standard resource for containers",
+                "spec.containers[0].resources.requests: Invalid value: \"2\": must be equal to "
+                "nvidia.com/gpu limit of 1",
+            }));
+}
+
+TEST(PodValidationTest, TolerationsAndRestartPolicy) {
+  json pod = Pod();
+  pod["spec"]["restartPolicy"] = "Sometimes";
+  pod["spec"]["tolerations"] = R"([
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"operator": "Equal", "value": "x"},
+    {"key": "k", "operator": "Exists", "value": "v"},
+    {"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5},
+    {"key": "k", "operator": "Like"}
+  ])"_json;
+  EXPECT_EQ(Check(pod),
+            (Errors{
+                "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: "
+                "\"Always\", \"OnFailure\", \"Never\"",
+                "spec.tolerations[1].operator: Invalid value: \"Equal\": operator must be Exists "
+                "when `key` is empty, which means \"match all values and all keys\"",
+                "spec.tolerations[2].operator: Invalid value: "
+                "{\"key\":\"k\",\"operator\":\"Exists\",\"value\":\"v\"}: value must be empty when "
+                "`operator` is 'Exists'",
+                "spec.tolerations[3].effect: Invalid value: \"NoSchedule\": effect must be "
+                "'NoExecute' when `tolerationSeconds` is set",
+                "spec.tolerations[4].operator: Unsupported value: \"Like\": supported values: "
+                "\"Equal\", \"Exists\"",
+            }));
+}
+
+TEST(PodValidationTest, TemplateClaimNameMustFitTheGeneratedClaimName) {
+  json pod = Pod();
+  pod["metadata"]["name"] = std::string(250, 'p');
+  pod["spec"]["resourceClaims"][0] = R"({"name": "gpu", "resourceClaimTemplateName": "t"})"_json;
+  Errors errs = Check(pod);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].rfind("spec.resourceClaims[0].name: Invalid value: \"" + std::string(250, 'p') +
+                              "-gpu\": final ResourceClaim name: ",
+                          0),
+            0u)
+      << errs[0];
+}
+
+TEST(PodValidationTest, UpdateMayChangeImagesAndAddTolerations) {
+  json old = Pod();
+  json pod = Pod();
+  pod["spec"]["containers"][0]["image"] = "cuda:13";
+  pod["spec"]["tolerations"] = R"([{"key": "k", "operator": "Exists"}])"_json;
+  pod["metadata"]["labels"] = R"({"app": "x"})"_json;
+  EXPECT_EQ(Check(pod, &old), Errors{});
+  json removed = Pod();
+  EXPECT_EQ(Check(removed, &pod),
+            (Errors{"spec.tolerations: Forbidden: existing toleration can not be modified except "
+                    "its tolerationSeconds"}));
+}
+
+TEST(PodValidationTest, NodeNameCanBeSetOnceOnly) {
+  json old = Pod();
+  json bound = Pod();
+  bound["spec"]["nodeName"] = "gpu-node-a";
+  EXPECT_EQ(Check(bound, &old), Errors{});
+  json moved = bound;
+  moved["spec"]["nodeName"] = "gpu-node-b";
+  Errors errs = Check(moved, &bound);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].rfind("spec: Forbidden: pod updates may not change fields other than "
+                          "`spec.containers[*].image`",
+                          0),
+            0u)
+      << errs[0];
+  EXPECT_NE(errs[0].find("spec.nodeName: \"gpu-node-a\" -> \"gpu-node-b\""), std::string::npos)
+      << errs[0];
+  json unbound = Pod();
+  EXPECT_EQ(Check(unbound, &bound).size(), 1u);
+}
+
+TEST(PodValidationTest, OtherSpecChangesAndContainerCountAreForbidden) {
+  json old = Pod();
+  json pod = Pod();
+  pod["spec"]["restartPolicy"] = "Never";
+  Errors errs = Check(pod, &old);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("spec.restartPolicy: \"OnFailure\" -> \"Never\""), std::string::npos);
+  pod = Pod();
+  pod["spec"]["containers"].push_back(R"({"name": "ctr2", "image": "x"})"_json);
+  EXPECT_EQ(Check(pod, &old),
+            (Errors{"spec.containers: Forbidden: pod updates may not add or remove containers"}));
+}
+
+TEST(PodValidationTest, ActiveDeadlineCanOnlyDecrease) {
+  json old = Pod();
+  old["spec"]["activeDeadlineSeconds"] = 100;
+  json pod = old;
+  pod["spec"]["activeDeadlineSeconds"] = 50;
+  EXPECT_EQ(Check(pod, &old), Errors{});
+  pod["spec"]["activeDeadlineSeconds"] = 200;
+  EXPECT_EQ(Check(pod, &old), (Errors{"spec.activeDeadlineSeconds: Invalid value: 200: must be "
+                                      "less than or equal to previous value"}));
+  pod["spec"].erase("activeDeadlineSeconds");
+  EXPECT_EQ(Check(pod, &old), (Errors{"spec.activeDeadlineSeconds: Invalid value: null: must not "
+                                      "update from a positive integer to nil value"}));
+}
+
+TEST(PodValidationTest, StatusUpdate) {
+  json old = Pod();
+  old["spec"]["resourceClaims"].push_back(
+      R"({"name": "t", "resourceClaimTemplateName": "x"})"_json);
+  json pod = old;
+  pod["status"] = R"({"phase": "Running",
+    "conditions": [{"type": "PodScheduled", "status": "True"}],
+    "resourceClaimStatuses": [{"name": "t", "resourceClaimName": "pod1-t-abcde"}]})"_json;
+  EXPECT_EQ(CheckStatus(pod, old), Errors{});
+  pod["status"] = R"({"phase": "Sleeping",
+    "conditions": [{"type": "PodScheduled", "status": "Maybe"}],
+    "resourceClaimStatuses": [{"name": "nope"}, {"name": "t"}, {"name": "t"}]})"_json;
+  EXPECT_EQ(CheckStatus(pod, old),
+            (Errors{
+                "status.phase: Unsupported value: \"Sleeping\": supported values: \"Pending\", "
+                "\"Running\", \"Succeeded\", \"Failed\", \"Unknown\"",
+                "status.conditions[0].status: Unsupported value: \"Maybe\": supported values: "
+                "\"True\", \"False\", \"Unknown\"",
+                "status.resourceClaimStatuses[0].name: Invalid value: \"nope\": must match the "
+                "name of an entry in `spec.resourceClaims`",
+                "status.resourceClaimStatuses[2].name: Duplicate value: \"t\"",
+            }));
+}
+
+json Event() {
+  return R"({
+    "apiVersion": "v1", "kind": "Event",
+    "metadata": {"name": "pod1.17f0a1b2c3d4", "namespace": "dra-test"},
+    "involvedObject": {"kind": "Pod", "name": "pod1", "namespace": "dra-test", "uid": "u1"},
+    "reason": "FailedScheduling", "message": "0/3 nodes are available", "type": "Warning",
+    "count": 1, "source": {"component": "quartermaster-scheduler"}
+  })"_json;
+}
+
+TEST(EventValidationTest, ValidEvent) { EXPECT_EQ(Check(Event()), Errors{}); }
+
+TEST(EventValidationTest, InvolvedObjectNamespaceMustMatch) {
+  json ev = Event();
+  ev["involvedObject"]["namespace"] = "other";
+  EXPECT_EQ(Check(ev), (Errors{"involvedObject.namespace: Invalid value: \"other\": does not "
+                               "match event.namespace"}));
+  ev["involvedObject"].erase("namespace");
+  EXPECT_EQ(Check(ev), (Errors{"involvedObject.namespace: Invalid value: \"\": does not match "
+                               "event.namespace"}));
+  ev["metadata"]["namespace"] = "default";
+  EXPECT_EQ(Check(ev), Errors{});
+}
+
+TEST(EventValidationTest, NewStyleEventNeedsReportingFields) {
+  json ev = Event();
+  ev["eventTime"] = "2026-01-02T03:04:05.000000Z";
+  ev["reportingComponent"] = "quartermaster.io/scheduler";
+  ev.erase("reason");
+  EXPECT_EQ(Check(ev), (Errors{
+                           "reportingInstance: Required value",
+                           "action: Required value",
+                           "reason: Required value",
+                       }));
+  ev["reportingComponent"] = "Bad Component";
+  ev["reportingInstance"] = "qm-0";
+  ev["action"] = "Scheduling";
+  ev["reason"] = "Scheduled";
+  Errors errs = Check(ev);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].rfind("reportingComponent: Invalid value: \"Bad Component\": ", 0), 0u)
+      << errs[0];
+}
+
+json Quota() {
+  return R"({
+    "apiVersion": "v1", "kind": "ResourceQuota",
+    "metadata": {"name": "gpus", "namespace": "dra-test"},
+    "spec": {"hard": {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+                      "count/pods": 10, "requests.nvidia.com/gpu": "2", "limits.cpu": "8"}}
+  })"_json;
+}
+
+TEST(ResourceQuotaValidationTest, ValidQuota) { EXPECT_EQ(Check(Quota()), Errors{}); }
+
+TEST(ResourceQuotaValidationTest, HardResourcesAndScopes) {
+  json quota = Quota();
+  quota["spec"]["hard"] = R"({"pods": "-1", "gpus": "1", "count/pods": "1500m",
+                             "cpu": "abc"})"_json;
+  quota["spec"]["scopes"] = R"(["BestEffort", "Sometimes"])"_json;
+  EXPECT_EQ(Check(quota),
+            (Errors{
+                "spec.hard[count/pods]: Invalid value: \"1500m\": must be an integer",
+                "spec.hard[cpu]: Invalid value: \"abc\": quantities must match the regular "
+                "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.hard[gpus]: Invalid value: \"gpus\": must be a standard resource for quota",
+                "spec.hard[pods]: Invalid value: \"-1\": must be greater than or equal to 0",
+                "spec.scopes: Invalid value: \"Sometimes\": unsupported scope",
+            }));
+}
+
+TEST(ResourceQuotaValidationTest, ScopesAreImmutableAndStatusIsChecked) {
+  json old = Quota();
+  json quota = Quota();
+  quota["spec"]["scopes"] = R"(["BestEffort"])"_json;
+  EXPECT_EQ(Check(quota, &old), (Errors{"spec.scopes: Invalid value: field is immutable"}));
+  quota = Quota();
+  quota["status"] = R"({"hard": {"count/pods": "10"}, "used": {"count/pods": "-2"}})"_json;
+  EXPECT_EQ(CheckStatus(quota, old), (Errors{"status.used[count/pods]: Invalid value: \"-2\": "
+                                             "must be greater than or equal to 0"}));
+}
+
 }  // namespace
 }  // namespace qm::api
