@@ -483,8 +483,8 @@ int Search::Selectable(Req& rq, size_t pos) {
                                                        ": CEL runtime error: ", entry.value_error));
       return -1;
     }
-    auto matched = cel::MatchesValue(*rq.selectors[i]->ast, *entry.value, kCelCostLimit, nullptr,
-                                     rq.selectors[i]->constants.get());
+    auto matched = cel::MatchesValue(*rq.selectors[i]->ast, *entry.value, kCelCostLimit,
+                                     inv_.regex_cache(), rq.selectors[i]->constants.get());
     if (!matched.ok()) {
       abort_ = absl::InvalidArgumentError(
           absl::StrCat("claim ", claims_[rq.claim].Display(), ": selector #", i,
@@ -1107,8 +1107,8 @@ absl::StatusOr<MatchPreview> PreviewMatches(const Inventory& inventory,
         ok = false;
         break;
       }
-      auto matched = cel::MatchesValue(*programs[i]->ast, *entry.value, kCelCostLimit, nullptr,
-                                       programs[i]->constants.get());
+      auto matched = cel::MatchesValue(*programs[i]->ast, *entry.value, kCelCostLimit,
+                                       inventory.regex_cache(), programs[i]->constants.get());
       if (!matched.ok()) {
         out.errors.push_back(
             absl::StrCat(entry.id, ": selector #", i, ": ", matched.status().message()));

@@ -280,7 +280,7 @@ Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
       break;
     }
     auto matched =
-        cel::MatchesValue(*program.ast, *d.value, 1'000'000, nullptr, program.constants.get());
+        cel::MatchesValue(*program.ast, *d.value, 1'000'000, &regexes_, program.constants.get());
     if (!matched.ok()) {
       result = Match::kError;
       message = absl::StrCat("class ", cls.device_class.name, ": selector #", i,

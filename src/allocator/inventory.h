@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cel/interpreter.h"
 #include "cel/program_cache.h"
 #include "cel/value.h"
 #include "model/dra.h"
@@ -133,6 +134,8 @@ class Inventory {
   // Every device with this driver/pool/device id (one per generation that has it).
   const std::vector<uint32_t>* FindDevice(const std::string& id) const;
   std::shared_ptr<const cel::CompileResult> Compile(const std::string& expression) const;
+  // Compiled regular expressions of `matches()` calls, shared by every evaluation.
+  cel::RegexCache* regex_cache() const { return &regexes_; }
 
   // Per device (inventory order): the set of values of attribute `qualified` (a fully qualified
   // name, also found under the bare id in the driver's own domain), or nullopt when the device
@@ -160,6 +163,7 @@ class Inventory {
   // Per class (by address of its ClassEntry): one Match per device.
   mutable std::unordered_map<const ClassEntry*, std::unique_ptr<std::atomic<uint8_t>[]>>
       class_memo_;
+  mutable cel::RegexCache regexes_;
   mutable std::mutex attr_mu_;
   mutable std::map<std::string, std::unique_ptr<std::vector<std::optional<AttrSet>>>> attr_sets_;
   mutable std::mutex errors_mu_;
