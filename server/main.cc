@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   // Scheduler and claim controllers: every replica runs them; the store's device ledger keeps
   // concurrent decisions consistent.
   qm::service::Scheduler scheduler(**store, hub, clock, ids);
-  scheduler.Start();
+  if (options->scheduler) scheduler.Start();
   auto& pool = (*store)->pool();
   qm::api::Metrics metrics([&pool] { return static_cast<double>(pool.InUse()); },
                            [&pool] { return static_cast<double>(pool.size()); },

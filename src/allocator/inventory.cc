@@ -316,6 +316,13 @@ const std::vector<std::optional<AttrSet>>& Inventory::AttributeSets(
 AllocatedState Inventory::ResolveAllocated(const std::vector<AllocatedDevice>& allocated) const {
   AllocatedState state;
   state.exclusive_.assign(devices_.size(), 0);
+  AddAllocated(state, allocated);
+  return state;
+}
+
+void Inventory::AddAllocated(AllocatedState& state,
+                             const std::vector<AllocatedDevice>& allocated) const {
+  if (state.exclusive_.size() != devices_.size()) state.exclusive_.resize(devices_.size(), 0);
   for (const auto& a : allocated) {
     if (a.admin_access) continue;
     const auto* indices = FindDevice(absl::StrCat(a.driver, "/", a.pool, "/", a.device));
@@ -346,7 +353,6 @@ AllocatedState Inventory::ResolveAllocated(const std::vector<AllocatedDevice>& a
       }
     }
   }
-  return state;
 }
 
 }  // namespace qm::allocator

@@ -103,6 +103,10 @@ const std::vector<Setting>& Settings() {
        [](ServerOptions& o, const std::string& v) {
          return ParseBool("sample-inventory", v, &o.sample_inventory);
        }},
+      {"scheduler", "run the scheduler and the claim controllers in this process (true/false)",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseBool("scheduler", v, &o.scheduler);
+       }},
       {"db-pool-size", "PostgreSQL connections in the pool",
        [](ServerOptions& o, const std::string& v) {
          int64_t n;
@@ -179,6 +183,7 @@ std::string ServerHelp() {
       {"log-level", defaults.log_level},
       {"log-format", defaults.log_format},
       {"sample-inventory", "false"},
+      {"scheduler", "true"},
       {"db-pool-size", std::to_string(defaults.db_pool_size)},
       {"watch-history", std::to_string(defaults.watch_history)},
   };
@@ -214,7 +219,7 @@ absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& 
     if (name != "config" && FindSetting(name) == nullptr) {
       return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
     }
-    if (!has_value && name != "sample-inventory") {
+    if (!has_value && name != "sample-inventory" && name != "scheduler") {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("--" + name + " needs a value");
       value = args[++i];
     } else if (!has_value) {

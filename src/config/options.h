@@ -17,6 +17,8 @@ struct ServerOptions {
   std::string log_level = "info";
   std::string log_format = "text";
   bool sample_inventory = false;
+  // Run the scheduler and claim controllers in this process (off: an API server only).
+  bool scheduler = true;
   int db_pool_size = 16;
   int64_t watch_history = 100000;
 };

@@ -1,6 +1,8 @@
 #include "service/scheduler.h"
 
 #include <algorithm>
+#include <deque>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -32,6 +34,8 @@ constexpr char kDeleteProtection[] = "resource.kubernetes.io/delete-protection";
 constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/";
 constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
 constexpr size_t kMaxReservedFor = 256;
+// Bindings committed concurrently by one pass (they share the store's group commits).
+constexpr size_t kMaxInFlightBindings = 64;
 
 json ParseBody(const model::Object& obj) {
   json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
@@ -61,12 +65,16 @@ std::string RandomSuffix(size_t n) {
   return out;
 }
 
-bool OwnedBy(const model::Object& obj, const std::string& uid) {
-  if (obj.meta.owner_references.empty()) return false;
+// The uids of an object's owners.
+std::vector<std::string> OwnerUids(const model::Object& obj) {
+  std::vector<std::string> out;
+  if (obj.meta.owner_references.empty()) return out;
   json refs = json::parse(obj.meta.owner_references, nullptr, false);
-  if (!refs.is_array()) return false;
-  return std::any_of(refs.begin(), refs.end(),
-                     [&](const json& r) { return r.is_object() && r.value("uid", "") == uid; });
+  if (!refs.is_array()) return out;
+  for (const auto& r : refs) {
+    if (r.is_object() && r.contains("uid") && r["uid"].is_string()) out.push_back(r["uid"]);
+  }
+  return out;
 }
 
 std::string OwnerReference(const model::Object& pod) {
@@ -90,7 +98,8 @@ struct PodView {
 struct ClaimView {
   model::Object obj;
   json body;
-  bool generated = false;  // by the template or extended-resource controller
+  bool generated = false;           // by the template or extended-resource controller
+  std::vector<std::string> owners;  // owner uids
 };
 
 // Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
@@ -223,8 +232,14 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     c.body = ParseBody(o);
     c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
                   o.meta.annotations.contains(kExtendedClaimAnnotation);
+    c.owners = OwnerUids(o);
     c.obj = std::move(o);
     claims.emplace(c.obj.Key(), std::move(c));
+  }
+  // Generated claims by owning pod uid.
+  std::map<std::string, std::vector<ClaimView*>> owned;
+  for (auto& [key, c] : claims) {
+    for (const auto& uid : c.owners) owned[uid].push_back(&c);
   }
 
   // 1. Release claims whose consumers are gone.
@@ -242,7 +257,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     const bool allocated = status.contains("allocation") && !status["allocation"].is_null();
     bool owner_alive = false;
     if (c.generated) {
-      for (const auto& [uid, p] : pods) owner_alive = owner_alive || OwnedBy(c.obj, uid);
+      for (const auto& uid : c.owners) owner_alive = owner_alive || pods.contains(uid);
     }
     const bool drop = c.generated && !owner_alive && keep.empty();
     const bool release = allocated && keep.empty();
@@ -312,12 +327,9 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       const std::string tmpl = rc.value("resourceClaimTemplateName", "");
       if (tmpl.empty()) continue;
       const ClaimView* found = nullptr;
-      for (const auto& [key, c] : claims) {
-        if (key.namespace_ == pod.obj.meta.namespace_ && OwnedBy(c.obj, uid) &&
-            c.obj.meta.annotations.contains(kPodClaimNameAnnotation) &&
-            c.obj.meta.annotations.at(kPodClaimNameAnnotation) == name) {
-          found = &c;
-        }
+      for (const ClaimView* c : owned[uid]) {
+        auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
+        if (a != c->obj.meta.annotations.end() && a->second == name) found = c;
       }
       if (found == nullptr) {
         auto t = std::find_if(template_objects.begin(), template_objects.end(), [&](const auto& o) {
@@ -361,6 +373,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         ++stats.claims_created;
         ClaimView view{created->front(), cbody, true};
         auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
+        it->second.owners = {uid};
+        owned[uid].push_back(&it->second);
         found = &it->second;
       }
       statuses.push_back({{"name", name}, {"resourceClaimName", found->obj.meta.name}});
@@ -403,11 +417,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     json extended_status;
     if (!requests.empty()) {
       const ClaimView* found = nullptr;
-      for (const auto& [key, c] : claims) {
-        if (key.namespace_ == pod.obj.meta.namespace_ && OwnedBy(c.obj, uid) &&
-            c.obj.meta.annotations.contains(kExtendedClaimAnnotation)) {
-          found = &c;
-        }
+      for (const ClaimView* c : owned[uid]) {
+        if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c;
       }
       if (found == nullptr) {
         model::Object claim;
@@ -429,6 +440,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
           ++stats.claims_created;
           ClaimView view{created->front(), cbody, true};
           auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
+          it->second.owners = {uid};
+          owned[uid].push_back(&it->second);
           found = &it->second;
         } else {
           ++stats.conflicts;
@@ -540,6 +553,32 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   };
   allocator::AllocatedState state = inventory->ResolveAllocated(allocated_devices());
 
+  struct InFlight {
+    PodView* pod = nullptr;
+    std::vector<std::pair<ClaimView*, json>> claim_updates;
+    json pod_body;
+    std::string node;
+    std::future<absl::StatusOr<std::vector<model::Object>>> result;
+  };
+  std::deque<InFlight> in_flight;
+  std::set<const ClaimView*> in_flight_claims;
+  auto finish = [&](InFlight& f) {
+    auto committed = f.result.get();
+    if (!committed.ok()) {
+      ++stats.conflicts;
+      spdlog::info("binding pod {}/{} lost a race: {}", f.pod->obj.meta.namespace_,
+                   f.pod->obj.meta.name, committed.status().ToString());
+      return;
+    }
+    ++stats.bound;
+    for (size_t i = 0; i < f.claim_updates.size(); ++i) {
+      f.claim_updates[i].first->obj = (*committed)[i];
+      f.claim_updates[i].first->body = f.claim_updates[i].second;
+    }
+    f.pod->obj = committed->back();
+    f.pod->body = f.pod_body;
+    f.pod->node_name = f.node;
+  };
   for (PodView* pod : pending) {
     const json spec = pod->body.value("spec", json::object());
     std::string problem;
@@ -576,6 +615,13 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       add_claim(pstatus["extendedResourceClaimStatus"].value("resourceClaimName", ""));
     }
 
+    // A claim another binding of this pass is still writing: decide on the next pass, when its
+    // new revision is known.
+    if (std::any_of(pod_claims.begin(), pod_claims.end(),
+                    [&](const ClaimView* c) { return in_flight_claims.contains(c); })) {
+      ++stats.conflicts;
+      continue;
+    }
     PlacementRequest request;
     request.inventory = inventory.get();
     request.allocated = &state;
@@ -722,23 +768,31 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     model::Object bound = WithBody(pod->obj, pbody);
     bound.fields["spec.nodeName"] = placement.node;
     txn.writes.push_back({store::Write::Kind::kUpdate, bound, {}, pod->obj.meta.resource_version});
-    auto committed = store_.Commit(txn);
-    if (!committed.ok()) {
-      ++stats.conflicts;
-      spdlog::info("binding pod {}/{} lost a race: {}", pod->obj.meta.namespace_,
-                   pod->obj.meta.name, committed.status().ToString());
-      continue;
+    // Commit in the background so that the store's group commit puts many bindings into one
+    // transaction; the next pods are placed against the devices this one takes.
+    std::vector<allocator::AllocatedDevice> taken;
+    for (const auto& a : placement.allocations) {
+      for (const auto& r : a.results) {
+        taken.push_back(
+            {r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, r.admin_access});
+      }
     }
-    ++stats.bound;
-    for (size_t i = 0; i < claim_updates.size(); ++i) {
-      claim_updates[i].first->obj = (*committed)[i];
-      claim_updates[i].first->body = claim_updates[i].second;
+    inventory->AddAllocated(state, taken);
+    for (ClaimView* c : pod_claims) in_flight_claims.insert(c);
+    InFlight f;
+    f.pod = pod;
+    f.claim_updates = std::move(claim_updates);
+    f.pod_body = std::move(pbody);
+    f.node = placement.node;
+    f.result =
+        std::async(std::launch::async, [this, txn = std::move(txn)] { return store_.Commit(txn); });
+    in_flight.push_back(std::move(f));
+    if (in_flight.size() >= kMaxInFlightBindings) {
+      finish(in_flight.front());
+      in_flight.pop_front();
     }
-    pod->obj = committed->back();
-    pod->body = pbody;
-    pod->node_name = placement.node;
-    if (!to_allocate.empty()) state = inventory->ResolveAllocated(allocated_devices());
   }
+  for (auto& f : in_flight) finish(f);
   return stats;
 }
 

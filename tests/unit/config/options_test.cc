@@ -94,6 +94,14 @@ TEST(OptionsTest, BareSampleInventoryMeansTrue) {
   EXPECT_FALSE(MustLoad({"--sample-inventory=0"}).sample_inventory);
 }
 
+TEST(OptionsTest, SchedulerRunsUnlessTurnedOff) {
+  EXPECT_TRUE(MustLoad({}).scheduler);
+  EXPECT_FALSE(MustLoad({"--scheduler=false"}).scheduler);
+  ServerOptions o = MustLoad({"--scheduler", "--log-level=warn"});
+  EXPECT_TRUE(o.scheduler);
+  EXPECT_EQ(o.log_level, "warn");
+}
+
 TEST(OptionsTest, LaterFlagWins) {
   EXPECT_EQ(MustLoad({"--log-level=debug", "--log-level=error"}).log_level, "error");
 }
