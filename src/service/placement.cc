@@ -10,13 +10,6 @@
 namespace qm::service {
 namespace {
 
-// Why one node was filtered out, as a countable cause.
-struct NodeVerdict {
-  bool feasible = false;
-  std::string cause;  // for infeasible nodes
-  allocator::Outcome outcome;
-};
-
 bool MatchesNodeSelector(const std::map<std::string, std::string>& selector,
                          const model::NodeInfo& node) {
   for (const auto& [k, v] : selector) {
@@ -94,16 +87,47 @@ bool ToleratesNodeTaint(const PodToleration& toleration, const NodeTaint& taint)
   return toleration.value == taint.value;
 }
 
+size_t NodesToFind(size_t nodes) {
+  if (nodes <= 100) return nodes;
+  const int64_t percent = std::max<int64_t>(5, 50 - static_cast<int64_t>(nodes) / 125);
+  return std::max<size_t>(100, nodes * static_cast<size_t>(percent) / 100);
+}
+
 Placement Place(const PlacementRequest& request) {
   const auto& nodes = *request.nodes;
-  std::vector<NodeVerdict> verdicts(nodes.size());
+  std::vector<NodeVerdict> local;
+  const bool memo = request.memo != nullptr && request.node_versions != nullptr &&
+                    request.node_versions->size() == nodes.size();
+  std::vector<NodeVerdict>& verdicts = memo ? request.memo->verdicts : local;
+  if (verdicts.size() != nodes.size()) verdicts.assign(nodes.size(), NodeVerdict{});
+  std::vector<char> tried(nodes.size(), 0);
+  const size_t want = request.nodes_to_find == 0 || memo ? nodes.size() : request.nodes_to_find;
+  std::atomic<size_t> feasible{0};
   int workers = request.parallelism > 0
                     ? request.parallelism
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  workers = std::min<int>(workers, static_cast<int>(std::max<size_t>(nodes.size() / 16, 1)));
+  size_t to_evaluate = nodes.size();
+  if (memo) {
+    to_evaluate = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      to_evaluate += !verdicts[i].evaluated || verdicts[i].version != (*request.node_versions)[i];
+    }
+  }
+  workers = std::min<int>(workers, static_cast<int>(std::max<size_t>(to_evaluate / 16, 1)));
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i = next++; i < nodes.size(); i = next++) verdicts[i] = Evaluate(request, nodes[i]);
+    for (size_t k = next++; k < nodes.size() && feasible.load() < want; k = next++) {
+      const size_t i = memo ? k : (request.start + k) % nodes.size();
+      tried[i] = 1;
+      if (memo && verdicts[i].evaluated && verdicts[i].version == (*request.node_versions)[i]) {
+        if (verdicts[i].feasible) ++feasible;
+        continue;
+      }
+      verdicts[i] = Evaluate(request, nodes[i]);
+      verdicts[i].evaluated = memo;
+      if (memo) verdicts[i].version = (*request.node_versions)[i];
+      if (verdicts[i].feasible) ++feasible;
+    }
   };
   if (workers <= 1) {
     work();
@@ -116,8 +140,10 @@ Placement Place(const PlacementRequest& request) {
 
   Placement out;
   // Invalid input is the same on every node: report the first.
-  for (const auto& v : verdicts) {
-    if (v.outcome.kind == allocator::OutcomeKind::kInvalid && !v.feasible && v.cause.empty()) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeVerdict& v = verdicts[i];
+    if (tried[i] && v.outcome.kind == allocator::OutcomeKind::kInvalid && !v.feasible &&
+        v.cause.empty()) {
       out.kind = Placement::Kind::kInvalid;
       out.message = std::string(v.outcome.error.message());
       return out;
@@ -129,7 +155,7 @@ Placement Place(const PlacementRequest& request) {
   const NodeState* best_node = nullptr;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeVerdict& v = verdicts[i];
-    if (!v.feasible) continue;
+    if (!tried[i] || !v.feasible) continue;
     if (best == nullptr) {
       best = &v;
       best_node = &nodes[i];

@@ -46,6 +46,23 @@ struct PodPlacementSpec {
   bool spread = false;  // annotation: prefer the node with the most free devices
 };
 
+// What one node said about one pod: feasible (with the allocation it would get) or why not.
+struct NodeVerdict {
+  bool feasible = false;
+  std::string cause;  // for infeasible nodes
+  allocator::Outcome outcome;
+  bool evaluated = false;
+  uint64_t version = 0;  // the node's version when it was evaluated
+};
+
+// Verdicts kept between pods that ask for the same thing (same claims' specs, same node
+// constraints), so that the next such pod re-evaluates only the nodes whose devices changed
+// since. The caller owns one memo per such signature and bumps a node's version whenever an
+// allocation lands on it.
+struct PlacementMemo {
+  std::vector<NodeVerdict> verdicts;
+};
+
 struct PlacementRequest {
   const allocator::Inventory* inventory = nullptr;
   const allocator::AllocatedState* allocated = nullptr;
@@ -57,7 +74,20 @@ struct PlacementRequest {
   std::vector<model::NodeSelector> pinned;
   allocator::Options options;
   int parallelism = 0;  // 0: one worker per hardware thread
+  // Stop looking once this many feasible nodes were found (0: try every node). Nodes are tried
+  // from `start` on, wrapping around, so successive pods start at different nodes. See
+  // NodesToFind for kube-scheduler's percentageOfNodesToScore rule.
+  size_t nodes_to_find = 0;
+  size_t start = 0;
+  // With a memo (and one version per node), every node is evaluated once and then only again
+  // when its version changed; nodes_to_find and start are not used.
+  PlacementMemo* memo = nullptr;
+  const std::vector<uint64_t>* node_versions = nullptr;
 };
+
+// kube-scheduler's adaptive percentageOfNodesToScore: every node up to 100 nodes, otherwise
+// max(5, 50 - nodes/125) percent of them, but at least 100.
+size_t NodesToFind(size_t nodes);
 
 struct Placement {
   enum class Kind { kPlaced, kUnschedulable, kInvalid };

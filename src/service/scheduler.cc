@@ -35,7 +35,7 @@ constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/"
 constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
 constexpr size_t kMaxReservedFor = 256;
 // Bindings committed concurrently by one pass (they share the store's group commits).
-constexpr size_t kMaxInFlightBindings = 64;
+constexpr size_t kMaxInFlightBindings = 256;
 
 json ParseBody(const model::Object& obj) {
   json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
@@ -196,6 +196,10 @@ void Scheduler::Loop() {
 
 absl::StatusOr<PassStats> Scheduler::RunOnce() {
   PassStats stats;
+  const auto pass_start = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   const auto now_tp = clock_.Now();
   const std::string now = FormatRfc3339(now_tp);
   // Read-your-writes: the cache must have caught up with everything committed so far.
@@ -316,9 +320,39 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   }
   for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
 
-  // 2. Claims from templates and extended resources.
+  // 2. Claims from templates and extended resources: per pod, one transaction creates its
+  // missing claims and records them in its status; the transactions run concurrently.
+  struct ControllerWork {
+    PodView* pod = nullptr;
+    std::vector<store::Write> writes;
+    std::vector<ClaimView> new_claims;
+    json pod_body;  // null when the pod's status does not change
+    std::future<absl::StatusOr<std::vector<model::Object>>> result;
+  };
+  std::deque<ControllerWork> controller_work;
+  size_t controller_done = 0;
+  auto finish_controller = [&](ControllerWork& w) {
+    auto committed = w.result.get();
+    if (!committed.ok()) {
+      ++stats.conflicts;
+      return;
+    }
+    for (size_t i = 0; i < w.new_claims.size(); ++i) {
+      ClaimView view = std::move(w.new_claims[i]);
+      view.obj = (*committed)[i];
+      const std::string owner = view.owners.front();
+      auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
+      owned[owner].push_back(&it->second);
+      ++stats.claims_created;
+    }
+    if (!w.pod_body.is_null()) {
+      w.pod->obj = committed->back();
+      w.pod->body = std::move(w.pod_body);
+    }
+  };
   for (auto& [uid, pod] : pods) {
     if (pod.deleting || pod.terminal) continue;
+    ControllerWork work;
     const json spec = pod.body.value("spec", json::object());
     json statuses = json::array();
     bool statuses_known = true;
@@ -326,12 +360,12 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       const std::string name = rc.value("name", "");
       const std::string tmpl = rc.value("resourceClaimTemplateName", "");
       if (tmpl.empty()) continue;
-      const ClaimView* found = nullptr;
+      std::string found;
       for (const ClaimView* c : owned[uid]) {
         auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
-        if (a != c->obj.meta.annotations.end() && a->second == name) found = c;
+        if (a != c->obj.meta.annotations.end() && a->second == name) found = c->obj.meta.name;
       }
-      if (found == nullptr) {
+      if (found.empty()) {
         auto t = std::find_if(template_objects.begin(), template_objects.end(), [&](const auto& o) {
           return o.meta.namespace_ == pod.obj.meta.namespace_ && o.meta.name == tmpl;
         });
@@ -363,21 +397,11 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         claim = WithBody(claim, cbody);
         claim.fields = {{"metadata.name", claim.meta.name},
                         {"metadata.namespace", claim.meta.namespace_}};
-        auto created = store_.Commit(
-            store::Transaction{{{store::Write::Kind::kCreate, claim, {}, 0}}, {}, {}});
-        if (!created.ok()) {
-          ++stats.conflicts;
-          statuses_known = false;
-          continue;
-        }
-        ++stats.claims_created;
-        ClaimView view{created->front(), cbody, true};
-        auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
-        it->second.owners = {uid};
-        owned[uid].push_back(&it->second);
-        found = &it->second;
+        found = claim.meta.name;
+        work.writes.push_back({store::Write::Kind::kCreate, claim, {}, 0});
+        work.new_claims.push_back(ClaimView{claim, cbody, true, {uid}});
       }
-      statuses.push_back({{"name", name}, {"resourceClaimName", found->obj.meta.name}});
+      statuses.push_back({{"name", name}, {"resourceClaimName", found}});
     }
 
     // Extended resources served by DRA classes: one generated claim per pod.
@@ -416,11 +440,11 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     }
     json extended_status;
     if (!requests.empty()) {
-      const ClaimView* found = nullptr;
+      std::string found;
       for (const ClaimView* c : owned[uid]) {
-        if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c;
+        if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c->obj.meta.name;
       }
-      if (found == nullptr) {
+      if (found.empty()) {
         model::Object claim;
         claim.resource = kClaims;
         claim.meta.namespace_ = pod.obj.meta.namespace_;
@@ -434,27 +458,16 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         claim = WithBody(claim, cbody);
         claim.fields = {{"metadata.name", claim.meta.name},
                         {"metadata.namespace", claim.meta.namespace_}};
-        auto created = store_.Commit(
-            store::Transaction{{{store::Write::Kind::kCreate, claim, {}, 0}}, {}, {}});
-        if (created.ok()) {
-          ++stats.claims_created;
-          ClaimView view{created->front(), cbody, true};
-          auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
-          it->second.owners = {uid};
-          owned[uid].push_back(&it->second);
-          found = &it->second;
-        } else {
-          ++stats.conflicts;
-        }
+        found = claim.meta.name;
+        work.writes.push_back({store::Write::Kind::kCreate, claim, {}, 0});
+        work.new_claims.push_back(ClaimView{claim, cbody, true, {uid}});
       }
-      if (found != nullptr) {
-        extended_status = {{"resourceClaimName", found->obj.meta.name},
-                           {"requestMappings", mappings}};
-      }
+      extended_status = {{"resourceClaimName", found}, {"requestMappings", mappings}};
     }
 
-    // Record the generated claims in the pod's status.
-    json& pstatus = pod.body["status"];
+    // Record the generated claims in the pod's status, in the transaction that creates them.
+    json body = pod.body;
+    json& pstatus = body["status"];
     if (!pstatus.is_object()) pstatus = json::object();
     bool changed = false;
     if (statuses_known && !statuses.empty() &&
@@ -468,20 +481,27 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       changed = true;
     }
     if (changed) {
-      auto updated = store_.Commit(store::Transaction{{{store::Write::Kind::kUpdate,
-                                                        WithBody(pod.obj, pod.body),
-                                                        {},
-                                                        pod.obj.meta.resource_version}},
-                                                      {},
-                                                      {}});
-      if (updated.ok()) {
-        pod.obj = updated->front();
-      } else {
-        ++stats.conflicts;
-      }
+      work.writes.push_back({store::Write::Kind::kUpdate,
+                             WithBody(pod.obj, body),
+                             {},
+                             pod.obj.meta.resource_version});
+      work.pod_body = std::move(body);
+    }
+    if (work.writes.empty()) continue;
+    work.pod = &pod;
+    ControllerWork& w = controller_work.emplace_back(std::move(work));
+    store::Transaction txn{w.writes, {}, {}};
+    w.result =
+        std::async(std::launch::async, [this, txn = std::move(txn)] { return store_.Commit(txn); });
+    if (controller_work.size() - controller_done >= kMaxInFlightBindings) {
+      finish_controller(controller_work[controller_done++]);
     }
   }
+  while (controller_done < controller_work.size()) {
+    finish_controller(controller_work[controller_done++]);
+  }
 
+  const double controllers_ms = ms_since(pass_start);
   // 3. Schedule pending pods.
   std::vector<PodView*> pending;
   for (auto& [uid, p] : pods) {
@@ -525,6 +545,14 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     nodes.push_back(std::move(n));
   }
   auto inventory = allocator::Inventory::Build(std::move(input), &programs_);
+  // Pods that ask for the same thing share verdicts; a binding dirties only its node (or all
+  // nodes when it took devices that are not node-local).
+  std::map<std::string, PlacementMemo> memos;
+  std::vector<uint64_t> node_versions(nodes.size(), 0);
+  std::map<std::string, size_t> node_index;
+  for (size_t i = 0; i < nodes.size(); ++i) node_index[nodes[i].info.name] = i;
+  const double snapshot_ms = ms_since(pass_start) - controllers_ms;
+  double placement_ms = 0;
 
   auto allocated_devices = [&]() {
     std::vector<allocator::AllocatedDevice> out;
@@ -643,6 +671,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     }
     request.pod.spread = pod->obj.meta.annotations.contains(kSpreadAnnotation);
     request.options.deadline = std::chrono::steady_clock::now() + options_.allocation_budget;
+    request.nodes_to_find = NodesToFind(nodes.size());
+    request.start = next_start_++;
     std::vector<model::ResourceClaim> typed;
     std::vector<ClaimView*> to_allocate;
     typed.reserve(pod_claims.size());
@@ -668,9 +698,19 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     }
     for (const auto& t : typed) request.to_allocate.push_back(&t);
 
+    // The signature of what this pod asks for.
+    json signature = {spec.value("nodeSelector", json()), spec.value("affinity", json()),
+                      spec.value("tolerations", json()), request.pod.spread};
+    for (const auto& pin : request.pinned)
+      signature.push_back(model::json::EncodeNodeSelector(pin));
+    for (const ClaimView* c : to_allocate) signature.push_back(c->body.value("spec", json()));
+    request.memo = &memos[signature.dump()];
+    request.node_versions = &node_versions;
     Placement placement;
     if (problem.empty()) {
+      const auto place_start = std::chrono::steady_clock::now();
       placement = Place(request);
+      placement_ms += ms_since(place_start);
       if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
     }
     if (!problem.empty() || placement.kind != Placement::Kind::kPlaced) {
@@ -778,6 +818,19 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       }
     }
     inventory->AddAllocated(state, taken);
+    bool node_local = true;
+    for (const auto& a : placement.allocations) {
+      node_local = node_local && a.node_selector.has_value() && !a.node_selector->terms.empty() &&
+                   !a.node_selector->terms.front().match_fields.empty() &&
+                   a.node_selector->terms.front().match_fields.front().key == "metadata.name";
+    }
+    if (!taken.empty()) {
+      if (node_local) {
+        ++node_versions[node_index[placement.node]];
+      } else {
+        memos.clear();
+      }
+    }
     for (ClaimView* c : pod_claims) in_flight_claims.insert(c);
     InFlight f;
     f.pod = pod;
@@ -793,6 +846,12 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     }
   }
   for (auto& f : in_flight) finish(f);
+  spdlog::debug(
+      "scheduler pass: {} pending, {} bound, {} unschedulable, {} conflicts; controllers {:.1f} "
+      "ms, "
+      "snapshot {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",
+      pending.size(), stats.bound, stats.unschedulable, stats.conflicts, controllers_ms,
+      snapshot_ms, placement_ms, ms_since(pass_start));
   return stats;
 }
 

@@ -73,6 +73,7 @@ class Scheduler {
   IdGenerator& ids_;
   const SchedulerOptions options_;
   cel::ProgramCache programs_{4096};
+  size_t next_start_ = 0;  // rotates the first node tried, as kube-scheduler does
 
   std::mutex mu_;
   std::condition_variable wake_;
