@@ -220,5 +220,14 @@ EOF
 k apply -f "$WORK/late-class.yaml" >/dev/null
 expect "scheduled once the class exists" "$(eventually 20 node_of early)" "gpu-node-c"
 
+# --- cordon and uncordon ---------------------------------------------------------------------
+k cordon gpu-node-c >/dev/null
+sed 's/{name: early,/{name: after-cordon,/; s/early-claim/after-cordon-claim/g' \
+  "$WORK/early.yaml" | k apply -f - >/dev/null
+cordoned() { local m; m=$(kd get pod after-cordon -o jsonpath='{.status.conditions[0].message}'); [ -n "$m" ] && echo "$m"; }
+expect_match "a cordoned node is not used" "$(eventually 20 cordoned)" "node\(s\) were unschedulable"
+k uncordon gpu-node-c >/dev/null
+expect "scheduled after uncordon" "$(eventually 20 node_of after-cordon)" "gpu-node-c"
+
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]
