@@ -19,20 +19,30 @@ cleanup() {
   if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
   fi
+  # A server killed with -9 leaves its PostgreSQL running: stop it.
+  if [ -f "$WORK/data/postgres/postmaster.pid" ]; then
+    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$WORK/data/postgres" -m fast -w stop >/dev/null 2>&1
+    else "$bin/pg_ctl" -D "$WORK/data/postgres" -m fast -w stop >/dev/null 2>&1; fi
+  fi
   [ -n "${QM_E2E_KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-"$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
-  > "$WORK/server.out" 2> "$WORK/server.err" &
-SERVER_PID=$!
-for _ in $(seq 1 300); do
-  line=$(grep -m1 '^LISTENING ' "$WORK/server.out" 2>/dev/null) && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "server died:"; cat "$WORK/server.err"; exit 1; }
-  sleep 0.1
-done
-[ -n "${line:-}" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
-URL=${line#LISTENING }
+start_server() {
+  "$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
+    > "$WORK/server.out" 2>> "$WORK/server.err" &
+  SERVER_PID=$!
+  local line=""
+  for _ in $(seq 1 300); do
+    line=$(grep -m1 '^LISTENING ' "$WORK/server.out" 2>/dev/null) && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "server died:"; cat "$WORK/server.err"; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$line" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
+  URL=${line#LISTENING }
+}
+start_server
 
 k() { kubectl -s "$URL" "$@" 2>&1; }
 kd() { k -n dra-test "$@"; }
@@ -228,6 +238,35 @@ cordoned() { local m; m=$(kd get pod after-cordon -o jsonpath='{.status.conditio
 expect_match "a cordoned node is not used" "$(eventually 20 cordoned)" "node\(s\) were unschedulable"
 k uncordon gpu-node-c >/dev/null
 expect "scheduled after uncordon" "$(eventually 20 node_of after-cordon)" "gpu-node-c"
+
+# --- kill -9 in the middle of scheduling: nothing half-bound, nothing lost ----------------------
+# Free every device first, then create 30 pods and kill the server while it binds them.
+kd delete pods --all --wait=false >/dev/null
+settled() { [ -z "$(kd get resourceclaims -o jsonpath='{range .items[*]}{.status.reservedFor[0].name}{end}')" ] && echo yes; }
+eventually 30 settled >/dev/null
+: > "$WORK/many.yaml"
+for i in $(seq 1 30); do
+  printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: crash-%s, namespace: dra-test}\nspec:\n  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n  containers: [{name: c, image: registry.example/app:v1}]\n' "$i" >> "$WORK/many.yaml"
+done
+k apply -f "$WORK/many.yaml" >/dev/null
+kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+start_server
+expect "every acknowledged pod survived kill -9" "$(kd get pods -o name | grep -c crash-)" "30"
+all_decided() {
+  local undecided
+  undecided=$(kd get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.status.conditions[0].type}{"\n"}{end}' |
+    awk -F'|' '$1 ~ /^crash-/ && $2 == ""')
+  if [ -z "$undecided" ]; then echo yes; else echo "undecided: $undecided"; return 1; fi
+}
+expect "every pod is decided after the restart" "$(eventually 60 all_decided)" "yes"
+claims=$(kd get resourceclaims -o jsonpath='{range .items[*]}{.metadata.name} {.status.reservedFor[0].name} {.status.allocation.devices.results[0].pool} {.status.allocation.devices.results[0].device}{"\n"}{end}')
+expect "no device is allocated twice" "$(awk 'NF == 4 {print $3"/"$4}' <<<"$claims" | sort | uniq -d)" ""
+pods=$(kd get pods -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName} {.status.resourceClaimStatuses[0].resourceClaimName}{"\n"}{end}')
+half=$(awk 'NR == FNR { if (NF == 4) { node[$1] = $3; holder[$1] = $2 } next }
+            $1 ~ /^crash-/ && NF == 3 && (node[$3] != $2 || holder[$3] != $1) { print $1 }' \
+        <(echo "$claims") <(echo "$pods"))
+expect "every bound pod holds its allocated claim on its node" "$half" ""
+expect "the 18 devices went to 18 pods" "$(awk '$1 ~ /^crash-/ && NF == 3' <<<"$pods" | wc -l)" "18"
 
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]
