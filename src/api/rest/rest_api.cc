@@ -32,6 +32,23 @@ struct RestApi::Target {
 
 namespace {
 
+constexpr char kAdminAccessLabel[] = "resource.kubernetes.io/admin-access";
+
+// Paths of the requests of a claim spec (`prefix` is "spec" or "spec.spec") that ask for admin
+// access.
+std::vector<std::string> AdminAccessRequests(const json& claim_spec, const std::string& prefix) {
+  std::vector<std::string> out;
+  if (!claim_spec.is_object() || !claim_spec.contains("devices")) return out;
+  const json& requests = claim_spec["devices"].value("requests", json::array());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const json& exactly = requests[i].value("exactly", json::object());
+    if (exactly.is_object() && exactly.value("adminAccess", false)) {
+      out.push_back(prefix + ".devices.requests[" + std::to_string(i) + "].exactly.adminAccess");
+    }
+  }
+  return out;
+}
+
 // The string member `key` of `obj`, or "" when `obj` is not an object or the member is missing
 // or not a string (client input may have any shape).
 std::string StringAt(const json& obj, const char* key) {
@@ -454,6 +471,30 @@ HttpResponse RestApi::Handle(const HttpRequest& req) {
   return r;
 }
 
+void RestApi::CheckAdminAccess(const model::ResourceType& type, const json& hub,
+                               model::FieldErrors* errors) {
+  std::vector<std::string> paths;
+  if (type.kind == "ResourceClaim") {
+    paths = AdminAccessRequests(hub.value("spec", json::object()), "spec");
+  } else if (type.kind == "ResourceClaimTemplate") {
+    paths = AdminAccessRequests(hub.value("spec", json::object()).value("spec", json::object()),
+                                "spec.spec");
+  }
+  if (paths.empty()) return;
+  const std::string ns = StringAt(hub.value("metadata", json::object()), "namespace");
+  auto namespace_object = objects_.Get(model::ResourceKey{"namespaces", "", ns});
+  const bool allowed = namespace_object.ok() &&
+                       namespace_object->meta.labels.contains(kAdminAccessLabel) &&
+                       namespace_object->meta.labels.at(kAdminAccessLabel) == "true";
+  if (allowed) return;
+  for (const auto& path : paths) {
+    errors->push_back(model::Forbidden(
+        path,
+        "admin access to devices requires the `resource.kubernetes.io/admin-access: true` "
+        "label on the containing namespace"));
+  }
+}
+
 HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
   const model::ResourceType& type = *t.type;
   const std::string& version = t.version;
@@ -551,6 +592,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       }
       *errors = ValidateObject(type, hub, nullptr);
     }
+    if (errors->empty() && !status_only) CheckAdminAccess(type, hub, errors);
     if (!errors->empty()) return absl::InvalidArgumentError("invalid");
     return ToObject(type, hub);
   };

@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "model/field_error.h"
+#include "model/resource_types.h"
+#include "nlohmann/json.hpp"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
 
@@ -82,6 +85,10 @@ class RestApi {
 
  private:
   HttpResponse HandleResource(const HttpRequest& request, const Target& target);
+  // Admin access to devices only in namespaces labelled resource.kubernetes.io/admin-access:
+  // "true" (Kubernetes' DRAAdminAccess rule): a Forbidden error per request that asks for it.
+  void CheckAdminAccess(const model::ResourceType& type, const nlohmann::json& hub,
+                        model::FieldErrors* errors);
 
   service::ObjectService& objects_;
   service::WatchHub& hub_;

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "cel/compiler.h"
+#include "cel/program_cache.h"
 #include "common/quantity.h"
 #include "model/names.h"
 
@@ -28,6 +29,13 @@
 // messages.
 namespace qm::api {
 namespace {
+
+// Compiled selectors shared by every validation: the same expression in many claims (or a
+// client re-applying a manifest) is compiled once.
+cel::ProgramCache& SelectorCache() {
+  static auto* cache = new cel::ProgramCache(4096);
+  return *cache;
+}
 
 using json = nlohmann::json;
 using model::FieldError;
@@ -726,11 +734,10 @@ class Validator {
         Add(model::Required(ep.str()));
       } else if (expression.size() > kCelExpressionMaxLength) {
         Add(model::TooLong(ep.str(), kCelExpressionMaxLength));
-      } else if (cel::CompileResult compiled = cel::CompileSelector(expression);
-                 !compiled.error.empty()) {
-        const bool syntax_or_reference = compiled.error.rfind("ERROR: ", 0) == 0;
+      } else if (auto compiled = SelectorCache().Get(expression); !compiled->error.empty()) {
+        const bool syntax_or_reference = compiled->error.rfind("ERROR: ", 0) == 0;
         Add(model::Invalid(ep.str(), Quote(expression),
-                           (syntax_or_reference ? "compilation failed: " : "") + compiled.error));
+                           (syntax_or_reference ? "compilation failed: " : "") + compiled->error));
       }
     }
   }

@@ -139,6 +139,38 @@ TEST_F(RestApiTest, InvalidObjectIs422WithCauses) {
   EXPECT_TRUE(fields.count("spec.devices.requests[0].exactly.deviceClassName"));
 }
 
+TEST_F(RestApiTest, AdminAccessNeedsTheNamespaceLabel) {
+  json claim = json::parse(kClaimV1);
+  claim["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = true;
+  auto r = Call("POST", claims_, claim.dump());
+  ASSERT_EQ(r.code, 422) << r.body;
+  auto cause = Body(r)["details"]["causes"][0];
+  EXPECT_EQ(cause["reason"], "FieldValueForbidden");
+  EXPECT_EQ(cause["field"], "spec.devices.requests[0].exactly.adminAccess");
+  EXPECT_NE(cause["message"].get<std::string>().find("resource.kubernetes.io/admin-access"),
+            std::string::npos);
+
+  json ns = {{"apiVersion", "v1"},
+             {"kind", "Namespace"},
+             {"metadata",
+              {{"name", "admins"}, {"labels", {{"resource.kubernetes.io/admin-access", "true"}}}}}};
+  ASSERT_EQ(Call("POST", "/api/v1/namespaces", ns.dump()).code, 201);
+  claim["metadata"]["namespace"] = "admins";
+  r = Call("POST", "/apis/resource.k8s.io/v1/namespaces/admins/resourceclaims", claim.dump());
+  EXPECT_EQ(r.code, 201) << r.body;
+
+  // Templates follow the same rule.
+  json tmpl = {{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "ResourceClaimTemplate"},
+               {"metadata", {{"name", "t"}}},
+               {"spec", {{"spec", claim["spec"]}}}};
+  r = Call("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+           tmpl.dump());
+  ASSERT_EQ(r.code, 422) << r.body;
+  EXPECT_EQ(Body(r)["details"]["causes"][0]["field"],
+            "spec.spec.devices.requests[0].exactly.adminAccess");
+}
+
 TEST_F(RestApiTest, V1beta1ErrorsUseTheClientsPathsAndWarn) {
   json bad = {
       {"apiVersion", "resource.k8s.io/v1beta1"},
