@@ -501,23 +501,6 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     finish_controller(controller_work[controller_done++]);
   }
 
-  const double controllers_ms = ms_since(pass_start);
-  // 3. Schedule pending pods.
-  std::vector<PodView*> pending;
-  for (auto& [uid, p] : pods) {
-    if (p.node_name.empty() && !p.deleting && !p.terminal) pending.push_back(&p);
-  }
-  if (pending.empty()) return stats;
-  std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
-    int64_t pa = a->body.value("spec", json::object()).value("priority", int64_t{0});
-    int64_t pb = b->body.value("spec", json::object()).value("priority", int64_t{0});
-    if (pa != pb) return pa > pb;
-    if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
-      return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
-    }
-    return a->obj.Key() < b->obj.Key();
-  });
-
   QM_ASSIGN_OR_RETURN(auto slice_objects, list(kSlices));
   QM_ASSIGN_OR_RETURN(auto rule_objects, list(kTaintRules));
   QM_ASSIGN_OR_RETURN(auto node_objects, list(kNodes));
@@ -545,6 +528,85 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     nodes.push_back(std::move(n));
   }
   auto inventory = allocator::Inventory::Build(std::move(input), &programs_);
+
+  // 2b. NoExecute device taints (on the device or from a DeviceTaintRule) evict the pods that
+  // use the device unless the allocation tolerates them (tolerationSeconds counted from the
+  // taint's timeAdded); their claims are released on the next pass.
+  for (auto& [key, c] : claims) {
+    const json status = c.body.value("status", json::object());
+    if (!status.contains("allocation") || !status.contains("reservedFor")) continue;
+    std::string evict_reason;
+    const json results =
+        status["allocation"].value("devices", json::object()).value("results", json::array());
+    for (const auto& r : results) {
+      const auto* ids = inventory->FindDevice(absl::StrCat(
+          r.value("driver", ""), "/", r.value("pool", ""), "/", r.value("device", "")));
+      if (ids == nullptr) continue;
+      std::vector<model::DeviceToleration> tolerations;
+      for (const auto& t : r.value("tolerations", json::array())) {
+        model::DeviceToleration tol{t.value("key", ""), t.value("operator", "Equal"),
+                                    t.value("value", ""), t.value("effect", ""), std::nullopt};
+        if (t.contains("tolerationSeconds") && t["tolerationSeconds"].is_number_integer()) {
+          tol.toleration_seconds = t["tolerationSeconds"].get<int64_t>();
+        }
+        tolerations.push_back(std::move(tol));
+      }
+      for (const auto& taint : inventory->devices()[ids->back()].taints) {
+        if (taint.effect != "NoExecute") continue;
+        const model::DeviceToleration* match = nullptr;
+        for (const auto& tol : tolerations) {
+          if (model::Tolerates(tol, taint)) match = &tol;
+        }
+        bool expired = match == nullptr;
+        if (match != nullptr && match->toleration_seconds.has_value()) {
+          std::chrono::system_clock::time_point added = now_tp;
+          if (!taint.time_added.empty()) ParseRfc3339(taint.time_added, &added);
+          expired = now_tp >= added + std::chrono::seconds(*match->toleration_seconds);
+        }
+        if (expired && evict_reason.empty()) {
+          evict_reason = absl::StrCat("device ", r.value("pool", ""), "/", r.value("device", ""),
+                                      " has the NoExecute taint ", taint.key,
+                                      taint.value.empty() ? "" : "=", taint.value);
+        }
+      }
+    }
+    if (evict_reason.empty()) continue;
+    for (const auto& consumer : status["reservedFor"]) {
+      auto it = pods.find(consumer.value("uid", ""));
+      if (it == pods.end() || it->second.deleting) continue;
+      PodView& pod = it->second;
+      auto deleted = store_.Commit(store::Transaction{
+          {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
+          {},
+          {}});
+      if (!deleted.ok()) {
+        ++stats.conflicts;
+        continue;
+      }
+      spdlog::info("evicted pod {}/{}: {}", pod.obj.meta.namespace_, pod.obj.meta.name,
+                   evict_reason);
+      pod.deleting = true;
+      ++stats.evicted;
+    }
+  }
+
+  const double controllers_ms = ms_since(pass_start);
+  // 3. Schedule pending pods.
+  std::vector<PodView*> pending;
+  for (auto& [uid, p] : pods) {
+    if (p.node_name.empty() && !p.deleting && !p.terminal) pending.push_back(&p);
+  }
+  if (pending.empty()) return stats;
+  std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
+    int64_t pa = a->body.value("spec", json::object()).value("priority", int64_t{0});
+    int64_t pb = b->body.value("spec", json::object()).value("priority", int64_t{0});
+    if (pa != pb) return pa > pb;
+    if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
+      return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
+    }
+    return a->obj.Key() < b->obj.Key();
+  });
+
   // Pods that ask for the same thing share verdicts; a binding dirties only its node (or all
   // nodes when it took devices that are not node-local).
   std::map<std::string, PlacementMemo> memos;

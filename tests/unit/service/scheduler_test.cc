@@ -240,6 +240,32 @@ TEST_F(SchedulerTest, PodWaitsForAMissingClaimAndIsScheduledWhenItAppears) {
   EXPECT_EQ(Run().bound, 1);
 }
 
+TEST_F(SchedulerTest, NoExecuteDeviceTaintsEvictUntoleratedPods) {
+  Node("node-a", 2);
+  json tolerating = ClaimSpec();
+  tolerating["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = {
+      {{"key", "dead"}, {"operator", "Exists"}, {"effect", "NoExecute"}}};
+  Put(kClaims, "default", "plain", ClaimSpec());
+  Put(kClaims, "default", "tolerant", tolerating);
+  Pod("victim", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "plain"}}}}});
+  Pod("survivor", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "tolerant"}}}}});
+  EXPECT_EQ(Run().bound, 2);
+
+  // A DeviceTaintRule taints every device of the driver.
+  Put("devicetaintrules.resource.k8s.io", "", "dead-gpus",
+      {{"spec",
+        {{"deviceSelector", {{"driver", "gpu.example.com"}}},
+         {"taint", {{"key", "dead"}, {"value", "true"}, {"effect", "NoExecute"}}}}}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.evicted, 1);
+  EXPECT_TRUE(Body("pods", "victim").is_null());
+  EXPECT_FALSE(Body("pods", "survivor").is_null());
+  // The next pass releases the evicted pod's claim.
+  Run();
+  EXPECT_FALSE(Body(kClaims, "plain")["status"].contains("allocation"));
+  EXPECT_TRUE(Body(kClaims, "tolerant")["status"].contains("allocation"));
+}
+
 TEST_F(SchedulerTest, TheLoopSchedulesOnChangesByItself) {
   Node("node-a", 1);
   scheduler_->Start();
