@@ -171,6 +171,35 @@ TEST_F(RestApiTest, AdminAccessNeedsTheNamespaceLabel) {
             "spec.spec.devices.requests[0].exactly.adminAccess");
 }
 
+TEST_F(RestApiTest, ResourceQuotaLimitsDevicesPerClass) {
+  json quota = {{"apiVersion", "v1"},
+                {"kind", "ResourceQuota"},
+                {"metadata", {{"name", "gpus"}}},
+                {"spec", {{"hard", {{"gpu.deviceclass.resource.k8s.io/devices", "3"}}}}}};
+  ASSERT_EQ(Call("POST", "/api/v1/namespaces/default/resourcequotas", quota.dump()).code, 201);
+  json claim = json::parse(kClaimV1);
+  claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu";
+  claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2;
+  claim["metadata"]["name"] = "two";
+  ASSERT_EQ(Call("POST", claims_, claim.dump()).code, 201);
+  claim["metadata"]["name"] = "two-more";
+  auto r = Call("POST", claims_, claim.dump());
+  ASSERT_EQ(r.code, 403) << r.body;
+  EXPECT_EQ(Body(r)["reason"], "Forbidden");
+  EXPECT_EQ(Body(r)["message"],
+            "resourceclaims.resource.k8s.io \"two-more\" is forbidden: exceeded quota: gpus, "
+            "requested: gpu.deviceclass.resource.k8s.io/devices=2, used: "
+            "gpu.deviceclass.resource.k8s.io/devices=2, limited: "
+            "gpu.deviceclass.resource.k8s.io/devices=3");
+  // Other classes are not limited, and one more device of the class still fits.
+  claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "other";
+  EXPECT_EQ(Call("POST", claims_, claim.dump()).code, 201);
+  claim["metadata"]["name"] = "one";
+  claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu";
+  claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = 1;
+  EXPECT_EQ(Call("POST", claims_, claim.dump()).code, 201);
+}
+
 TEST_F(RestApiTest, V1beta1ErrorsUseTheClientsPathsAndWarn) {
   json bad = {
       {"apiVersion", "resource.k8s.io/v1beta1"},
