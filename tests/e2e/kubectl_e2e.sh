@@ -277,6 +277,14 @@ k patch resourcequota gpu-quota -n dra-test --subresource=status --type merge \
 check "quota shows used/hard" "$(k get resourcequota gpu-quota -n dra-test)" \
   "count/pods: 5/10, gpu.nvidia.com.deviceclass.resource.k8s.io/devices: 1/4" "limits.cpu: 0/8"
 check "quota spec kept" "$(k get quota gpu-quota -n dra-test -o yaml)" "count/pods: \"10\""
+# Admission: the claims of dra-test already ask for more than 4 devices of the class, so one
+# more is refused with Kubernetes' 403.
+check "quota refuses a claim over the limit" \
+  "$(sed 's/gpu-claim-v1/over-quota/' "$SEEDS/07-resourceclaim-v1.yaml" | k apply -f -)" \
+  "Error from server (Forbidden)" "exceeded quota: gpu-quota" \
+  "requested: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=1" \
+  "limited: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=4"
+k delete quota gpu-quota -n dra-test >/dev/null
 
 kubectl -s "$URL" get pods -n dra-test -w --output-watch-events > "$WORK/watch-pods.txt" 2>&1 &
 WATCH_PID=$!
