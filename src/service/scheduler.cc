@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "model/json/dra_json.h"
+#include "model/json/fields.h"
+#include "model/resource_types.h"
 #include "nlohmann/json.hpp"
 #include "service/placement.h"
 #include "spdlog/spdlog.h"
@@ -42,19 +44,31 @@ json ParseBody(const model::Object& obj) {
   return body.is_object() ? body : json::object();
 }
 
-model::Object WithBody(const model::Object& obj, const json& body) {
-  model::Object out = obj;
-  out.body = body.dump();
-  out.spec_digest = body.contains("spec") ? body["spec"].dump() : "";
-  return out;
-}
-
 // The whole object JSON the model/json decoders take.
 json Whole(const model::Object& obj, const json& body) {
   json whole = body;
   whole["metadata"] = {
       {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
   return whole;
+}
+
+// The resource type of a storage resource name ("pods", "resourceclaims.resource.k8s.io").
+const model::ResourceType& TypeOf(const std::string& resource) {
+  for (const auto& t : model::AllResourceTypes()) {
+    if (t.GroupResource() == resource) return t;
+  }
+  static const model::ResourceType* unknown = new model::ResourceType();
+  return *unknown;
+}
+
+// `obj` with a new body, and the spec digest and field-selector values that go with it,
+// computed as the REST codecs compute them.
+model::Object WithBody(const model::Object& obj, const json& body) {
+  model::Object out = obj;
+  out.body = body.dump();
+  out.spec_digest = body.contains("spec") ? body["spec"].dump() : "";
+  out.fields = model::json::SelectableFields(TypeOf(out.resource), Whole(out, body));
+  return out;
 }
 
 std::string RandomSuffix(size_t n) {
@@ -101,6 +115,24 @@ struct ClaimView {
   bool generated = false;           // by the template or extended-resource controller
   std::vector<std::string> owners;  // owner uids
 };
+
+// The claim's status.allocation, decoded by the model codec; nullopt when not allocated (or not
+// decodable, which the REST validation prevents).
+std::optional<model::AllocationResult> AllocationOf(const json& claim_body) {
+  const json status = claim_body.value("status", json::object());
+  if (!status.is_object() || !status.contains("allocation")) return std::nullopt;
+  auto decoded = model::json::DecodeAllocationResult(status["allocation"], "status.allocation");
+  if (!decoded.ok()) return std::nullopt;
+  return std::move(*decoded);
+}
+
+// The devices of allocation results, as the allocator counts them.
+void AppendAllocated(const model::AllocationResult& allocation,
+                     std::vector<allocator::AllocatedDevice>& out) {
+  for (const auto& r : allocation.results) {
+    out.push_back({r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, r.admin_access});
+  }
+}
 
 // Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
 // changed (the transition time moves only when the status does).
@@ -320,6 +352,24 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   }
   for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
 
+  // A new object's metadata as the object service would fill it in.
+  auto new_object = [&](const char* resource, const std::string& ns, std::string name) {
+    model::Object o;
+    o.resource = resource;
+    o.meta.namespace_ = ns;
+    o.meta.name = std::move(name);
+    o.meta.uid = ids_.NewUid();
+    o.meta.generation = 1;
+    o.meta.creation_timestamp = now_tp;
+    return o;
+  };
+  // A claim generated for `pod`, named <pod><infix><random suffix> and owned by the pod.
+  auto generated_claim = [&](const PodView& pod, const std::string& infix) {
+    model::Object claim = new_object(kClaims, pod.obj.meta.namespace_,
+                                     absl::StrCat(pod.obj.meta.name, infix, RandomSuffix(5)));
+    claim.meta.owner_references = OwnerReference(pod.obj);
+    return claim;
+  };
   // 2. Claims from templates and extended resources: per pod, one transaction creates its
   // missing claims and records them in its status; the transactions run concurrently.
   struct ControllerWork {
@@ -375,14 +425,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         }
         json tbody = ParseBody(*t);
         json tspec = tbody.value("spec", json::object());
-        model::Object claim;
-        claim.resource = kClaims;
-        claim.meta.namespace_ = pod.obj.meta.namespace_;
-        claim.meta.name = absl::StrCat(pod.obj.meta.name, "-", name, "-", RandomSuffix(5));
-        claim.meta.uid = ids_.NewUid();
-        claim.meta.generation = 1;
-        claim.meta.creation_timestamp = now_tp;
-        claim.meta.owner_references = OwnerReference(pod.obj);
+        model::Object claim = generated_claim(pod, absl::StrCat("-", name, "-"));
         json tmeta = tspec.value("metadata", json::object());
         const json template_labels = tmeta.value("labels", json::object());
         for (const auto& [k, v] : template_labels.items()) {
@@ -395,8 +438,6 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         claim.meta.annotations[kPodClaimNameAnnotation] = name;
         json cbody = {{"spec", tspec.value("spec", json::object())}};
         claim = WithBody(claim, cbody);
-        claim.fields = {{"metadata.name", claim.meta.name},
-                        {"metadata.namespace", claim.meta.namespace_}};
         found = claim.meta.name;
         work.writes.push_back({store::Write::Kind::kCreate, claim, {}, 0});
         work.new_claims.push_back(ClaimView{claim, cbody, true, {uid}});
@@ -445,19 +486,10 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c->obj.meta.name;
       }
       if (found.empty()) {
-        model::Object claim;
-        claim.resource = kClaims;
-        claim.meta.namespace_ = pod.obj.meta.namespace_;
-        claim.meta.name = absl::StrCat(pod.obj.meta.name, "-extended-resources-", RandomSuffix(5));
-        claim.meta.uid = ids_.NewUid();
-        claim.meta.generation = 1;
-        claim.meta.creation_timestamp = now_tp;
-        claim.meta.owner_references = OwnerReference(pod.obj);
+        model::Object claim = generated_claim(pod, "-extended-resources-");
         claim.meta.annotations[kExtendedClaimAnnotation] = "true";
         json cbody = {{"spec", {{"devices", {{"requests", requests}}}}}};
         claim = WithBody(claim, cbody);
-        claim.fields = {{"metadata.name", claim.meta.name},
-                        {"metadata.namespace", claim.meta.namespace_}};
         found = claim.meta.name;
         work.writes.push_back({store::Write::Kind::kCreate, claim, {}, 0});
         work.new_claims.push_back(ClaimView{claim, cbody, true, {uid}});
@@ -534,23 +566,13 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   // taint's timeAdded); their claims are released on the next pass.
   for (auto& [key, c] : claims) {
     const json status = c.body.value("status", json::object());
-    if (!status.contains("allocation") || !status.contains("reservedFor")) continue;
+    const auto allocation = AllocationOf(c.body);
+    if (!allocation.has_value() || !status.contains("reservedFor")) continue;
     std::string evict_reason;
-    const json results =
-        status["allocation"].value("devices", json::object()).value("results", json::array());
-    for (const auto& r : results) {
-      const auto* ids = inventory->FindDevice(absl::StrCat(
-          r.value("driver", ""), "/", r.value("pool", ""), "/", r.value("device", "")));
+    for (const auto& r : allocation->results) {
+      const auto* ids = inventory->FindDevice(absl::StrCat(r.driver, "/", r.pool, "/", r.device));
       if (ids == nullptr) continue;
-      std::vector<model::DeviceToleration> tolerations;
-      for (const auto& t : r.value("tolerations", json::array())) {
-        model::DeviceToleration tol{t.value("key", ""), t.value("operator", "Equal"),
-                                    t.value("value", ""), t.value("effect", ""), std::nullopt};
-        if (t.contains("tolerationSeconds") && t["tolerationSeconds"].is_number_integer()) {
-          tol.toleration_seconds = t["tolerationSeconds"].get<int64_t>();
-        }
-        tolerations.push_back(std::move(tol));
-      }
+      const auto& tolerations = r.tolerations;
       for (const auto& taint : inventory->devices()[ids->back()].taints) {
         if (taint.effect != "NoExecute") continue;
         const model::DeviceToleration* match = nullptr;
@@ -564,9 +586,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
           expired = now_tp >= added + std::chrono::seconds(*match->toleration_seconds);
         }
         if (expired && evict_reason.empty()) {
-          evict_reason = absl::StrCat("device ", r.value("pool", ""), "/", r.value("device", ""),
-                                      " has the NoExecute taint ", taint.key,
-                                      taint.value.empty() ? "" : "=", taint.value);
+          evict_reason = absl::StrCat("device ", r.pool, "/", r.device, " has the NoExecute taint ",
+                                      taint.key, taint.value.empty() ? "" : "=", taint.value);
         }
       }
     }
@@ -616,32 +637,11 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   const double snapshot_ms = ms_since(pass_start) - controllers_ms;
   double placement_ms = 0;
 
-  auto allocated_devices = [&]() {
-    std::vector<allocator::AllocatedDevice> out;
-    for (const auto& [key, c] : claims) {
-      const json status = c.body.value("status", json::object());
-      if (!status.is_object() || !status.contains("allocation")) continue;
-      for (const auto& r :
-           status["allocation"].value("devices", json::object()).value("results", json::array())) {
-        allocator::AllocatedDevice d;
-        d.driver = r.value("driver", "");
-        d.pool = r.value("pool", "");
-        d.device = r.value("device", "");
-        d.share_id = r.value("shareID", "");
-        d.admin_access = r.value("adminAccess", false);
-        const json consumed_capacity = r.value("consumedCapacity", json::object());
-        for (const auto& [name, q] : consumed_capacity.items()) {
-          if (auto parsed = ParseQuantity(q.is_string() ? q.get<std::string>() : q.dump());
-              parsed.ok()) {
-            d.consumed_capacity[name] = *parsed;
-          }
-        }
-        out.push_back(std::move(d));
-      }
-    }
-    return out;
-  };
-  allocator::AllocatedState state = inventory->ResolveAllocated(allocated_devices());
+  std::vector<allocator::AllocatedDevice> in_use;
+  for (const auto& [key, c] : claims) {
+    if (auto allocation = AllocationOf(c.body)) AppendAllocated(*allocation, in_use);
+  }
+  allocator::AllocatedState state = inventory->ResolveAllocated(in_use);
 
   struct InFlight {
     PodView* pod = nullptr;
@@ -785,13 +785,8 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
                             WithBody(pod->obj, body),
                             {},
                             pod->obj.meta.resource_version});
-      model::Object event;
-      event.resource = kEvents;
-      event.meta.namespace_ = pod->obj.meta.namespace_;
-      event.meta.name = absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10));
-      event.meta.uid = ids_.NewUid();
-      event.meta.generation = 1;
-      event.meta.creation_timestamp = now_tp;
+      model::Object event = new_object(kEvents, pod->obj.meta.namespace_,
+                                       absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10)));
       json ebody = {{"involvedObject",
                      {{"kind", "Pod"},
                       {"namespace", pod->obj.meta.namespace_},
@@ -807,15 +802,6 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
                     {"source", {{"component", options_.component}}},
                     {"reportingComponent", options_.component}};
       event = WithBody(event, ebody);
-      event.fields = {{"metadata.name", event.meta.name},
-                      {"metadata.namespace", event.meta.namespace_},
-                      {"involvedObject.kind", "Pod"},
-                      {"involvedObject.name", pod->obj.meta.name},
-                      {"involvedObject.namespace", pod->obj.meta.namespace_},
-                      {"involvedObject.uid", pod->obj.meta.uid},
-                      {"reason", "FailedScheduling"},
-                      {"type", "Warning"},
-                      {"source", options_.component}};
       txn.writes.push_back({store::Write::Kind::kCreate, event, {}, 0});
       auto committed = store_.Commit(txn);
       if (committed.ok()) {
@@ -868,17 +854,11 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     pbody["spec"]["nodeName"] = placement.node;
     SetCondition(pbody, "PodScheduled", "True", "", "", now);
     model::Object bound = WithBody(pod->obj, pbody);
-    bound.fields["spec.nodeName"] = placement.node;
     txn.writes.push_back({store::Write::Kind::kUpdate, bound, {}, pod->obj.meta.resource_version});
     // Commit in the background so that the store's group commit puts many bindings into one
     // transaction; the next pods are placed against the devices this one takes.
     std::vector<allocator::AllocatedDevice> taken;
-    for (const auto& a : placement.allocations) {
-      for (const auto& r : a.results) {
-        taken.push_back(
-            {r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, r.admin_access});
-      }
-    }
+    for (const auto& a : placement.allocations) AppendAllocated(a, taken);
     inventory->AddAllocated(state, taken);
     bool node_local = true;
     for (const auto& a : placement.allocations) {

@@ -268,13 +268,6 @@ void DefaultCore(const model::ResourceType& type, json& obj) {
   }
 }
 
-std::string ScalarText(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_number()) return v.dump();
-  return "";
-}
-
 absl::Status MetaTypeError(const std::string& field, const std::string& want) {
   return absl::InvalidArgumentError("metadata." + field + " must be " + want);
 }
@@ -329,39 +322,6 @@ json FromHub(const model::ResourceType& type, const std::string& version, json o
   obj["apiVersion"] = type.ApiVersion(version);
   obj["kind"] = type.kind;
   return obj;
-}
-
-std::map<std::string, std::string> SelectableFields(const model::ResourceType& type,
-                                                    const json& hub) {
-  std::map<std::string, std::string> fields;
-  if (const json* meta = Find(hub, {"metadata"}); meta && meta->is_object()) {
-    fields["metadata.name"] = ScalarText(meta->value("name", json("")));
-    fields["metadata.namespace"] = ScalarText(meta->value("namespace", json("")));
-  }
-  for (const auto& path : type.field_selectors) {
-    const json* cur = &hub;
-    size_t start = 0;
-    bool found = true;
-    while (found && start <= path.size()) {
-      size_t dot = path.find('.', start);
-      std::string part =
-          path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (!cur->is_object() || !cur->contains(part)) {
-        found = false;
-        break;
-      }
-      cur = &(*cur)[part];
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-    if (found) fields[path] = ScalarText(*cur);
-  }
-  // Events select on "source" by the reporting component, as the apiserver does.
-  if (type.group.empty() && type.kind == "Event") {
-    const json* component = Find(hub, {"source", "component"});
-    fields["source"] = component != nullptr ? ScalarText(*component) : "";
-  }
-  return fields;
 }
 
 absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const json& hub) {

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "model/json/fields.h"
 #include "model/object.h"
 #include "model/resource_types.h"
 
@@ -41,8 +42,7 @@ std::string EncodeObjectText(const model::ResourceType& type, const std::string&
 // The "metadata" member as the API shows it.
 nlohmann::json EncodeMeta(const model::ObjectMeta& meta);
 
-// Field-selector values of a hub-shape body, always including metadata.name/namespace.
-std::map<std::string, std::string> SelectableFields(const model::ResourceType& type,
-                                                    const nlohmann::json& hub);
+// Field-selector values of a hub-shape body (model/json/fields.h).
+using model::json::SelectableFields;
 
 }  // namespace qm::api

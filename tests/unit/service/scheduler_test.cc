@@ -130,6 +130,11 @@ TEST_F(SchedulerTest, BindsAPodAndAllocatesItsClaimInOneTransaction) {
   EXPECT_EQ(pod["spec"]["nodeName"], "node-a");
   EXPECT_EQ(pod["status"]["conditions"][0]["type"], "PodScheduled");
   EXPECT_EQ(pod["status"]["conditions"][0]["status"], "True");
+  // Field selectors see the binding (fields computed as the REST codecs compute them).
+  auto stored = store_.Get(model::ResourceKey{"pods", "default", "pod1"});
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->fields.at("spec.nodeName"), "node-a");
+  EXPECT_EQ(stored->fields.at("status.phase"), "Pending");
   json claim = Body(kClaims, "shared");
   EXPECT_EQ(claim["status"]["allocation"]["devices"]["results"][0]["device"], "gpu-0");
   EXPECT_EQ(claim["status"]["reservedFor"][0]["name"], "pod1");

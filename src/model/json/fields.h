@@ -1,0 +1,20 @@
+#pragma once
+
+// The values field selectors and indexes use ("spec.nodeName" -> "gpu-node-a"), computed from an
+// object's hub-version JSON. One function for every writer: the REST codecs and the controllers
+// that write objects themselves.
+
+#include <map>
+#include <string>
+
+#include "model/resource_types.h"
+#include "nlohmann/json.hpp"
+
+namespace qm::model::json {
+
+// Field-selector values of a hub-shape object (metadata + spec/status...), always including
+// metadata.name and metadata.namespace.
+std::map<std::string, std::string> SelectableFields(const ResourceType& type,
+                                                    const nlohmann::json& hub);
+
+}  // namespace qm::model::json
