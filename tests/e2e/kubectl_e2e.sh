@@ -4,43 +4,11 @@
 set -u
 QM_BIN=$(realpath "$1")
 SEEDS=$(realpath "$2")
-WORK=$(mktemp -d /tmp/qm-e2e-XXXXXX)
-chmod 755 "$WORK"
-export HOME="$WORK/home"   # fresh kubectl discovery and /version caches
-mkdir -p "$HOME"
+source "$(dirname "$0")/lib.sh" qm-e2e
 failures=0
 checks=0
-SERVER_PID=""
-
-cleanup() {
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
-  fi
-  # A server killed with -9 leaves its PostgreSQL running: stop it.
-  for pgdir in "$WORK"/data/postgres; do
-    [ -f "$pgdir/postmaster.pid" ] || continue
-    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$pgdir" -m fast -w stop >/dev/null 2>&1
-    else "$bin/pg_ctl" -D "$pgdir" -m fast -w stop >/dev/null 2>&1; fi
-  done
-  [ -n "${QM_E2E_KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-start_server() {
-  # API semantics only: pods stay as written (the scheduler has its own walkthrough test).
-  "$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn --scheduler=false \
-    > "$WORK/server.out" 2> "$WORK/server.err" &
-  SERVER_PID=$!
-  for _ in $(seq 1 300); do
-    line=$(grep -m1 '^LISTENING ' "$WORK/server.out" 2>/dev/null) && break
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then echo "server died:"; cat "$WORK/server.err"; exit 1; fi
-    sleep 0.1
-  done
-  [ -n "${line:-}" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
-  URL=${line#LISTENING }
-  : > "$WORK/server.out"
-}
+# API semantics only: pods stay as written (the scheduler has its own walkthrough test).
+QM_FLAGS=(--scheduler=false)
 
 k() { kubectl -s "$URL" "$@" 2>&1; }
 
@@ -65,7 +33,7 @@ check_not() {  # check_not <description> <haystack> <needle>
   fi
 }
 
-start_server
+start_server "${QM_FLAGS[@]}"
 
 # --- create every seed kind this issue serves -------------------------------------------------
 check "apply inventory (Nodes, ResourceSlices)" "$(k apply -f "$SEEDS/00-inventory.yaml")" \
@@ -383,7 +351,7 @@ check "removing the last finalizer deletes" "$(k get resourceclaim gpu-claim -n 
 # --- kill -9 between create and get -----------------------------------------------------------
 sed 's/gpu-claim-v1/durable-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k create -f - >/dev/null
 kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
-start_server
+start_server "${QM_FLAGS[@]}"
 check "kill -9 loses nothing" "$(k get resourceclaim durable-claim -n dra-test -o name)" "resourceclaim.resource.k8s.io/durable-claim"
 check "inventory kept across restart" "$(k get resourceslices -o name | wc -l)" "3"
 

@@ -1,0 +1,41 @@
+# Shared by the end-to-end scripts: a private work directory and kubectl cache, a quartermaster
+# on a free port with its embedded PostgreSQL in that directory, and cleanup on exit.
+# Usage: QM_BIN=... source lib.sh <work dir prefix>; then start_server [extra server flags...]
+WORK=$(mktemp -d "/tmp/$1-XXXXXX")
+chmod 755 "$WORK"
+export HOME="$WORK/home"   # fresh kubectl discovery and /version caches
+mkdir -p "$HOME"
+SERVER_PID=""
+URL=""
+
+cleanup() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+  fi
+  # A server killed with -9 leaves its PostgreSQL running: stop it.
+  if [ -f "$WORK/data/postgres/postmaster.pid" ]; then
+    local bin
+    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$WORK/data/postgres" -m fast -w stop >/dev/null 2>&1
+    else "$bin/pg_ctl" -D "$WORK/data/postgres" -m fast -w stop >/dev/null 2>&1; fi
+  fi
+  [ -n "${QM_E2E_KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Starts the server (reusing the data directory, so it also serves as a restart) and sets
+# SERVER_PID and URL. Exits the script when the server does not come up.
+start_server() {
+  "$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn "$@" \
+    > "$WORK/server.out" 2>> "$WORK/server.err" &
+  SERVER_PID=$!
+  local line=""
+  for _ in $(seq 1 300); do
+    line=$(grep -m1 '^LISTENING ' "$WORK/server.out" 2>/dev/null) && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "server died:"; cat "$WORK/server.err"; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$line" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
+  URL=${line#LISTENING }
+  : > "$WORK/server.out"
+}
