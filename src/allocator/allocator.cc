@@ -401,7 +401,6 @@ absl::Status Search::PrepareRequest(ClaimData& cd, int claim_index, const std::s
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(where), ": unsupported count mode ", spec.allocation_mode));
   }
-  (void)cd;
   return absl::OkStatus();
 }
 

@@ -193,7 +193,10 @@ Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Start() {
   trigger_ = std::make_shared<Trigger>(this);
-  (void)hub_.Subscribe(trigger_, hub_.last_dispatched());
+  if (auto st = hub_.Subscribe(trigger_, hub_.last_dispatched()); !st.ok()) {
+    // Without change notifications the loop still runs every `resync`.
+    spdlog::warn("scheduler: cannot follow the object cache: {}", st.ToString());
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
