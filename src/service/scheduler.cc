@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <deque>
-#include <future>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -20,6 +22,9 @@ namespace qm::service {
 namespace {
 
 using nlohmann::json;
+using Body = std::shared_ptr<const json>;
+using Allocation = std::shared_ptr<const std::optional<model::AllocationResult>>;
+using CommitResult = absl::StatusOr<std::vector<model::Object>>;
 
 constexpr char kPods[] = "pods";
 constexpr char kEvents[] = "events";
@@ -29,6 +34,7 @@ constexpr char kTemplates[] = "resourceclaimtemplates.resource.k8s.io";
 constexpr char kSlices[] = "resourceslices.resource.k8s.io";
 constexpr char kClasses[] = "deviceclasses.resource.k8s.io";
 constexpr char kTaintRules[] = "devicetaintrules.resource.k8s.io";
+constexpr char kQuotas[] = "resourcequotas";
 
 constexpr char kPodClaimNameAnnotation[] = "resource.kubernetes.io/pod-claim-name";
 constexpr char kExtendedClaimAnnotation[] = "resource.kubernetes.io/extended-resource-claim";
@@ -36,11 +42,31 @@ constexpr char kDeleteProtection[] = "resource.kubernetes.io/delete-protection";
 constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/";
 constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
 constexpr size_t kMaxReservedFor = 256;
-// Bindings committed concurrently by one pass (they share the store's group commits).
-constexpr size_t kMaxInFlightBindings = 256;
+// Commits of one pass in flight at once (they share the store's group commits).
+constexpr size_t kMaxInFlight = 256;
+// kube-scheduler's podMaxInUnschedulablePodsDuration: an unschedulable pod is tried again after
+// this long even when nothing relevant changed.
+constexpr auto kUnschedulableFlush = std::chrono::minutes(5);
 
-json ParseBody(const model::Object& obj) {
-  json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+const json& Null() {
+  static const json* null = new json();
+  return *null;
+}
+
+// Member `key` of `j` without a copy; null when `j` is not an object or lacks it.
+const json& At(const json& j, const char* key) {
+  if (!j.is_object()) return Null();
+  auto it = j.find(key);
+  return it == j.end() ? Null() : *it;
+}
+
+std::string Str(const json& j, const char* key) {
+  const json& v = At(j, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+json Parse(const std::string& text) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   return body.is_object() ? body : json::object();
 }
 
@@ -66,8 +92,11 @@ const model::ResourceType& TypeOf(const std::string& resource) {
 model::Object WithBody(const model::Object& obj, const json& body) {
   model::Object out = obj;
   out.body = body.dump();
-  out.spec_digest = body.contains("spec") ? body["spec"].dump() : "";
-  out.fields = model::json::SelectableFields(TypeOf(out.resource), Whole(out, body));
+  const json& spec = At(body, "spec");
+  out.spec_digest = spec.is_null() ? "" : spec.dump();
+  out.fields = model::json::SelectableFields(TypeOf(out.resource), body);
+  out.fields["metadata.name"] = out.meta.name;
+  out.fields["metadata.namespace"] = out.meta.namespace_;
   return out;
 }
 
@@ -101,38 +130,48 @@ std::string OwnerReference(const model::Object& pod) {
       .dump();
 }
 
+bool HasFinalizer(const model::Object& obj, const char* finalizer) {
+  return std::find(obj.meta.finalizers.begin(), obj.meta.finalizers.end(), finalizer) !=
+         obj.meta.finalizers.end();
+}
+
+// Order-independent digest of which objects exist at which revision.
+uint64_t Fingerprint(const std::vector<model::Object>& objects) {
+  uint64_t h = 1469598103934665603ull ^ objects.size();
+  std::hash<std::string> hs;
+  for (const auto& o : objects) {
+    h ^= hs(o.meta.uid) + 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(o.meta.resource_version);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+struct ClaimView;
+
 struct PodView {
   model::Object obj;
-  json body;
+  Body body;
   bool terminal = false;
   bool deleting = false;
   std::string node_name;
+  int64_t priority = 0;
+  // Controller work of this pass not committed yet: claims generated for the pod (in the claim
+  // map, marked uncommitted) and the pod body that records them (null: unchanged). It joins the
+  // pod's binding or unschedulable status, or is committed on its own.
+  std::vector<ClaimView*> new_claims;
+  Body status_body;
+  // The body the pod will have once its controller work is committed.
+  const json& Current() const { return status_body != nullptr ? *status_body : *body; }
 };
 
 struct ClaimView {
   model::Object obj;
-  json body;
+  Body body;
+  Allocation allocation;            // decoded status.allocation (nullopt: not allocated)
   bool generated = false;           // by the template or extended-resource controller
+  bool uncommitted = false;         // generated by this pass and not in the store yet
   std::vector<std::string> owners;  // owner uids
 };
-
-// The claim's status.allocation, decoded by the model codec; nullopt when not allocated (or not
-// decodable, which the REST validation prevents).
-std::optional<model::AllocationResult> AllocationOf(const json& claim_body) {
-  const json status = claim_body.value("status", json::object());
-  if (!status.is_object() || !status.contains("allocation")) return std::nullopt;
-  auto decoded = model::json::DecodeAllocationResult(status["allocation"], "status.allocation");
-  if (!decoded.ok()) return std::nullopt;
-  return std::move(*decoded);
-}
-
-// The devices of allocation results, as the allocator counts them.
-void AppendAllocated(const model::AllocationResult& allocation,
-                     std::vector<allocator::AllocatedDevice>& out) {
-  for (const auto& r : allocation.results) {
-    out.push_back({r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, r.admin_access});
-  }
-}
 
 // Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
 // changed (the transition time moves only when the status does).
@@ -141,12 +180,11 @@ bool SetCondition(json& body, const std::string& type, const std::string& status
   json& conditions = body["status"]["conditions"];
   if (!conditions.is_array()) conditions = json::array();
   for (auto& c : conditions) {
-    if (c.value("type", "") != type) continue;
-    if (c.value("status", "") == status && c.value("reason", "") == reason &&
-        c.value("message", "") == message) {
+    if (Str(c, "type") != type) continue;
+    if (Str(c, "status") == status && Str(c, "reason") == reason && Str(c, "message") == message) {
       return false;
     }
-    if (c.value("status", "") != status) c["lastTransitionTime"] = now;
+    if (Str(c, "status") != status) c["lastTransitionTime"] = now;
     c["status"] = status;
     c["reason"] = reason;
     c["message"] = message;
@@ -161,7 +199,123 @@ bool SetCondition(json& body, const std::string& type, const std::string& status
   return true;
 }
 
+// The devices of allocation results, as the allocator counts them.
+void AppendAllocated(const model::AllocationResult& allocation,
+                     std::vector<allocator::AllocatedDevice>& out) {
+  for (const auto& r : allocation.results) {
+    out.push_back({r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, r.admin_access});
+  }
+}
+
+// True when every result of the allocations is pinned to one node by name (the binding then
+// changes what only that node can offer).
+bool NodeLocal(const std::vector<model::AllocationResult>& allocations) {
+  for (const auto& a : allocations) {
+    if (!a.node_selector.has_value() || a.node_selector->terms.empty() ||
+        a.node_selector->terms.front().match_fields.empty() ||
+        a.node_selector->terms.front().match_fields.front().key != "metadata.name") {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Commits of one pass that run concurrently, so that the store batches them into group
+// commits; each outcome is handled by its callback on the pass's thread, in submission order.
+class CommitQueue {
+ public:
+  explicit CommitQueue(store::Store& store) : store_(store) {}
+  ~CommitQueue() { Drain(); }
+
+  void Submit(store::Transaction txn, std::function<void(CommitResult)> done) {
+    in_flight_.push_back({store_.CommitAsync(std::move(txn)), std::move(done)});
+    if (in_flight_.size() >= kMaxInFlight) Pop();
+  }
+  void Drain() {
+    while (!in_flight_.empty()) Pop();
+  }
+
+ private:
+  struct Entry {
+    std::future<CommitResult> result;
+    std::function<void(CommitResult)> done;
+  };
+  void Pop() {
+    Entry e = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    e.done(e.result.get());
+  }
+  store::Store& store_;
+  std::deque<Entry> in_flight_;
+};
+
 }  // namespace
+
+// What the scheduler keeps between passes. Used by the pass thread only.
+struct Scheduler::State {
+  struct Parsed {
+    int64_t rv = 0;
+    Body body;
+    Allocation allocation;  // claims: decoded on first need
+    uint64_t seen = 0;      // the last pass that saw the object
+  };
+  struct Backoff {
+    int attempts = 0;
+    std::chrono::system_clock::time_point not_before;
+    std::chrono::system_clock::time_point since;  // first found unschedulable
+    uint64_t generation = 0;                      // `generation` when last tried
+    int64_t rv = 0;                               // the pod's revision after that attempt
+  };
+
+  uint64_t pass = 0;
+  std::unordered_map<std::string, Parsed> parsed;  // by uid
+
+  uint64_t inventory_fp = 0;
+  std::shared_ptr<const allocator::Inventory> inventory;
+  std::map<std::string, std::string> extended_classes;  // extended resource name -> class
+  bool any_no_execute = false;
+  uint64_t nodes_fp = 0;
+  std::vector<NodeState> nodes;
+  uint64_t templates_fp = 0;
+  uint64_t quotas_fp = 0;
+
+  // Claims of the last pass: allocated or not. A claim that appears, or an allocated one that
+  // is released or removed, is a change that may make waiting pods fit.
+  std::unordered_map<std::string, bool> claim_allocated;
+  uint64_t generation = 0;                           // bumped by every such change
+  std::unordered_map<std::string, Backoff> backoff;  // by pod uid
+  size_t next_start = 0;  // rotates the first node tried, as kube-scheduler does
+
+  const Parsed& ParseObject(const model::Object& o) {
+    Parsed& p = parsed[o.meta.uid];
+    if (p.body == nullptr || p.rv != o.meta.resource_version) {
+      p = Parsed{o.meta.resource_version, std::make_shared<const json>(Parse(o.body)), nullptr, 0};
+    }
+    p.seen = pass;
+    return p;
+  }
+  // Records an object this pass wrote, so the next pass does not parse it again.
+  void Remember(const model::Object& stored, Body body, Allocation allocation = nullptr) {
+    parsed[stored.meta.uid] =
+        Parsed{stored.meta.resource_version, std::move(body), std::move(allocation), pass};
+  }
+  Allocation AllocationOf(const model::Object& claim, const json& body) {
+    Parsed& p = parsed[claim.meta.uid];
+    if (p.allocation != nullptr && p.rv == claim.meta.resource_version) return p.allocation;
+    std::optional<model::AllocationResult> result;
+    const json& a = At(At(body, "status"), "allocation");
+    if (a.is_object()) {
+      auto decoded = model::json::DecodeAllocationResult(a, "status.allocation");
+      if (decoded.ok()) result = std::move(*decoded);
+    }
+    auto out = std::make_shared<const std::optional<model::AllocationResult>>(std::move(result));
+    if (p.rv == claim.meta.resource_version) p.allocation = out;
+    return out;
+  }
+  void Prune() {
+    std::erase_if(parsed, [&](const auto& e) { return e.second.seen != pass; });
+  }
+};
 
 // Wakes the loop on every change the object cache dispatches.
 class Scheduler::Trigger final : public Watcher {
@@ -187,7 +341,12 @@ class Scheduler::Trigger final : public Watcher {
 
 Scheduler::Scheduler(store::Store& store, WatchHub& hub, const Clock& clock, IdGenerator& ids,
                      SchedulerOptions options)
-    : store_(store), hub_(hub), clock_(clock), ids_(ids), options_(std::move(options)) {}
+    : store_(store),
+      hub_(hub),
+      clock_(clock),
+      ids_(ids),
+      options_(std::move(options)),
+      state_(std::make_unique<State>()) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -230,6 +389,8 @@ void Scheduler::Loop() {
 }
 
 absl::StatusOr<PassStats> Scheduler::RunOnce() {
+  State& st = *state_;
+  ++st.pass;
   PassStats stats;
   const auto pass_start = std::chrono::steady_clock::now();
   auto ms_since = [](std::chrono::steady_clock::time_point t) {
@@ -249,111 +410,207 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   QM_ASSIGN_OR_RETURN(auto pod_objects, list(kPods));
   QM_ASSIGN_OR_RETURN(auto claim_objects, list(kClaims));
   QM_ASSIGN_OR_RETURN(auto template_objects, list(kTemplates));
+  QM_ASSIGN_OR_RETURN(auto class_objects, list(kClasses));
+  QM_ASSIGN_OR_RETURN(auto slice_objects, list(kSlices));
+  QM_ASSIGN_OR_RETURN(auto rule_objects, list(kTaintRules));
+  QM_ASSIGN_OR_RETURN(auto node_objects, list(kNodes));
+  QM_ASSIGN_OR_RETURN(auto quota_objects, list(kQuotas));
+  bool relevant_change = false;  // something that may make waiting pods fit
 
+  // The inventory and the node list, rebuilt only when their objects changed.
+  const uint64_t inventory_fp =
+      Fingerprint(slice_objects) * 31 + Fingerprint(class_objects) * 7 + Fingerprint(rule_objects);
+  if (st.inventory == nullptr || inventory_fp != st.inventory_fp) {
+    relevant_change = true;
+    allocator::InventoryInput input;
+    st.extended_classes.clear();
+    for (const auto& o : class_objects) {
+      auto cls = model::json::DecodeDeviceClass(Whole(o, *st.ParseObject(o).body));
+      if (!cls.ok()) continue;
+      st.extended_classes[std::string(kImplicitExtendedPrefix) + cls->name] = cls->name;
+      input.classes.push_back(std::move(*cls));
+    }
+    // An explicit extendedResourceName wins over the implicit one; on a tie the class whose name
+    // sorts first wins (classes are listed in name order).
+    std::map<std::string, std::string> explicit_names;
+    for (const auto& cls : input.classes) {
+      if (!cls.extended_resource_name.empty() &&
+          !explicit_names.contains(cls.extended_resource_name)) {
+        explicit_names[cls.extended_resource_name] = cls.name;
+      }
+    }
+    for (const auto& [name, cls] : explicit_names) st.extended_classes[name] = cls;
+    for (const auto& o : slice_objects) {
+      auto s = model::json::DecodeResourceSlice(Whole(o, *st.ParseObject(o).body));
+      if (s.ok()) input.slices.push_back(std::move(*s));
+    }
+    for (const auto& o : rule_objects) {
+      auto r = model::json::DecodeDeviceTaintRule(Whole(o, *st.ParseObject(o).body));
+      if (r.ok()) input.taint_rules.push_back(std::move(*r));
+    }
+    st.inventory = allocator::Inventory::Build(std::move(input), &programs_);
+    st.inventory_fp = inventory_fp;
+    st.any_no_execute = false;
+    for (const auto& d : st.inventory->devices()) {
+      for (const auto& t : d.taints)
+        st.any_no_execute = st.any_no_execute || t.effect == "NoExecute";
+    }
+  } else {
+    for (const auto* objects : {&class_objects, &slice_objects, &rule_objects}) {
+      for (const auto& o : *objects) st.ParseObject(o);  // keep them cached
+    }
+  }
+  const uint64_t nodes_fp = Fingerprint(node_objects);
+  if (nodes_fp != st.nodes_fp || st.nodes.size() != node_objects.size()) {
+    relevant_change = true;
+    st.nodes.clear();
+    for (const auto& o : node_objects) {
+      const json& body = *st.ParseObject(o).body;
+      NodeState n;
+      n.info = model::NodeInfo{o.meta.name, o.meta.labels};
+      const json& spec = At(body, "spec");
+      n.unschedulable =
+          At(spec, "unschedulable").is_boolean() && At(spec, "unschedulable").get<bool>();
+      const json& taints = At(spec, "taints");
+      if (taints.is_array()) {
+        for (const auto& t : taints) {
+          n.taints.push_back({Str(t, "key"), Str(t, "value"), Str(t, "effect")});
+        }
+      }
+      const json& conditions = At(At(body, "status"), "conditions");
+      if (conditions.is_array()) {
+        for (const auto& c : conditions) {
+          if (Str(c, "type") == "Ready") n.ready = Str(c, "status") == "True";
+        }
+      }
+      st.nodes.push_back(std::move(n));
+    }
+    st.nodes_fp = nodes_fp;
+  } else {
+    for (const auto& o : node_objects) st.ParseObject(o);
+  }
+  const uint64_t templates_fp = Fingerprint(template_objects);
+  const uint64_t quotas_fp = Fingerprint(quota_objects);
+  if (templates_fp != st.templates_fp || quotas_fp != st.quotas_fp) relevant_change = true;
+  st.templates_fp = templates_fp;
+  st.quotas_fp = quotas_fp;
+  const allocator::Inventory& inventory = *st.inventory;
+  const std::vector<NodeState>& nodes = st.nodes;
+
+  // Views of pods and claims; bodies are parsed once per revision.
   std::map<std::string, PodView> pods;  // by uid
   for (auto& o : pod_objects) {
     PodView p;
-    p.body = ParseBody(o);
-    const std::string phase = p.body.contains("status") && p.body["status"].is_object()
-                                  ? p.body["status"].value("phase", "")
-                                  : "";
+    p.body = st.ParseObject(o).body;
+    const json& spec = At(*p.body, "spec");
+    const std::string phase = Str(At(*p.body, "status"), "phase");
     p.terminal = phase == "Succeeded" || phase == "Failed";
     p.deleting = o.meta.deletion_timestamp.has_value();
-    if (p.body.contains("spec") && p.body["spec"].is_object()) {
-      p.node_name = p.body["spec"].value("nodeName", "");
-    }
+    p.node_name = Str(spec, "nodeName");
+    const json& priority = At(spec, "priority");
+    p.priority = priority.is_number_integer() ? priority.get<int64_t>() : 0;
     p.obj = std::move(o);
     pods.emplace(p.obj.meta.uid, std::move(p));
   }
   std::map<model::ResourceKey, ClaimView> claims;
+  std::unordered_map<std::string, bool> claim_allocated;
   for (auto& o : claim_objects) {
     ClaimView c;
-    c.body = ParseBody(o);
+    c.body = st.ParseObject(o).body;
+    c.allocation = st.AllocationOf(o, *c.body);
     c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
                   o.meta.annotations.contains(kExtendedClaimAnnotation);
     c.owners = OwnerUids(o);
     c.obj = std::move(o);
+    const bool allocated = c.allocation->has_value();
+    auto prev = st.claim_allocated.find(c.obj.meta.uid);
+    if (prev == st.claim_allocated.end() || (prev->second && !allocated)) relevant_change = true;
+    claim_allocated[c.obj.meta.uid] = allocated;
     claims.emplace(c.obj.Key(), std::move(c));
   }
+  for (const auto& [uid, allocated] : st.claim_allocated) {
+    if (allocated && !claim_allocated.contains(uid)) relevant_change = true;
+  }
+  st.claim_allocated = std::move(claim_allocated);  // commits below keep it current
   // Generated claims by owning pod uid.
-  std::map<std::string, std::vector<ClaimView*>> owned;
+  std::unordered_map<std::string, std::vector<ClaimView*>> owned;
   for (auto& [key, c] : claims) {
     for (const auto& uid : c.owners) owned[uid].push_back(&c);
   }
+  CommitQueue commits(store_);
 
   // 1. Release claims whose consumers are gone.
   for (auto& [key, c] : claims) {
-    json& status = c.body["status"];
-    if (!status.is_object()) status = json::object();
-    json reserved = status.value("reservedFor", json::array());
+    const json& status = At(*c.body, "status");
+    const json& reserved = At(status, "reservedFor");
+    const size_t reserved_count = reserved.is_array() ? reserved.size() : 0;
     json keep = json::array();
-    for (const auto& r : reserved) {
-      auto it = pods.find(r.value("uid", ""));
-      if (r.value("resource", "") == "pods" && it != pods.end() && !it->second.terminal) {
-        keep.push_back(r);
+    if (reserved.is_array()) {
+      for (const auto& r : reserved) {
+        auto it = pods.find(Str(r, "uid"));
+        if (Str(r, "resource") == "pods" && it != pods.end() && !it->second.terminal) {
+          keep.push_back(r);
+        }
       }
     }
-    const bool allocated = status.contains("allocation") && !status["allocation"].is_null();
     bool owner_alive = false;
     if (c.generated) {
       for (const auto& uid : c.owners) owner_alive = owner_alive || pods.contains(uid);
     }
     const bool drop = c.generated && !owner_alive && keep.empty();
-    const bool release = allocated && keep.empty();
-    if (keep.size() == reserved.size() && !release && !drop) continue;
+    // As Kubernetes' claim controller: the scheduler's own allocations (marked by the
+    // delete-protection finalizer) are undone once nothing uses them; an allocation written by
+    // someone else stays.
+    const bool release =
+        c.allocation->has_value() && keep.empty() && HasFinalizer(c.obj, kDeleteProtection);
+    if (keep.size() == reserved_count && !release && !drop) continue;
 
     store::Transaction txn;
     if (release) txn.release_claims.push_back(c.obj.meta.uid);
-    auto& finalizers = c.obj.meta.finalizers;
+    model::Object next = c.obj;
+    auto& finalizers = next.meta.finalizers;
     if (release) {
       finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), kDeleteProtection),
                        finalizers.end());
     }
-    if (drop || (c.obj.meta.deletion_timestamp.has_value() && finalizers.empty())) {
+    auto body = std::make_shared<json>(*c.body);
+    const bool remove = drop || (next.meta.deletion_timestamp.has_value() && finalizers.empty());
+    if (remove) {
       txn.writes.push_back({store::Write::Kind::kDelete, {}, key, c.obj.meta.resource_version});
     } else {
+      json& s = (*body)["status"];
       if (keep.empty()) {
-        status.erase("reservedFor");
+        s.erase("reservedFor");
       } else {
-        status["reservedFor"] = keep;
+        s["reservedFor"] = keep;
       }
-      if (release) status.erase("allocation");
+      if (release) s.erase("allocation");
       txn.writes.push_back(
-          {store::Write::Kind::kUpdate, WithBody(c.obj, c.body), {}, c.obj.meta.resource_version});
+          {store::Write::Kind::kUpdate, WithBody(next, *body), {}, c.obj.meta.resource_version});
     }
-    auto committed = store_.Commit(txn);
-    if (!committed.ok()) {
-      ++stats.conflicts;
-      continue;
-    }
-    ++stats.claims_released;
-    if (committed->front().meta.resource_version != 0 &&
-        txn.writes.front().kind == store::Write::Kind::kUpdate) {
-      c.obj = committed->front();
-    } else {
-      c.obj.meta.deletion_timestamp = now_tp;  // gone: keep it out of scheduling below
-    }
+    if (release || (remove && c.allocation->has_value())) relevant_change = true;
+    commits.Submit(std::move(txn), [&, remove, release, body, c = &c](CommitResult committed) {
+      if (!committed.ok() || remove) {
+        // Gone, or changed under us: nothing below schedules onto it this pass.
+        c->obj.meta.deletion_timestamp = now_tp;
+        if (!committed.ok()) ++stats.conflicts;
+      }
+      if (!committed.ok()) return;
+      ++stats.claims_released;
+      if (remove) {
+        st.claim_allocated.erase(c->obj.meta.uid);
+        return;
+      }
+      c->obj = committed->front();
+      c->body = body;
+      if (release) {
+        c->allocation = std::make_shared<const std::optional<model::AllocationResult>>();
+        st.claim_allocated[c->obj.meta.uid] = false;
+      }
+      st.Remember(c->obj, c->body, c->allocation);
+    });
   }
-
-  QM_ASSIGN_OR_RETURN(auto class_objects, list(kClasses));
-  std::map<std::string, std::string> extended_classes;  // resource name -> class
-  allocator::InventoryInput input;
-  for (const auto& o : class_objects) {
-    auto cls = model::json::DecodeDeviceClass(Whole(o, ParseBody(o)));
-    if (!cls.ok()) continue;
-    extended_classes[std::string(kImplicitExtendedPrefix) + cls->name] = cls->name;
-    input.classes.push_back(std::move(*cls));
-  }
-  // An explicit extendedResourceName wins over the implicit one; on a tie the class whose name
-  // sorts first wins (classes are listed in name order).
-  std::map<std::string, std::string> explicit_names;
-  for (const auto& cls : input.classes) {
-    if (!cls.extended_resource_name.empty() &&
-        !explicit_names.contains(cls.extended_resource_name)) {
-      explicit_names[cls.extended_resource_name] = cls.name;
-    }
-  }
-  for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
+  commits.Drain();
 
   // A new object's metadata as the object service would fill it in.
   auto new_object = [&](const char* resource, const std::string& ns, std::string name) {
@@ -366,103 +623,151 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     o.meta.creation_timestamp = now_tp;
     return o;
   };
-  // A claim generated for `pod`, named <pod><infix><random suffix> and owned by the pod.
-  auto generated_claim = [&](const PodView& pod, const std::string& infix) {
+  // A claim generated for `pod`, named <pod><infix><random suffix>, owned by the pod; it joins
+  // the claim map uncommitted.
+  auto generate_claim =
+      [&](PodView& pod, const std::string& infix, const std::map<std::string, std::string>& labels,
+          std::map<std::string, std::string> annotations, json body) -> ClaimView* {
     model::Object claim = new_object(kClaims, pod.obj.meta.namespace_,
                                      absl::StrCat(pod.obj.meta.name, infix, RandomSuffix(5)));
     claim.meta.owner_references = OwnerReference(pod.obj);
-    return claim;
+    claim.meta.labels = labels;
+    claim.meta.annotations = std::move(annotations);
+    claim = WithBody(claim, body);
+    ClaimView view;
+    view.obj = std::move(claim);
+    view.body = std::make_shared<const json>(std::move(body));
+    view.allocation = std::make_shared<const std::optional<model::AllocationResult>>();
+    view.generated = true;
+    view.uncommitted = true;
+    view.owners = {pod.obj.meta.uid};
+    auto [it, inserted] = claims.emplace(view.obj.Key(), std::move(view));
+    if (!inserted) return nullptr;  // a name clash with an existing claim: next pass
+    owned[pod.obj.meta.uid].push_back(&it->second);
+    pod.new_claims.push_back(&it->second);
+    return &it->second;
   };
-  // 2. Claims from templates and extended resources: per pod, one transaction creates its
-  // missing claims and records them in its status; the transactions run concurrently.
-  struct ControllerWork {
-    PodView* pod = nullptr;
-    std::vector<store::Write> writes;
-    std::vector<ClaimView> new_claims;
-    json pod_body;  // null when the pod's status does not change
-    std::future<absl::StatusOr<std::vector<model::Object>>> result;
-  };
-  std::deque<ControllerWork> controller_work;
-  size_t controller_done = 0;
-  auto finish_controller = [&](ControllerWork& w) {
-    auto committed = w.result.get();
-    if (!committed.ok()) {
-      ++stats.conflicts;
+  std::map<std::pair<std::string, std::string>, const json*> templates;
+  for (const auto& o : template_objects) {
+    templates[{o.meta.namespace_, o.meta.name}] = st.ParseObject(o).body.get();
+  }
+
+  // Commits controller work (new claims, the pod's claim statuses) plus `extra` writes for a
+  // pod in one transaction, in that order, the pod write last: `pod_body` (null: no pod write)
+  // is what the pod then has. `then` gets the committed objects, or null when it failed.
+  using Then = std::function<void(const std::vector<model::Object>*)>;
+  auto commit_pod_work = [&](PodView& pod, std::vector<store::Write> extra,
+                             std::vector<store::DeviceClaim> rows, Body pod_body, Then then) {
+    store::Transaction txn;
+    std::vector<ClaimView*> created = pod.new_claims;
+    for (ClaimView* c : created) {
+      txn.writes.push_back({store::Write::Kind::kCreate, c->obj, {}, 0});
+    }
+    for (auto& w : extra) txn.writes.push_back(std::move(w));
+    const bool writes_pod = pod_body != nullptr;
+    if (writes_pod) {
+      txn.writes.push_back({store::Write::Kind::kUpdate,
+                            WithBody(pod.obj, *pod_body),
+                            {},
+                            pod.obj.meta.resource_version});
+    }
+    txn.claim_devices = std::move(rows);
+    pod.new_claims.clear();
+    pod.status_body = nullptr;
+    if (txn.writes.empty()) {
+      const std::vector<model::Object> none;
+      if (then) then(&none);
       return;
     }
-    for (size_t i = 0; i < w.new_claims.size(); ++i) {
-      ClaimView view = std::move(w.new_claims[i]);
-      view.obj = (*committed)[i];
-      const std::string owner = view.owners.front();
-      auto [it, _] = claims.emplace(view.obj.Key(), std::move(view));
-      owned[owner].push_back(&it->second);
-      ++stats.claims_created;
-    }
-    if (!w.pod_body.is_null()) {
-      w.pod->obj = committed->back();
-      w.pod->body = std::move(w.pod_body);
-    }
+    commits.Submit(std::move(txn), [&, created, writes_pod, pod_body, p = &pod,
+                                    then = std::move(then)](CommitResult committed) {
+      if (!committed.ok()) {
+        ++stats.conflicts;
+        spdlog::info("writing pod {}/{} lost a race: {}", p->obj.meta.namespace_, p->obj.meta.name,
+                     committed.status().ToString());
+        for (ClaimView* c : created) c->obj.meta.deletion_timestamp = now_tp;
+        if (then) then(nullptr);
+        return;
+      }
+      for (size_t i = 0; i < created.size(); ++i) {
+        ClaimView* c = created[i];
+        c->obj = (*committed)[i];
+        c->uncommitted = false;
+        st.Remember(c->obj, c->body, c->allocation);
+        st.claim_allocated[c->obj.meta.uid] = c->allocation->has_value();
+        ++stats.claims_created;
+      }
+      if (writes_pod) {
+        p->obj = committed->back();
+        p->body = pod_body;
+        st.Remember(p->obj, pod_body);
+      }
+      if (then) then(&*committed);
+    });
   };
+
+  // 2. Claims from templates and extended resources.
   for (auto& [uid, pod] : pods) {
     if (pod.deleting || pod.terminal) continue;
-    ControllerWork work;
-    const json spec = pod.body.value("spec", json::object());
+    const json& spec = At(*pod.body, "spec");
+    const json& pod_claims = At(spec, "resourceClaims");
     json statuses = json::array();
     bool statuses_known = true;
-    for (const auto& rc : spec.value("resourceClaims", json::array())) {
-      const std::string name = rc.value("name", "");
-      const std::string tmpl = rc.value("resourceClaimTemplateName", "");
-      if (tmpl.empty()) continue;
-      std::string found;
-      for (const ClaimView* c : owned[uid]) {
-        auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
-        if (a != c->obj.meta.annotations.end() && a->second == name) found = c->obj.meta.name;
+    if (pod_claims.is_array()) {
+      for (const auto& rc : pod_claims) {
+        const std::string name = Str(rc, "name");
+        const std::string tmpl = Str(rc, "resourceClaimTemplateName");
+        if (tmpl.empty()) continue;
+        std::string found;
+        for (const ClaimView* c : owned[uid]) {
+          auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
+          if (a != c->obj.meta.annotations.end() && a->second == name) found = c->obj.meta.name;
+        }
+        if (found.empty()) {
+          auto t = templates.find({pod.obj.meta.namespace_, tmpl});
+          if (t == templates.end()) {
+            statuses_known = false;
+            continue;
+          }
+          const json& tspec = At(*t->second, "spec");
+          const json& tmeta = At(tspec, "metadata");
+          std::map<std::string, std::string> labels;
+          std::map<std::string, std::string> annotations;
+          for (const auto& [k, v] : At(tmeta, "labels").items()) {
+            if (v.is_string()) labels[k] = v.get<std::string>();
+          }
+          for (const auto& [k, v] : At(tmeta, "annotations").items()) {
+            if (v.is_string()) annotations[k] = v.get<std::string>();
+          }
+          annotations[kPodClaimNameAnnotation] = name;
+          const json& claim_spec = At(tspec, "spec");
+          ClaimView* c =
+              generate_claim(pod, absl::StrCat("-", name, "-"), labels, std::move(annotations),
+                             json{{"spec", claim_spec.is_object() ? claim_spec : json::object()}});
+          if (c == nullptr) {
+            statuses_known = false;
+            continue;
+          }
+          found = c->obj.meta.name;
+        }
+        statuses.push_back({{"name", name}, {"resourceClaimName", found}});
       }
-      if (found.empty()) {
-        auto t = std::find_if(template_objects.begin(), template_objects.end(), [&](const auto& o) {
-          return o.meta.namespace_ == pod.obj.meta.namespace_ && o.meta.name == tmpl;
-        });
-        if (t == template_objects.end()) {
-          statuses_known = false;
-          continue;
-        }
-        json tbody = ParseBody(*t);
-        json tspec = tbody.value("spec", json::object());
-        model::Object claim = generated_claim(pod, absl::StrCat("-", name, "-"));
-        json tmeta = tspec.value("metadata", json::object());
-        const json template_labels = tmeta.value("labels", json::object());
-        for (const auto& [k, v] : template_labels.items()) {
-          if (v.is_string()) claim.meta.labels[k] = v.get<std::string>();
-        }
-        const json template_annotations = tmeta.value("annotations", json::object());
-        for (const auto& [k, v] : template_annotations.items()) {
-          if (v.is_string()) claim.meta.annotations[k] = v.get<std::string>();
-        }
-        claim.meta.annotations[kPodClaimNameAnnotation] = name;
-        json cbody = {{"spec", tspec.value("spec", json::object())}};
-        claim = WithBody(claim, cbody);
-        found = claim.meta.name;
-        work.writes.push_back({store::Write::Kind::kCreate, claim, {}, 0});
-        work.new_claims.push_back(ClaimView{claim, cbody, true, {uid}});
-      }
-      statuses.push_back({{"name", name}, {"resourceClaimName", found}});
     }
 
     // Extended resources served by DRA classes: one generated claim per pod.
     json requests = json::array();
     json mappings = json::array();
-    auto containers = spec.value("containers", json::array());
-    for (size_t ci = 0; ci < containers.size(); ++ci) {
-      const json resources = containers[ci].value("resources", json::object());
-      json amounts = resources.value("limits", json::object());
-      const json requested = resources.value("requests", json::object());
-      for (const auto& [k, v] : requested.items()) {
+    const json& containers = At(spec, "containers");
+    for (size_t ci = 0; containers.is_array() && ci < containers.size(); ++ci) {
+      const json& resources = At(containers[ci], "resources");
+      json amounts = At(resources, "limits").is_object() ? At(resources, "limits") : json::object();
+      for (const auto& [k, v] : At(resources, "requests").items()) {
         if (!amounts.contains(k)) amounts[k] = v;
       }
       int ri = 0;
       for (const auto& [resource, amount] : amounts.items()) {
-        auto cls = extended_classes.find(resource);
-        if (cls == extended_classes.end()) continue;
+        auto cls = st.extended_classes.find(resource);
+        if (cls == st.extended_classes.end()) continue;
         int64_t count = 0;
         if (amount.is_number_integer()) {
           count = amount.get<int64_t>();
@@ -477,7 +782,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
                              {{"deviceClassName", cls->second},
                               {"allocationMode", "ExactCount"},
                               {"count", count}}}});
-        mappings.push_back({{"containerName", containers[ci].value("name", "")},
+        mappings.push_back({{"containerName", Str(containers[ci], "name")},
                             {"resourceName", resource},
                             {"requestName", request}});
       }
@@ -489,97 +794,52 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c->obj.meta.name;
       }
       if (found.empty()) {
-        model::Object claim = generated_claim(pod, "-extended-resources-");
-        claim.meta.annotations[kExtendedClaimAnnotation] = "true";
-        json cbody = {{"spec", {{"devices", {{"requests", requests}}}}}};
-        claim = WithBody(claim, cbody);
-        found = claim.meta.name;
-        work.writes.push_back({store::Write::Kind::kCreate, claim, {}, 0});
-        work.new_claims.push_back(ClaimView{claim, cbody, true, {uid}});
+        ClaimView* c =
+            generate_claim(pod, "-extended-resources-", {}, {{kExtendedClaimAnnotation, "true"}},
+                           json{{"spec", {{"devices", {{"requests", requests}}}}}});
+        if (c != nullptr) found = c->obj.meta.name;
       }
-      extended_status = {{"resourceClaimName", found}, {"requestMappings", mappings}};
+      if (!found.empty()) {
+        extended_status = {{"resourceClaimName", found}, {"requestMappings", mappings}};
+      }
     }
 
     // Record the generated claims in the pod's status, in the transaction that creates them.
-    json body = pod.body;
-    json& pstatus = body["status"];
-    if (!pstatus.is_object()) pstatus = json::object();
-    bool changed = false;
-    if (statuses_known && !statuses.empty() &&
-        pstatus.value("resourceClaimStatuses", json::array()) != statuses) {
-      pstatus["resourceClaimStatuses"] = statuses;
-      changed = true;
+    const json& pstatus = At(*pod.body, "status");
+    const bool record_claims =
+        statuses_known && !statuses.empty() && At(pstatus, "resourceClaimStatuses") != statuses;
+    const bool record_extended =
+        !extended_status.is_null() && At(pstatus, "extendedResourceClaimStatus") != extended_status;
+    if (record_claims || record_extended) {
+      auto body = std::make_shared<json>(*pod.body);
+      json& s = (*body)["status"];
+      if (!s.is_object()) s = json::object();
+      if (record_claims) s["resourceClaimStatuses"] = statuses;
+      if (record_extended) s["extendedResourceClaimStatus"] = extended_status;
+      pod.status_body = std::move(body);
     }
-    if (!extended_status.is_null() &&
-        pstatus.value("extendedResourceClaimStatus", json()) != extended_status) {
-      pstatus["extendedResourceClaimStatus"] = extended_status;
-      changed = true;
-    }
-    if (changed) {
-      work.writes.push_back({store::Write::Kind::kUpdate,
-                             WithBody(pod.obj, body),
-                             {},
-                             pod.obj.meta.resource_version});
-      work.pod_body = std::move(body);
-    }
-    if (work.writes.empty()) continue;
-    work.pod = &pod;
-    ControllerWork& w = controller_work.emplace_back(std::move(work));
-    store::Transaction txn{w.writes, {}, {}};
-    w.result =
-        std::async(std::launch::async, [this, txn = std::move(txn)] { return store_.Commit(txn); });
-    if (controller_work.size() - controller_done >= kMaxInFlightBindings) {
-      finish_controller(controller_work[controller_done++]);
+    // A pod that will not be scheduled this pass gets its claims now.
+    if (!pod.node_name.empty() && (!pod.new_claims.empty() || pod.status_body != nullptr)) {
+      commit_pod_work(pod, {}, {}, pod.status_body, nullptr);
     }
   }
-  while (controller_done < controller_work.size()) {
-    finish_controller(controller_work[controller_done++]);
-  }
-
-  QM_ASSIGN_OR_RETURN(auto slice_objects, list(kSlices));
-  QM_ASSIGN_OR_RETURN(auto rule_objects, list(kTaintRules));
-  QM_ASSIGN_OR_RETURN(auto node_objects, list(kNodes));
-  for (const auto& o : slice_objects) {
-    auto s = model::json::DecodeResourceSlice(Whole(o, ParseBody(o)));
-    if (s.ok()) input.slices.push_back(std::move(*s));
-  }
-  for (const auto& o : rule_objects) {
-    auto r = model::json::DecodeDeviceTaintRule(Whole(o, ParseBody(o)));
-    if (r.ok()) input.taint_rules.push_back(std::move(*r));
-  }
-  std::vector<NodeState> nodes;
-  for (const auto& o : node_objects) {
-    json body = ParseBody(o);
-    NodeState n;
-    n.info = model::NodeInfo{o.meta.name, o.meta.labels};
-    json spec = body.value("spec", json::object());
-    n.unschedulable = spec.value("unschedulable", false);
-    for (const auto& t : spec.value("taints", json::array())) {
-      n.taints.push_back({t.value("key", ""), t.value("value", ""), t.value("effect", "")});
-    }
-    for (const auto& c : body.value("status", json::object()).value("conditions", json::array())) {
-      if (c.value("type", "") == "Ready") n.ready = c.value("status", "") == "True";
-    }
-    nodes.push_back(std::move(n));
-  }
-  auto inventory = allocator::Inventory::Build(std::move(input), &programs_);
 
   // 2b. NoExecute device taints (on the device or from a DeviceTaintRule) evict the pods that
   // use the device unless the allocation tolerates them (tolerationSeconds counted from the
   // taint's timeAdded); their claims are released on the next pass.
   for (auto& [key, c] : claims) {
-    const json status = c.body.value("status", json::object());
-    const auto allocation = AllocationOf(c.body);
-    if (!allocation.has_value() || !status.contains("reservedFor")) continue;
+    if (!st.any_no_execute) break;
+    if (!c.allocation->has_value()) continue;
+    const json& reserved = At(At(*c.body, "status"), "reservedFor");
+    if (!reserved.is_array() || reserved.empty()) continue;
     std::string evict_reason;
-    for (const auto& r : allocation->results) {
-      const auto* ids = inventory->FindDevice(absl::StrCat(r.driver, "/", r.pool, "/", r.device));
+    for (const auto& r : (*c.allocation)->results) {
+      const auto* ids = inventory.FindDevice(absl::StrCat(r.driver, "/", r.pool, "/", r.device));
       if (ids == nullptr) continue;
-      const auto& tolerations = r.tolerations;
-      for (const auto& taint : inventory->devices()[ids->back()].taints) {
+      for (const auto& taint : inventory.devices()[ids->back()].taints) {
         if (taint.effect != "NoExecute") continue;
         const model::DeviceToleration* match = nullptr;
-        for (const auto& tol : tolerations) {
+        for (const auto& tol : r.tolerations) {
           if (model::Tolerates(tol, taint)) match = &tol;
         }
         bool expired = match == nullptr;
@@ -595,36 +855,57 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       }
     }
     if (evict_reason.empty()) continue;
-    for (const auto& consumer : status["reservedFor"]) {
-      auto it = pods.find(consumer.value("uid", ""));
+    for (const auto& consumer : reserved) {
+      auto it = pods.find(Str(consumer, "uid"));
       if (it == pods.end() || it->second.deleting) continue;
       PodView& pod = it->second;
-      auto deleted = store_.Commit(store::Transaction{
-          {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
-          {},
-          {}});
-      if (!deleted.ok()) {
-        ++stats.conflicts;
-        continue;
-      }
-      spdlog::info("evicted pod {}/{}: {}", pod.obj.meta.namespace_, pod.obj.meta.name,
-                   evict_reason);
       pod.deleting = true;
-      ++stats.evicted;
+      commits.Submit(
+          store::Transaction{
+              {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
+              {},
+              {}},
+          [&, p = &pod, evict_reason](CommitResult deleted) {
+            if (!deleted.ok()) {
+              ++stats.conflicts;
+              return;
+            }
+            spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name,
+                         evict_reason);
+            ++stats.evicted;
+          });
     }
   }
 
+  if (relevant_change) ++st.generation;
   const double controllers_ms = ms_since(pass_start);
-  // 3. Schedule pending pods.
+
+  // 3. Schedule pending pods, except those backing off with nothing changed for them.
   std::vector<PodView*> pending;
   for (auto& [uid, p] : pods) {
-    if (p.node_name.empty() && !p.deleting && !p.terminal) pending.push_back(&p);
+    if (!p.node_name.empty() || p.deleting || p.terminal) {
+      st.backoff.erase(uid);
+      continue;
+    }
+    auto b = st.backoff.find(uid);
+    if (b != st.backoff.end()) {
+      const bool changed =
+          b->second.generation != st.generation || b->second.rv != p.obj.meta.resource_version;
+      const bool due = now_tp >= b->second.not_before;
+      if (!(changed && due) && now_tp - b->second.since < kUnschedulableFlush) {
+        ++stats.backing_off;
+        // Its claims are still created (and recorded) now.
+        if (!p.new_claims.empty() || p.status_body != nullptr) {
+          commit_pod_work(p, {}, {}, p.status_body, nullptr);
+        }
+        continue;
+      }
+    }
+    pending.push_back(&p);
   }
-  if (pending.empty()) return stats;
+  std::erase_if(st.backoff, [&](const auto& e) { return !pods.contains(e.first); });
   std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
-    int64_t pa = a->body.value("spec", json::object()).value("priority", int64_t{0});
-    int64_t pb = b->body.value("spec", json::object()).value("priority", int64_t{0});
-    if (pa != pb) return pa > pb;
+    if (a->priority != b->priority) return a->priority > b->priority;
     if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
       return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
     }
@@ -635,45 +916,22 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   // nodes when it took devices that are not node-local).
   std::map<std::string, PlacementMemo> memos;
   std::vector<uint64_t> node_versions(nodes.size(), 0);
-  std::map<std::string, size_t> node_index;
+  std::unordered_map<std::string, size_t> node_index;
   for (size_t i = 0; i < nodes.size(); ++i) node_index[nodes[i].info.name] = i;
-  const double snapshot_ms = ms_since(pass_start) - controllers_ms;
   double placement_ms = 0;
 
   std::vector<allocator::AllocatedDevice> in_use;
   for (const auto& [key, c] : claims) {
-    if (auto allocation = AllocationOf(c.body)) AppendAllocated(*allocation, in_use);
+    if (c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
   }
-  allocator::AllocatedState state = inventory->ResolveAllocated(in_use);
+  allocator::AllocatedState state = inventory.ResolveAllocated(in_use);
+  const double snapshot_ms = ms_since(pass_start) - controllers_ms;
 
-  struct InFlight {
-    PodView* pod = nullptr;
-    std::vector<std::pair<ClaimView*, json>> claim_updates;
-    json pod_body;
-    std::string node;
-    std::future<absl::StatusOr<std::vector<model::Object>>> result;
-  };
-  std::deque<InFlight> in_flight;
   std::set<const ClaimView*> in_flight_claims;
-  auto finish = [&](InFlight& f) {
-    auto committed = f.result.get();
-    if (!committed.ok()) {
-      ++stats.conflicts;
-      spdlog::info("binding pod {}/{} lost a race: {}", f.pod->obj.meta.namespace_,
-                   f.pod->obj.meta.name, committed.status().ToString());
-      return;
-    }
-    ++stats.bound;
-    for (size_t i = 0; i < f.claim_updates.size(); ++i) {
-      f.claim_updates[i].first->obj = (*committed)[i];
-      f.claim_updates[i].first->body = f.claim_updates[i].second;
-    }
-    f.pod->obj = committed->back();
-    f.pod->body = f.pod_body;
-    f.pod->node_name = f.node;
-  };
   for (PodView* pod : pending) {
-    const json spec = pod->body.value("spec", json::object());
+    const json& current = pod->Current();
+    const json& spec = At(current, "spec");
+    const json& pstatus = At(current, "status");
     std::string problem;
     std::vector<ClaimView*> pod_claims;
     auto add_claim = [&](const std::string& name) {
@@ -686,73 +944,77 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         pod_claims.push_back(&it->second);
       }
     };
-    const json pstatus = pod->body.value("status", json::object());
-    for (const auto& rc : spec.value("resourceClaims", json::array())) {
-      if (rc.contains("resourceClaimName") && rc["resourceClaimName"].is_string()) {
-        add_claim(rc["resourceClaimName"].get<std::string>());
+    const json& rcs = At(spec, "resourceClaims");
+    for (size_t i = 0; rcs.is_array() && i < rcs.size(); ++i) {
+      const json& rc = rcs[i];
+      if (At(rc, "resourceClaimName").is_string()) {
+        add_claim(Str(rc, "resourceClaimName"));
         continue;
       }
       std::string generated;
-      for (const auto& s : pstatus.value("resourceClaimStatuses", json::array())) {
-        if (s.value("name", "") == rc.value("name", ""))
-          generated = s.value("resourceClaimName", "");
+      const json& statuses = At(pstatus, "resourceClaimStatuses");
+      for (size_t j = 0; statuses.is_array() && j < statuses.size(); ++j) {
+        if (Str(statuses[j], "name") == Str(rc, "name")) {
+          generated = Str(statuses[j], "resourceClaimName");
+        }
       }
       if (generated.empty()) {
         problem = absl::StrCat("waiting for the claim of resourceClaimTemplate \"",
-                               rc.value("resourceClaimTemplateName", ""), "\"");
+                               Str(rc, "resourceClaimTemplateName"), "\"");
       } else {
         add_claim(generated);
       }
     }
-    if (pstatus.contains("extendedResourceClaimStatus")) {
-      add_claim(pstatus["extendedResourceClaimStatus"].value("resourceClaimName", ""));
+    if (At(pstatus, "extendedResourceClaimStatus").is_object()) {
+      add_claim(Str(At(pstatus, "extendedResourceClaimStatus"), "resourceClaimName"));
     }
 
-    // A claim another binding of this pass is still writing: decide on the next pass, when its
+    // A claim another commit of this pass is still writing: decide on the next pass, when its
     // new revision is known.
     if (std::any_of(pod_claims.begin(), pod_claims.end(),
                     [&](const ClaimView* c) { return in_flight_claims.contains(c); })) {
       ++stats.conflicts;
+      commit_pod_work(*pod, {}, {}, pod->status_body, nullptr);
       continue;
     }
     PlacementRequest request;
-    request.inventory = inventory.get();
+    request.inventory = &inventory;
     request.allocated = &state;
     request.nodes = &nodes;
-    const json node_selector = spec.value("nodeSelector", json::object());
-    for (const auto& [k, v] : node_selector.items()) {
+    for (const auto& [k, v] : At(spec, "nodeSelector").items()) {
       if (v.is_string()) request.pod.node_selector[k] = v.get<std::string>();
     }
-    const json required = spec.value("affinity", json::object())
-                              .value("nodeAffinity", json::object())
-                              .value("requiredDuringSchedulingIgnoredDuringExecution", json());
+    const json& required = At(At(At(spec, "affinity"), "nodeAffinity"),
+                              "requiredDuringSchedulingIgnoredDuringExecution");
     if (required.is_object()) {
       auto sel = model::json::DecodeNodeSelector(required, "spec.affinity");
       if (sel.ok()) request.pod.required_affinity = std::move(*sel);
     }
-    for (const auto& t : spec.value("tolerations", json::array())) {
-      request.pod.tolerations.push_back({t.value("key", ""), t.value("operator", ""),
-                                         t.value("value", ""), t.value("effect", "")});
+    const json& tolerations = At(spec, "tolerations");
+    for (size_t i = 0; tolerations.is_array() && i < tolerations.size(); ++i) {
+      const json& t = tolerations[i];
+      request.pod.tolerations.push_back(
+          {Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")});
     }
     request.pod.spread = pod->obj.meta.annotations.contains(kSpreadAnnotation);
     request.options.deadline = std::chrono::steady_clock::now() + options_.allocation_budget;
     request.nodes_to_find = NodesToFind(nodes.size());
-    request.start = next_start_++;
+    request.start = st.next_start++;
     std::vector<model::ResourceClaim> typed;
     std::vector<ClaimView*> to_allocate;
     typed.reserve(pod_claims.size());
     for (ClaimView* c : pod_claims) {
-      const json& status = c->body["status"];
-      if (status.is_object() && status.contains("allocation")) {
-        if (status.value("reservedFor", json::array()).size() >= kMaxReservedFor) {
+      if (c->allocation->has_value()) {
+        const json& reserved = At(At(*c->body, "status"), "reservedFor");
+        if (reserved.is_array() && reserved.size() >= kMaxReservedFor) {
           problem = absl::StrCat("resourceclaim \"", c->obj.meta.name, "\" has ", kMaxReservedFor,
                                  " consumers already");
         }
-        auto a = model::json::DecodeAllocationResult(status["allocation"], "status.allocation");
-        if (a.ok() && a->node_selector.has_value()) request.pinned.push_back(*a->node_selector);
+        const auto& selector = (*c->allocation)->node_selector;
+        if (selector.has_value()) request.pinned.push_back(*selector);
         continue;
       }
-      auto claim = model::json::DecodeResourceClaim(Whole(c->obj, c->body));
+      auto claim = model::json::DecodeResourceClaim(Whole(c->obj, *c->body));
       if (!claim.ok()) {
         problem =
             absl::StrCat("resourceclaim \"", c->obj.meta.name, "\": ", claim.status().message());
@@ -764,11 +1026,12 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     for (const auto& t : typed) request.to_allocate.push_back(&t);
 
     // The signature of what this pod asks for.
-    json signature = {spec.value("nodeSelector", json()), spec.value("affinity", json()),
-                      spec.value("tolerations", json()), request.pod.spread};
-    for (const auto& pin : request.pinned)
+    json signature = {At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations"),
+                      request.pod.spread};
+    for (const auto& pin : request.pinned) {
       signature.push_back(model::json::EncodeNodeSelector(pin));
-    for (const ClaimView* c : to_allocate) signature.push_back(c->body.value("spec", json()));
+    }
+    for (const ClaimView* c : to_allocate) signature.push_back(At(*c->body, "spec"));
     request.memo = &memos[signature.dump()];
     request.node_versions = &node_versions;
     Placement placement;
@@ -781,122 +1044,136 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     if (!problem.empty() || placement.kind != Placement::Kind::kPlaced) {
       const std::string message = problem.empty() ? placement.message : problem;
       ++stats.unschedulable;
-      json body = pod->body;
-      if (!SetCondition(body, "PodScheduled", "False", "Unschedulable", message, now)) continue;
-      store::Transaction txn;
-      txn.writes.push_back({store::Write::Kind::kUpdate,
-                            WithBody(pod->obj, body),
-                            {},
-                            pod->obj.meta.resource_version});
-      model::Object event = new_object(kEvents, pod->obj.meta.namespace_,
-                                       absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10)));
-      json ebody = {{"involvedObject",
-                     {{"kind", "Pod"},
-                      {"namespace", pod->obj.meta.namespace_},
-                      {"name", pod->obj.meta.name},
-                      {"uid", pod->obj.meta.uid},
-                      {"apiVersion", "v1"}}},
-                    {"reason", "FailedScheduling"},
-                    {"message", message},
-                    {"type", "Warning"},
-                    {"count", 1},
-                    {"firstTimestamp", now},
-                    {"lastTimestamp", now},
-                    {"source", {{"component", options_.component}}},
-                    {"reportingComponent", options_.component}};
-      event = WithBody(event, ebody);
-      txn.writes.push_back({store::Write::Kind::kCreate, event, {}, 0});
-      auto committed = store_.Commit(txn);
-      if (committed.ok()) {
-        pod->obj = committed->front();
-        pod->body = body;
-      } else {
-        ++stats.conflicts;
+      auto body = std::make_shared<json>(current);
+      const bool condition_changed =
+          SetCondition(*body, "PodScheduled", "False", "Unschedulable", message, now);
+      std::vector<store::Write> extra;
+      if (condition_changed) {
+        model::Object event = new_object(kEvents, pod->obj.meta.namespace_,
+                                         absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10)));
+        json ebody = {{"involvedObject",
+                       {{"kind", "Pod"},
+                        {"namespace", pod->obj.meta.namespace_},
+                        {"name", pod->obj.meta.name},
+                        {"uid", pod->obj.meta.uid},
+                        {"apiVersion", "v1"}}},
+                      {"reason", "FailedScheduling"},
+                      {"message", message},
+                      {"type", "Warning"},
+                      {"count", 1},
+                      {"firstTimestamp", now},
+                      {"lastTimestamp", now},
+                      {"source", {{"component", options_.component}}},
+                      {"reportingComponent", options_.component}};
+        extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
       }
+      Body pod_body = condition_changed ? Body(body) : pod->status_body;
+      const std::string uid = pod->obj.meta.uid;
+      auto backoff_after = [&, uid, p = pod](const std::vector<model::Object>* committed) {
+        State::Backoff& b = st.backoff[uid];
+        if (b.attempts == 0) b.since = now_tp;
+        ++b.attempts;
+        auto delay = options_.initial_backoff;
+        for (int i = 1; i < b.attempts && delay < options_.max_backoff; ++i) delay *= 2;
+        b.not_before = now_tp + std::min(delay, options_.max_backoff);
+        b.generation = st.generation;
+        // A failed write is retried at once.
+        b.rv = committed != nullptr ? p->obj.meta.resource_version : 0;
+      };
+      commit_pod_work(*pod, std::move(extra), {}, std::move(pod_body), std::move(backoff_after));
       continue;
     }
 
-    // Bind: ledger rows, claims, pod and a Scheduled event in one transaction.
-    store::Transaction txn;
+    // Bind: ledger rows, claims (new ones created allocated) and the pod in one transaction.
+    std::vector<store::Write> claim_writes;
+    std::vector<store::DeviceClaim> rows;
     const json consumer = {
         {"resource", "pods"}, {"name", pod->obj.meta.name}, {"uid", pod->obj.meta.uid}};
-    std::vector<std::pair<ClaimView*, json>> claim_updates;
+    struct ClaimUpdate {
+      ClaimView* claim;
+      Body body;
+      Allocation allocation;
+    };
+    std::vector<ClaimUpdate> updates;  // existing claims, in write order
     for (size_t i = 0; i < to_allocate.size(); ++i) {
       ClaimView* c = to_allocate[i];
-      json body = c->body;
-      body["status"]["allocation"] = model::json::EncodeAllocationResult(placement.allocations[i]);
-      body["status"]["reservedFor"] = json::array({consumer});
-      model::Object next = WithBody(c->obj, body);
-      if (std::find(next.meta.finalizers.begin(), next.meta.finalizers.end(), kDeleteProtection) ==
-          next.meta.finalizers.end()) {
-        next.meta.finalizers.push_back(kDeleteProtection);
-      }
-      txn.writes.push_back({store::Write::Kind::kUpdate, next, {}, c->obj.meta.resource_version});
+      auto body = std::make_shared<json>(*c->body);
+      (*body)["status"]["allocation"] =
+          model::json::EncodeAllocationResult(placement.allocations[i]);
+      (*body)["status"]["reservedFor"] = json::array({consumer});
+      model::Object next = WithBody(c->obj, *body);
+      if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
       for (const auto& r : placement.allocations[i].results) {
         json consumed = json::object();
         for (const auto& [name, q] : r.consumed_capacity) consumed[name] = q.String();
-        txn.claim_devices.push_back({r.driver, r.pool, r.device, r.share_id, c->obj.meta.uid,
-                                     r.admin_access, consumed.dump()});
+        rows.push_back({r.driver, r.pool, r.device, r.share_id, c->obj.meta.uid, r.admin_access,
+                        consumed.dump()});
       }
-      claim_updates.emplace_back(c, body);
+      auto allocation =
+          std::make_shared<const std::optional<model::AllocationResult>>(placement.allocations[i]);
+      if (c->uncommitted) {
+        // Created by this transaction, allocated from the start.
+        c->obj = std::move(next);
+        c->body = std::move(body);
+        c->allocation = std::move(allocation);
+      } else {
+        claim_writes.push_back(
+            {store::Write::Kind::kUpdate, std::move(next), {}, c->obj.meta.resource_version});
+        updates.push_back({c, std::move(body), std::move(allocation)});
+      }
     }
     for (ClaimView* c : pod_claims) {
       if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
-      json body = c->body;
-      json& reserved = body["status"]["reservedFor"];
+      auto body = std::make_shared<json>(*c->body);
+      json& reserved = (*body)["status"]["reservedFor"];
       if (!reserved.is_array()) reserved = json::array();
-      bool present = std::any_of(reserved.begin(), reserved.end(), [&](const json& r) {
-        return r.value("uid", "") == pod->obj.meta.uid;
-      });
+      bool present = std::any_of(reserved.begin(), reserved.end(),
+                                 [&](const json& r) { return Str(r, "uid") == pod->obj.meta.uid; });
       if (!present) reserved.push_back(consumer);
-      txn.writes.push_back(
-          {store::Write::Kind::kUpdate, WithBody(c->obj, body), {}, c->obj.meta.resource_version});
-      claim_updates.emplace_back(c, body);
+      claim_writes.push_back(
+          {store::Write::Kind::kUpdate, WithBody(c->obj, *body), {}, c->obj.meta.resource_version});
+      updates.push_back({c, std::move(body), c->allocation});
     }
-    json pbody = pod->body;
-    pbody["spec"]["nodeName"] = placement.node;
-    SetCondition(pbody, "PodScheduled", "True", "", "", now);
-    model::Object bound = WithBody(pod->obj, pbody);
-    txn.writes.push_back({store::Write::Kind::kUpdate, bound, {}, pod->obj.meta.resource_version});
-    // Commit in the background so that the store's group commit puts many bindings into one
-    // transaction; the next pods are placed against the devices this one takes.
+    auto pbody = std::make_shared<json>(current);
+    (*pbody)["spec"]["nodeName"] = placement.node;
+    SetCondition(*pbody, "PodScheduled", "True", "", "", now);
+    // The next pods are placed against the devices this one takes while its commit runs.
     std::vector<allocator::AllocatedDevice> taken;
     for (const auto& a : placement.allocations) AppendAllocated(a, taken);
-    inventory->AddAllocated(state, taken);
-    bool node_local = true;
-    for (const auto& a : placement.allocations) {
-      node_local = node_local && a.node_selector.has_value() && !a.node_selector->terms.empty() &&
-                   !a.node_selector->terms.front().match_fields.empty() &&
-                   a.node_selector->terms.front().match_fields.front().key == "metadata.name";
-    }
+    inventory.AddAllocated(state, taken);
     if (!taken.empty()) {
-      if (node_local) {
+      if (NodeLocal(placement.allocations)) {
         ++node_versions[node_index[placement.node]];
       } else {
         memos.clear();
       }
     }
     for (ClaimView* c : pod_claims) in_flight_claims.insert(c);
-    InFlight f;
-    f.pod = pod;
-    f.claim_updates = std::move(claim_updates);
-    f.pod_body = std::move(pbody);
-    f.node = placement.node;
-    f.result =
-        std::async(std::launch::async, [this, txn = std::move(txn)] { return store_.Commit(txn); });
-    in_flight.push_back(std::move(f));
-    if (in_flight.size() >= kMaxInFlightBindings) {
-      finish(in_flight.front());
-      in_flight.pop_front();
-    }
+    const size_t created = pod->new_claims.size();
+    auto bound = [&, p = pod, updates = std::move(updates), created,
+                  node = placement.node](const std::vector<model::Object>* committed) {
+      if (committed == nullptr) return;
+      ++stats.bound;
+      p->node_name = node;
+      st.backoff.erase(p->obj.meta.uid);
+      for (size_t i = 0; i < updates.size(); ++i) {
+        ClaimView* c = updates[i].claim;
+        c->obj = (*committed)[created + i];
+        c->body = updates[i].body;
+        c->allocation = updates[i].allocation;
+        st.Remember(c->obj, c->body, c->allocation);
+      }
+    };
+    commit_pod_work(*pod, std::move(claim_writes), std::move(rows), std::move(pbody),
+                    std::move(bound));
   }
-  for (auto& f : in_flight) finish(f);
+  commits.Drain();
+  st.Prune();
   spdlog::debug(
-      "scheduler pass: {} pending, {} bound, {} unschedulable, {} conflicts; controllers {:.1f} "
-      "ms, "
-      "snapshot {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",
-      pending.size(), stats.bound, stats.unschedulable, stats.conflicts, controllers_ms,
-      snapshot_ms, placement_ms, ms_since(pass_start));
+      "scheduler pass: {} pending, {} bound, {} unschedulable, {} backing off, {} conflicts; "
+      "controllers {:.1f} ms, snapshot {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",
+      pending.size(), stats.bound, stats.unschedulable, stats.backing_off, stats.conflicts,
+      controllers_ms, snapshot_ms, placement_ms, ms_since(pass_start));
   return stats;
 }
 

@@ -4,19 +4,27 @@
 //
 // One pass (RunOnce) reads a snapshot of the object cache and:
 //  1. releases claims whose consumers are gone: drops them from reservedFor, deallocates a claim
-//     with no consumer left (ledger rows released in the same transaction), and deletes claims
-//     generated for a pod that no longer exists;
-//  2. creates the claim of every pod x claim template (owned by the pod, annotated with the pod
-//     claim name) and the claim behind extended-resource requests (`nvidia.com/gpu: 2`), and
-//     records them in the pod's status.resourceClaimStatuses;
+//     that the scheduler allocated (it carries the delete-protection finalizer) once no consumer
+//     is left (ledger rows released in the same transaction), and deletes claims generated for
+//     a pod that no longer exists;
+//  2. works out the claim of every pod x claim template (owned by the pod, annotated with the pod
+//     claim name) and the claim behind extended-resource requests (`nvidia.com/gpu: 2`), recorded
+//     in the pod's status.resourceClaimStatuses / extendedResourceClaimStatus. For a pod that is
+//     about to be scheduled these writes join its binding (or its unschedulable status); for any
+//     other pod they are committed on their own;
 //  3. schedules pending pods, highest priority first: placement over all nodes, then ONE store
-//     transaction with the ledger rows, every claim's allocation and reservedFor, and the pod's
-//     nodeName and PodScheduled condition. A lost race (device taken, stale revision) is retried
-//     on the next pass with a fresh snapshot. Pods that do not fit get PodScheduled=False with
-//     the counted reason and a FailedScheduling Event.
-// The loop (Start) runs a pass whenever the object cache changes, and at least every
-// `resync` while some pod is pending. Several replicas may run it at once: the store's device
-// ledger and revision checks keep their decisions consistent.
+//     transaction with the ledger rows, every claim's allocation and reservedFor (new claims are
+//     created allocated), and the pod's nodeName, claim statuses and PodScheduled condition. A
+//     lost race (device taken, stale revision) is retried on the next pass with a fresh
+//     snapshot. Pods that do not fit get PodScheduled=False with the counted reason and a
+//     FailedScheduling Event, and back off (initial_backoff, doubling up to max_backoff): they
+//     are tried again once the backoff has passed AND something that can make them fit changed
+//     (slices, classes, taint rules, nodes, templates, quotas, a released device, a new claim, the
+//     pod itself), or after five minutes in any case, as kube-scheduler's queue does.
+// Parsed objects, the inventory and the node list are kept between passes and rebuilt only for
+// what changed. The loop (Start) runs a pass whenever the object cache changes, and at least
+// every `resync`. Several replicas may run it at once: the store's device ledger and revision
+// checks keep their decisions consistent.
 
 #include <atomic>
 #include <chrono>
@@ -40,6 +48,10 @@ struct SchedulerOptions {
   // Per-node allocation budget (Kubernetes' DRA filter timeout is 10 s).
   std::chrono::milliseconds allocation_budget{10000};
   std::string component = "quartermaster-scheduler";
+  // Backoff of an unschedulable pod (kube-scheduler's podInitialBackoffSeconds and
+  // podMaxBackoffSeconds); 0 retries on the next relevant change.
+  std::chrono::milliseconds initial_backoff{1000};
+  std::chrono::milliseconds max_backoff{10000};
 };
 
 struct PassStats {
@@ -48,7 +60,8 @@ struct PassStats {
   int conflicts = 0;  // commits lost to a concurrent writer, retried next pass
   int claims_created = 0;
   int claims_released = 0;
-  int evicted = 0;  // pods deleted for an untolerated NoExecute device taint
+  int evicted = 0;      // pods deleted for an untolerated NoExecute device taint
+  int backing_off = 0;  // unschedulable pods not tried this pass (backoff, nothing changed)
 };
 
 class Scheduler {
@@ -66,6 +79,7 @@ class Scheduler {
 
  private:
   class Trigger;
+  struct State;
   void Loop();
 
   store::Store& store_;
@@ -74,7 +88,7 @@ class Scheduler {
   IdGenerator& ids_;
   const SchedulerOptions options_;
   cel::ProgramCache programs_{4096};
-  size_t next_start_ = 0;  // rotates the first node tried, as kube-scheduler does
+  std::unique_ptr<State> state_;  // caches kept between passes; used by the pass thread only
 
   std::mutex mu_;
   std::condition_variable wake_;

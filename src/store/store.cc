@@ -12,6 +12,12 @@ absl::Status ConflictError(const model::ResourceKey& key) {
                             "latest version and try again");
 }
 
+std::future<absl::StatusOr<std::vector<model::Object>>> Store::CommitAsync(Transaction txn) {
+  std::promise<absl::StatusOr<std::vector<model::Object>>> done;
+  done.set_value(Commit(txn));
+  return done.get_future();
+}
+
 absl::Status DeviceTakenError(const DeviceClaim& row) {
   return absl::AbortedError("device " + row.driver + "/" + row.pool + "/" + row.device +
                             " is already allocated to another claim");

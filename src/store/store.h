@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,6 +113,10 @@ class Store {
   // write's error; a device already held exclusively is Aborted ("device ... is already
   // allocated"), so a scheduler that lost a race retries on a fresh snapshot.
   virtual absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) = 0;
+  // Commit without blocking the caller: the outcome, as Commit's, arrives through the future.
+  // Stores that group commits queue the transaction so that many callers share one durable
+  // commit without a thread each; this default commits synchronously.
+  virtual std::future<absl::StatusOr<std::vector<model::Object>>> CommitAsync(Transaction txn);
   // The whole device-allocation ledger, ordered by (driver, pool, device, share_id, claim_uid).
   virtual absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() = 0;
   // Cheap liveness probe of the backend (for /readyz).

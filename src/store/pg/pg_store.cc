@@ -85,7 +85,34 @@ struct PendingWrite {
   std::promise<absl::StatusOr<model::Object>> done;
   const Transaction* txn = nullptr;        // kTransaction
   std::vector<model::Object> txn_results;  // kTransaction, on success
+  // CommitAsync: the queue owns this write (and the transaction it points to) and fulfils
+  // `async` instead of `done`.
+  Transaction owned_txn;
+  std::unique_ptr<std::promise<absl::StatusOr<std::vector<model::Object>>>> async;
+
+  // Hands the outcome to the caller.
+  void Finish(absl::StatusOr<model::Object> result) {
+    if (async == nullptr) {
+      done.set_value(std::move(result));
+      return;
+    }
+    if (result.ok()) {
+      async->set_value(std::move(txn_results));
+    } else {
+      async->set_value(result.status());
+    }
+  }
 };
+
+namespace {
+
+// Finishes a dequeued write; an asynchronous one, which nobody waits on, is freed here.
+void Complete(PendingWrite* w, absl::StatusOr<model::Object> result) {
+  std::unique_ptr<PendingWrite> owned(w->async != nullptr ? w : nullptr);
+  w->Finish(std::move(result));
+}
+
+}  // namespace
 
 namespace {
 
@@ -247,16 +274,25 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& url, i
   return store;
 }
 
-absl::StatusOr<model::Object> PgStore::Submit(WriteKind kind, model::Object obj,
-                                              model::ResourceKey key, int64_t expected_rv) {
-  PendingWrite w{kind, std::move(obj), std::move(key), expected_rv, {}};
-  auto result = w.done.get_future();
+bool PgStore::Enqueue(PendingWrite* w) {
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    if (stopping_) return absl::UnavailableError("store is shutting down");
-    queue_.push_back(&w);
+    if (stopping_) return false;
+    queue_.push_back(w);
   }
   queue_cv_.notify_one();
+  return true;
+}
+
+absl::StatusOr<model::Object> PgStore::Submit(WriteKind kind, model::Object obj,
+                                              model::ResourceKey key, int64_t expected_rv) {
+  PendingWrite w;
+  w.kind = kind;
+  w.obj = std::move(obj);
+  w.key = std::move(key);
+  w.expected_rv = expected_rv;
+  auto result = w.done.get_future();
+  if (!Enqueue(&w)) return absl::UnavailableError("store is shutting down");
   return result.get();
 }
 
@@ -294,12 +330,12 @@ void PgStore::WriterLoop() {
     if (!results.ok() && batch.size() > 1 && !absl::IsUnavailable(results.status())) {
       for (PendingWrite* w : batch) {
         auto single = RunBatch({w});
-        w->done.set_value(single.ok() ? std::move(single->front()) : single.status());
+        Complete(w, single.ok() ? std::move(single->front()) : single.status());
       }
       continue;
     }
     for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->done.set_value(results.ok() ? std::move((*results)[i]) : results.status());
+      Complete(batch[i], results.ok() ? std::move((*results)[i]) : results.status());
     }
   }
 }
@@ -329,15 +365,25 @@ absl::StatusOr<std::vector<model::Object>> PgStore::Commit(const Transaction& tx
   w.kind = WriteKind::kTransaction;
   w.txn = &txn;
   auto result = w.done.get_future();
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (stopping_) return absl::UnavailableError("store is shutting down");
-    queue_.push_back(&w);
-  }
-  queue_cv_.notify_one();
+  if (!Enqueue(&w)) return absl::UnavailableError("store is shutting down");
   auto last = result.get();
   if (!last.ok()) return last.status();
   return std::move(w.txn_results);
+}
+
+std::future<absl::StatusOr<std::vector<model::Object>>> PgStore::CommitAsync(Transaction txn) {
+  auto w = std::make_unique<PendingWrite>();
+  w->kind = WriteKind::kTransaction;
+  w->owned_txn = std::move(txn);
+  w->txn = &w->owned_txn;
+  w->async = std::make_unique<std::promise<absl::StatusOr<std::vector<model::Object>>>>();
+  auto result = w->async->get_future();
+  if (Enqueue(w.get())) {
+    w.release();  // the writer finishes and deletes it
+  } else {
+    w->async->set_value(absl::UnavailableError("store is shutting down"));
+  }
+  return result;
 }
 
 absl::StatusOr<std::vector<DeviceClaim>> PgStore::ListDeviceClaims() {

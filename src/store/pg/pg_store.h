@@ -39,6 +39,7 @@ class PgStore final : public Store {
                                                               int64_t limit) override;
   void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;
   absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
+  std::future<absl::StatusOr<std::vector<model::Object>>> CommitAsync(Transaction txn) override;
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
   absl::Status Compact(int64_t through_rv) override;
   absl::Status Ping() override;
@@ -53,6 +54,7 @@ class PgStore final : public Store {
   absl::StatusOr<model::Object> Submit(WriteKind kind, model::Object obj, model::ResourceKey key,
                                        int64_t expected_rv);
   void WriterLoop();
+  bool Enqueue(PendingWrite* w);
   absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> RunBatch(
       const std::vector<PendingWrite*>& batch);
 

@@ -15,11 +15,14 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-class FixedClock final : public Clock {
+// Stands still unless a test advances it (the scheduler's backoff follows it).
+class TestClock final : public Clock {
  public:
-  std::chrono::system_clock::time_point Now() const override {
-    return std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
-  }
+  std::chrono::system_clock::time_point Now() const override { return now_; }
+  void Advance(std::chrono::seconds d) { now_ += d; }
+
+ private:
+  std::chrono::system_clock::time_point now_{std::chrono::seconds(1'800'000'000)};
 };
 
 class CountingIds final : public IdGenerator {
@@ -106,7 +109,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   store::MemoryStore store_;
-  FixedClock clock_;
+  TestClock clock_;
   CountingIds ids_;
   std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -220,12 +223,14 @@ TEST_F(SchedulerTest, ExhaustionExplainsAndReleaseSchedulesTheWaitingPod) {
   json event = json::parse(events[0].body);
   EXPECT_EQ(event["reason"], "FailedScheduling");
   EXPECT_EQ(event["involvedObject"]["name"], "second");
-  // Nothing changed: no second event.
-  Run();
+  // Nothing changed: the pod backs off, no second event.
+  EXPECT_EQ(Run().backing_off, 1);
   EXPECT_EQ(List("events").size(), 1u);
 
-  // Deleting the first pod releases its claim; the waiting pod gets the device.
+  // Deleting the first pod releases its claim; once its backoff has passed, the waiting pod
+  // gets the device.
   ASSERT_TRUE(store_.Delete(first.Key(), 0).ok());
+  clock_.Advance(std::chrono::seconds(1));
   stats = Run();
   EXPECT_EQ(stats.claims_released, 1);
   EXPECT_EQ(stats.bound, 1);
@@ -242,7 +247,61 @@ TEST_F(SchedulerTest, PodWaitsForAMissingClaimAndIsScheduledWhenItAppears) {
   EXPECT_THAT(Body("pods", "early")["status"]["conditions"][0]["message"].get<std::string>(),
               HasSubstr("resourceclaim \"later\" not found"));
   Put(kClaims, "default", "later", ClaimSpec());
+  clock_.Advance(std::chrono::seconds(1));
   EXPECT_EQ(Run().bound, 1);
+}
+
+TEST_F(SchedulerTest, UnschedulablePodsBackOffUntilSomethingRelevantChanges) {
+  Node("node-a", 1);
+  Put(kClaims, "default", "c1", ClaimSpec());
+  Put(kClaims, "default", "c2", ClaimSpec());
+  Pod("first", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c1"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  Pod("second", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c2"}}}}});
+  EXPECT_EQ(Run().unschedulable, 1);  // attempt 1: backoff 1 s
+
+  // The backoff has passed but nothing that could help changed: not tried.
+  clock_.Advance(std::chrono::seconds(5));
+  PassStats stats = Run();
+  EXPECT_EQ(stats.backing_off, 1);
+  EXPECT_EQ(stats.unschedulable, 0);
+
+  // A node without devices appears: tried again, still does not fit (attempt 2: backoff 2 s).
+  Node("node-b", 0);
+  EXPECT_EQ(Run().unschedulable, 1);
+  // A node with a free device appears, but the backoff has not passed yet.
+  Node("node-c", 1);
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().backing_off, 1);
+  clock_.Advance(std::chrono::seconds(1));
+  stats = Run();
+  EXPECT_EQ(stats.bound, 1);
+  EXPECT_EQ(Body("pods", "second")["spec"]["nodeName"], "node-c");
+}
+
+TEST_F(SchedulerTest, AnAllocationWrittenBySomeoneElseIsKeptWithoutConsumers) {
+  Node("node-a", 1);
+  json taken = ClaimSpec();
+  taken["status"]["allocation"] = {
+      {"devices",
+       {{"results",
+         {{{"request", "gpu"},
+           {"driver", "gpu.example.com"},
+           {"pool", "node-a"},
+           {"device", "gpu-0"}}}}}},
+      {"nodeSelector",
+       {{"nodeSelectorTerms",
+         {{{"matchFields",
+            {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"node-a"}}}}}}}}}}};
+  Put(kClaims, "default", "preallocated", taken);
+  Put(kClaims, "default", "wanted", ClaimSpec());
+  Pod("pod", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "wanted"}}}}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.claims_released, 0);
+  EXPECT_EQ(stats.unschedulable, 1);
+  EXPECT_EQ(
+      Body(kClaims, "preallocated")["status"]["allocation"]["devices"]["results"][0]["device"],
+      "gpu-0");
 }
 
 TEST_F(SchedulerTest, NoExecuteDeviceTaintsEvictUntoleratedPods) {
