@@ -78,9 +78,14 @@ class Scheduler {
   absl::StatusOr<PassStats> RunOnce();
 
  private:
-  class Trigger;
+  class Feed;
   struct State;
+  struct Dirty;
   void Loop();
+  void Wake();
+  // Brings the views up to date with the object cache: applies the changes the feed collected,
+  // or (first pass, or the feed lost its place) subscribes anew and lists everything.
+  absl::Status Sync(Dirty& dirty);
 
   store::Store& store_;
   WatchHub& hub_;
@@ -94,7 +99,7 @@ class Scheduler {
   std::condition_variable wake_;
   bool dirty_ = true;
   bool stopping_ = false;
-  std::shared_ptr<Trigger> trigger_;
+  std::shared_ptr<Feed> feed_;  // used by the pass thread; Close() detaches it
   std::thread thread_;
 };
 
