@@ -272,6 +272,8 @@ struct Scheduler::State {
   // applied so far (plus this replica's own writes).
   std::map<std::string, PodView> pods;  // by uid
   std::map<model::ResourceKey, ClaimView> claims;
+  // Keys of the claims each pod owns (generated for it), by pod uid.
+  std::unordered_map<std::string, std::set<model::ResourceKey>> owned;
   std::map<std::string, std::map<model::ResourceKey, model::Object>> others;  // by resource
   std::map<std::string, int64_t> other_rvs;  // resource -> newest revision applied
 
@@ -282,6 +284,9 @@ struct Scheduler::State {
   bool any_no_execute = false;
   std::vector<NodeState> nodes;
   std::map<std::pair<std::string, std::string>, Body> templates;  // (namespace, name)
+  // The devices in use, resolved against `inventory`: kept across passes (each binding adds its
+  // devices) and resolved anew when the inventory changed or an allocation went away.
+  std::optional<allocator::AllocatedState> allocated;
 
   uint64_t generation = 0;  // bumped by every change that may make waiting pods fit
   std::unordered_map<std::string, Backoff> backoff;  // by pod uid
@@ -294,6 +299,8 @@ struct Scheduler::State {
   void Clear() {
     pods.clear();
     claims.clear();
+    owned.clear();
+    allocated.reset();
     others.clear();
     other_rvs.clear();
     inventory_dirty = nodes_dirty = true;
@@ -351,6 +358,18 @@ struct Scheduler::State {
     return c;
   }
 
+  void Own(const ClaimView& c) {
+    for (const auto& uid : c.owners) owned[uid].insert(c.obj.Key());
+  }
+  void Disown(const ClaimView& c) {
+    for (const auto& uid : c.owners) {
+      auto it = owned.find(uid);
+      if (it == owned.end()) continue;
+      it->second.erase(c.obj.Key());
+      if (it->second.empty()) owned.erase(it);
+    }
+  }
+
   // Applies one change. Changes may repeat what a listing or this replica's own commit already
   // shows (the revision check skips those), and arrive in revision order per object.
   void Apply(model::WatchEvent ev, Dirty& d) {
@@ -381,9 +400,13 @@ struct Scheduler::State {
       auto it = claims.find(key);
       const bool same = it != claims.end() && it->second.obj.meta.uid == ev.object.meta.uid;
       if (same && it->second.obj.meta.resource_version >= rv) return;
+      if (it != claims.end()) Disown(it->second);
       if (deleted) {
         if (!same) return;
-        if (it->second.allocation->has_value()) d.relevant = true;  // devices freed
+        if (it->second.allocation->has_value()) {
+          d.relevant = true;  // devices freed
+          allocated.reset();
+        }
         for (const auto& owner : it->second.owners) d.pods.insert(owner);
         claims.erase(it);
         return;
@@ -392,8 +415,17 @@ struct Scheduler::State {
       if (!same || (it->second.allocation->has_value() && !view.allocation->has_value())) {
         d.relevant = true;  // a new claim, or devices freed
       }
+      // Devices in use changed by someone else (this replica's bindings are already counted).
+      auto allocation_of = [](const ClaimView& c) -> const json& {
+        return At(At(*c.body, "status"), "allocation");
+      };
+      if (it == claims.end() ? view.allocation->has_value()
+                             : allocation_of(it->second) != allocation_of(view)) {
+        allocated.reset();
+      }
       for (const auto& owner : view.owners) d.pods.insert(owner);
       d.claims.insert(key);
+      Own(view);
       claims.insert_or_assign(key, std::move(view));
       return;
     }
@@ -522,7 +554,7 @@ void Scheduler::Loop() {
       if (stopping_) return;
       dirty_ = false;
     }
-    auto stats = RunOnce();
+    auto stats = Pass(/*read_your_writes=*/false);
     if (!stats.ok()) {
       spdlog::warn("scheduler pass failed: {}", stats.status().ToString());
       continue;
@@ -534,10 +566,15 @@ void Scheduler::Loop() {
   }
 }
 
-absl::Status Scheduler::Sync(Dirty& dirty) {
+absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
   State& st = *state_;
-  // Read-your-writes: wait (briefly) until the feed has seen everything committed so far.
-  QM_ASSIGN_OR_RETURN(const int64_t min_rv, store_.CurrentRevision());
+  // Read-your-writes: wait (briefly) until the feed has seen everything committed so far. The
+  // loop skips it: it runs because the feed delivered something, and its own writes are in the
+  // views already.
+  int64_t min_rv = 0;
+  if (read_your_writes || !st.synced) {
+    QM_ASSIGN_OR_RETURN(min_rv, store_.CurrentRevision());
+  }
   std::vector<model::WatchEvent> changes;
   if (st.synced && feed_->Take(min_rv, std::chrono::seconds(1), &changes)) {
     for (auto& ev : changes) st.Apply(std::move(ev), dirty);
@@ -565,7 +602,9 @@ absl::Status Scheduler::Sync(Dirty& dirty) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PassStats> Scheduler::RunOnce() {
+absl::StatusOr<PassStats> Scheduler::RunOnce() { return Pass(/*read_your_writes=*/true); }
+
+absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   State& st = *state_;
   ++st.pass;
   PassStats stats;
@@ -576,7 +615,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   const auto now_tp = clock_.Now();
   const std::string now = FormatRfc3339(now_tp);
   Dirty dirty;
-  if (auto synced = Sync(dirty); !synced.ok()) {
+  if (auto synced = Sync(read_your_writes, dirty); !synced.ok()) {
     st.synced = false;
     return synced;
   }
@@ -614,6 +653,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
       if (rule.ok()) input.taint_rules.push_back(std::move(*rule));
     }
     st.inventory = allocator::Inventory::Build(std::move(input), &programs_);
+    st.allocated.reset();
     st.any_no_execute = false;
     for (const auto& d : st.inventory->devices()) {
       for (const auto& t : d.taints) st.any_no_execute |= t.effect == "NoExecute";
@@ -649,11 +689,17 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   // Claims this pass removes or fails to create; dropped from the views at the end of the pass.
   std::vector<model::ResourceKey> gone;
 
-  // Generated claims by owning pod uid.
-  std::unordered_map<std::string, std::vector<ClaimView*>> owned;
-  for (auto& [key, c] : claims) {
-    for (const auto& uid : c.owners) owned[uid].push_back(&c);
-  }
+  // The claims `uid` owns.
+  auto owned_by = [&](const std::string& uid) {
+    std::vector<ClaimView*> out;
+    auto it = st.owned.find(uid);
+    if (it == st.owned.end()) return out;
+    for (const auto& key : it->second) {
+      auto c = claims.find(key);
+      if (c != claims.end() && !c->second.removed) out.push_back(&c->second);
+    }
+    return out;
+  };
   CommitQueue commits(store_);
   // Claims that another commit of this pass is writing, or that changed under us: nothing below
   // touches them this pass.
@@ -727,6 +773,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         return;
       }
       ++stats.claims_released;
+      if (release || c->allocation->has_value()) st.allocated.reset();
       if (remove) {
         c->removed = true;
         gone.push_back(c->obj.Key());
@@ -772,7 +819,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     view.owners = {pod.obj.meta.uid};
     auto [it, inserted] = claims.emplace(view.obj.Key(), std::move(view));
     if (!inserted) return nullptr;  // a name clash with an existing claim: next pass
-    owned[pod.obj.meta.uid].push_back(&it->second);
+    st.Own(it->second);
     pod.new_claims.push_back(&it->second);
     return &it->second;
   };
@@ -855,7 +902,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
         const std::string tmpl = Str(rc, "resourceClaimTemplateName");
         if (tmpl.empty()) continue;
         std::string found;
-        for (const ClaimView* c : owned[uid]) {
+        for (const ClaimView* c : owned_by(uid)) {
           auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
           if (a != c->obj.meta.annotations.end() && a->second == name) found = c->obj.meta.name;
         }
@@ -926,7 +973,7 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     json extended_status;
     if (!requests.empty()) {
       std::string found;
-      for (const ClaimView* c : owned[uid]) {
+      for (const ClaimView* c : owned_by(uid)) {
         if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c->obj.meta.name;
       }
       if (found.empty()) {
@@ -1056,11 +1103,14 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   for (size_t i = 0; i < nodes.size(); ++i) node_index[nodes[i].info.name] = i;
   double placement_ms = 0;
 
-  std::vector<allocator::AllocatedDevice> in_use;
-  for (const auto& [key, c] : claims) {
-    if (c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
+  if (!st.allocated.has_value()) {
+    std::vector<allocator::AllocatedDevice> in_use;
+    for (const auto& [key, c] : claims) {
+      if (!c.removed && c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
+    }
+    st.allocated = inventory.ResolveAllocated(in_use);
   }
-  allocator::AllocatedState state = inventory.ResolveAllocated(in_use);
+  allocator::AllocatedState& state = *st.allocated;
   const double snapshot_ms = ms_since(pass_start) - controllers_ms;
 
   for (PodView* pod : pending) {
@@ -1288,7 +1338,10 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
     const size_t created = pod->new_claims.size();
     auto bound = [&, p = pod, updates = std::move(updates), created,
                   node = placement.node](const std::vector<model::Object>* committed) {
-      if (committed == nullptr) return;
+      if (committed == nullptr) {
+        st.allocated.reset();  // its devices were counted as taken
+        return;
+      }
       ++stats.bound;
       p->node_name = node;
       st.backoff.erase(p->obj.meta.uid);
@@ -1305,7 +1358,9 @@ absl::StatusOr<PassStats> Scheduler::RunOnce() {
   commits.Drain();
   for (const auto& key : gone) {
     auto it = claims.find(key);
-    if (it != claims.end() && it->second.removed) claims.erase(it);
+    if (it == claims.end() || !it->second.removed) continue;
+    st.Disown(it->second);
+    claims.erase(it);
   }
   spdlog::debug(
       "scheduler pass: {} pending, {} bound, {} unschedulable, {} backing off, {} conflicts; "

@@ -85,7 +85,8 @@ class Scheduler {
   void Wake();
   // Brings the views up to date with the object cache: applies the changes the feed collected,
   // or (first pass, or the feed lost its place) subscribes anew and lists everything.
-  absl::Status Sync(Dirty& dirty);
+  absl::Status Sync(bool read_your_writes, Dirty& dirty);
+  absl::StatusOr<PassStats> Pass(bool read_your_writes);
 
   store::Store& store_;
   WatchHub& hub_;

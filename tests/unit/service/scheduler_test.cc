@@ -251,6 +251,26 @@ TEST_F(SchedulerTest, PodWaitsForAMissingClaimAndIsScheduledWhenItAppears) {
   EXPECT_EQ(Run().bound, 1);
 }
 
+TEST_F(SchedulerTest, DeletingAPodFreesItsGeneratedClaimsDevicesForAWaitingPod) {
+  Node("node-a", 1);
+  Put("resourceclaimtemplates.resource.k8s.io", "default", "one-gpu", {{"spec", ClaimSpec()}});
+  json claims = {{{"name", "gpu"}, {"resourceClaimTemplateName", "one-gpu"}}};
+  model::Object holder = Pod("holder", {{"resourceClaims", claims}});
+  EXPECT_EQ(Run().bound, 1);
+  Pod("waiter", {{"resourceClaims", claims}});
+  EXPECT_EQ(Run().unschedulable, 1);
+  EXPECT_EQ(List(kClaims).size(), 2u);  // the waiter's claim exists, unallocated
+
+  ASSERT_TRUE(store_.Delete(holder.Key(), 0).ok());
+  clock_.Advance(std::chrono::seconds(1));
+  PassStats stats = Run();
+  EXPECT_EQ(stats.claims_released, 1);  // the holder's claim is deleted with it
+  EXPECT_EQ(stats.bound, 1);
+  EXPECT_EQ(Body("pods", "waiter")["spec"]["nodeName"], "node-a");
+  ASSERT_EQ(List(kClaims).size(), 1u);
+  EXPECT_THAT(List(kClaims)[0].meta.name, HasSubstr("waiter-gpu-"));
+}
+
 TEST_F(SchedulerTest, UnschedulablePodsBackOffUntilSomethingRelevantChanges) {
   Node("node-a", 1);
   Put(kClaims, "default", "c1", ClaimSpec());
