@@ -16,6 +16,7 @@
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
 #include "service/placement.h"
+#include "service/quota.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::service {
@@ -622,7 +623,18 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   // Now and then, look at every pod and claim (a missed consumer, an orphaned claim).
   if (pass_start - st.last_sweep >= std::chrono::seconds(10)) dirty.all = true;
   if (dirty.all) st.last_sweep = pass_start;
-  bool relevant_change = dirty.relevant;
+  if (dirty.relevant) ++st.generation;
+  bool relevant_change = false;  // set by releases below
+  // An unschedulable pod waits out its backoff, and then until something that may help changed
+  // (or five minutes passed).
+  auto backing_off = [&](const std::string& uid, const PodView& p) {
+    auto b = st.backoff.find(uid);
+    if (b == st.backoff.end()) return false;
+    const bool changed =
+        b->second.generation != st.generation || b->second.rv != p.obj.meta.resource_version;
+    const bool due = now_tp >= b->second.not_before;
+    return !(changed && due) && now_tp - b->second.since < kUnschedulableFlush;
+  };
 
   // The inventory and the node list, rebuilt only when their objects changed.
   if (st.inventory_dirty) {
@@ -787,6 +799,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     });
   }
   commits.Drain();
+  if (relevant_change) ++st.generation;
 
   // A new object's metadata as the object service would fill it in.
   auto new_object = [&](const char* resource, const std::string& ns, std::string name) {
@@ -799,8 +812,34 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     o.meta.creation_timestamp = now_tp;
     return o;
   };
+  // ResourceQuota: the quotas of a namespace, and its usage by the pods and claims in the views
+  // (claims this pass generates included), computed on first need.
+  auto quotas_in = [&](const std::string& ns) {
+    std::vector<model::Object> out;
+    for (const auto& [key, q] : st.Others(kQuotas)) {
+      if (key.namespace_ == ns) out.push_back(q);
+    }
+    return out;
+  };
+  std::map<std::string, QuotaAmounts> quota_used;  // by namespace
+  auto used_in = [&](const std::string& ns) -> QuotaAmounts& {
+    auto [it, added] = quota_used.try_emplace(ns);
+    if (!added) return it->second;
+    for (const auto& [uid, p] : pods) {
+      if (p.obj.meta.namespace_ != ns) continue;
+      for (const auto& [k, n] : QuotaUsage(p.obj)) it->second[k] += n;
+    }
+    for (const auto& [key, c] : claims) {
+      if (key.namespace_ != ns || c.removed) continue;
+      for (const auto& [k, n] : QuotaUsage(c.obj)) it->second[k] += n;
+    }
+    return it->second;
+  };
+  // Why a pod's claim could not be generated (exceeded quota), by pod uid.
+  std::map<std::string, std::string> claim_problems;
+
   // A claim generated for `pod`, named <pod><infix><random suffix>, owned by the pod; it joins
-  // the claim map uncommitted.
+  // the claim map uncommitted. Null when its name is taken or quota admission refuses it.
   auto generate_claim =
       [&](PodView& pod, const std::string& infix, const std::map<std::string, std::string>& labels,
           std::map<std::string, std::string> annotations, json body) -> ClaimView* {
@@ -810,6 +849,18 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     claim.meta.labels = labels;
     claim.meta.annotations = std::move(annotations);
     claim = WithBody(claim, body);
+    // Quota admission, as the API server applies it to the claims Kubernetes' controller creates.
+    if (const auto quotas = quotas_in(claim.meta.namespace_); !quotas.empty()) {
+      QuotaAmounts& used = used_in(claim.meta.namespace_);
+      // Named by its generateName prefix, so that the refusal reads the same on every attempt.
+      model::Object named = claim;
+      named.meta.name = absl::StrCat(pod.obj.meta.name, infix);
+      if (auto admitted = CheckQuota(named, quotas, used); !admitted.ok()) {
+        claim_problems[pod.obj.meta.uid] = std::string(admitted.message());
+        return nullptr;
+      }
+      for (const auto& [k, n] : QuotaUsage(claim)) used[k] += n;
+    }
     ClaimView view;
     view.obj = std::move(claim);
     view.body = std::make_shared<const json>(std::move(body));
@@ -886,6 +937,14 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     for (const auto& uid : dirty.pods) {
       auto it = pods.find(uid);
       if (it != pods.end()) pods_to_check.push_back(&*it);
+    }
+    // Waiting pods about to be tried again: a claim refused before (quota) may fit now.
+    for (auto& entry : pods) {
+      const PodView& p = entry.second;
+      if (p.node_name.empty() && !p.deleting && !p.terminal && st.backoff.contains(entry.first) &&
+          !dirty.pods.contains(entry.first) && !backing_off(entry.first, p)) {
+        pods_to_check.push_back(&entry);
+      }
     }
   }
   for (auto* entry : pods_to_check) {
@@ -1060,7 +1119,6 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     }
   }
 
-  if (relevant_change) ++st.generation;
   const double controllers_ms = ms_since(pass_start);
 
   // 3. Schedule pending pods, except those backing off with nothing changed for them.
@@ -1070,19 +1128,13 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
       st.backoff.erase(uid);
       continue;
     }
-    auto b = st.backoff.find(uid);
-    if (b != st.backoff.end()) {
-      const bool changed =
-          b->second.generation != st.generation || b->second.rv != p.obj.meta.resource_version;
-      const bool due = now_tp >= b->second.not_before;
-      if (!(changed && due) && now_tp - b->second.since < kUnschedulableFlush) {
-        ++stats.backing_off;
-        // Its claims are still created (and recorded) now.
-        if (!p.new_claims.empty() || p.status_body != nullptr) {
-          commit_pod_work(p, {}, {}, p.status_body, nullptr);
-        }
-        continue;
+    if (backing_off(uid, p)) {
+      ++stats.backing_off;
+      // Its claims are still created (and recorded) now.
+      if (!p.new_claims.empty() || p.status_body != nullptr) {
+        commit_pod_work(p, {}, {}, p.status_body, nullptr);
       }
+      continue;
     }
     pending.push_back(&p);
   }
@@ -1153,6 +1205,9 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     }
     if (At(pstatus, "extendedResourceClaimStatus").is_object()) {
       add_claim(Str(At(pstatus, "extendedResourceClaimStatus"), "resourceClaimName"));
+    }
+    if (auto p = claim_problems.find(pod->obj.meta.uid); p != claim_problems.end()) {
+      problem = p->second;  // why its claim does not exist
     }
 
     // A claim another commit of this pass is still writing: decide on the next pass, when its
@@ -1356,6 +1411,31 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
                     std::move(bound));
   }
   commits.Drain();
+
+  // 4. ResourceQuota status: hard and used, for the namespaces whose pods or claims changed.
+  if (!st.Others(kQuotas).empty() &&
+      (dirty.all || dirty.relevant || !dirty.pods.empty() || !dirty.claims.empty() ||
+       stats.claims_created > 0 || stats.claims_released > 0)) {
+    quota_used.clear();
+    for (const auto& [key, quota] : st.Others(kQuotas)) {
+      const std::string body = QuotaStatusBody(quota, used_in(key.namespace_));
+      if (body.empty()) continue;
+      commits.Submit(store::Transaction{{{store::Write::Kind::kUpdate,
+                                          WithBody(quota, Parse(body)),
+                                          {},
+                                          quota.meta.resource_version}},
+                                        {},
+                                        {}},
+                     [&, key = key](CommitResult committed) {
+                       if (!committed.ok()) {
+                         ++stats.conflicts;
+                         return;
+                       }
+                       st.others[kQuotas][key] = committed->front();  // its own change is no news
+                     });
+    }
+    commits.Drain();
+  }
   for (const auto& key : gone) {
     auto it = claims.find(key);
     if (it == claims.end() || !it->second.removed) continue;

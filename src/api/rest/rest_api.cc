@@ -18,6 +18,7 @@
 #include "api/rest/validation.h"
 #include "common/quantity.h"
 #include "common/status.h"
+#include "service/quota.h"
 
 namespace qm::api {
 
@@ -33,44 +34,6 @@ struct RestApi::Target {
 };
 
 namespace {
-
-// What one object counts against ResourceQuota keys: pods count as `pods`/`count/pods`;
-// claims as `count/resourceclaims.resource.k8s.io` and, per device class, the devices they
-// request (`<class>.deviceclass.resource.k8s.io/devices`; the largest subrequest of a
-// firstAvailable request; All counts nothing, its size is unknown until allocation).
-std::map<std::string, int64_t> QuotaUsage(const std::string& kind, const json& hub) {
-  std::map<std::string, int64_t> out;
-  if (kind == "Pod") {
-    const std::string phase = hub.value("status", json::object()).value("phase", "");
-    if (phase == "Succeeded" || phase == "Failed") return out;
-    out["pods"] = 1;
-    out["count/pods"] = 1;
-    return out;
-  }
-  if (kind != "ResourceClaim") return out;
-  out["count/resourceclaims.resource.k8s.io"] = 1;
-  const json requests = hub.value("spec", json::object())
-                            .value("devices", json::object())
-                            .value("requests", json::array());
-  auto count = [](const json& r) -> int64_t {
-    if (r.value("allocationMode", "ExactCount") != "ExactCount") return 0;
-    return r.contains("count") && r["count"].is_number_integer() ? r["count"].get<int64_t>() : 1;
-  };
-  for (const auto& r : requests) {
-    std::map<std::string, int64_t> per_class;
-    if (r.contains("exactly")) {
-      per_class[r["exactly"].value("deviceClassName", "")] = count(r["exactly"]);
-    }
-    for (const auto& sub : r.value("firstAvailable", json::array())) {
-      auto& n = per_class[sub.value("deviceClassName", "")];
-      n = std::max(n, count(sub));
-    }
-    for (const auto& [cls, n] : per_class) {
-      out[cls + ".deviceclass.resource.k8s.io/devices"] += n;
-    }
-  }
-  return out;
-}
 
 constexpr char kAdminAccessLabel[] = "resource.kubernetes.io/admin-access";
 
@@ -518,48 +481,16 @@ absl::Status RestApi::CheckQuota(const model::ResourceType& type, const model::O
   quotas.store.namespace_ = obj.meta.namespace_;
   auto listed = objects_.List(quotas);
   if (!listed.ok() || listed->items.empty()) return absl::OkStatus();
-  const auto requested = QuotaUsage(type.kind, json::parse(obj.body, nullptr, false));
-  std::optional<std::map<std::string, int64_t>> used;  // computed on first need
-  for (const auto& quota : listed->items) {
-    const json hard = json::parse(quota.body, nullptr, false)
-                          .value("spec", json::object())
-                          .value("hard", json::object());
-    std::vector<std::string> requested_s, used_s, limited_s;
-    bool exceeded = false;
-    for (const auto& [key, amount] : requested) {
-      if (amount == 0 || !hard.contains(key)) continue;
-      auto limit =
-          ParseQuantity(hard[key].is_string() ? hard[key].get<std::string>() : hard[key].dump());
-      if (!limit.ok()) continue;
-      if (!used.has_value()) {
-        used.emplace();
-        service::ListRequest existing;
-        existing.store.resource = type.GroupResource();
-        existing.store.namespace_ = obj.meta.namespace_;
-        auto objects = objects_.List(existing);
-        if (objects.ok()) {
-          for (const auto& o : objects->items) {
-            for (const auto& [k, n] : QuotaUsage(type.kind, json::parse(o.body, nullptr, false))) {
-              (*used)[k] += n;
-            }
-          }
-        }
-      }
-      const int64_t in_use = used->contains(key) ? used->at(key) : 0;
-      requested_s.push_back(key + "=" + std::to_string(amount));
-      used_s.push_back(key + "=" + std::to_string(in_use));
-      limited_s.push_back(key + "=" + limit->String());
-      if (Quantity::FromInt(in_use + amount) > *limit) exceeded = true;
-    }
-    if (exceeded) {
-      return absl::PermissionDeniedError(type.GroupResource() + " \"" + obj.meta.name +
-                                         "\" is forbidden: exceeded quota: " + quota.meta.name +
-                                         ", requested: " + absl::StrJoin(requested_s, ",") +
-                                         ", used: " + absl::StrJoin(used_s, ",") +
-                                         ", limited: " + absl::StrJoin(limited_s, ","));
+  service::ListRequest existing;
+  existing.store.resource = type.GroupResource();
+  existing.store.namespace_ = obj.meta.namespace_;
+  service::QuotaAmounts used;
+  if (auto objects = objects_.List(existing); objects.ok()) {
+    for (const auto& o : objects->items) {
+      for (const auto& [key, n] : service::QuotaUsage(o)) used[key] += n;
     }
   }
-  return absl::OkStatus();
+  return service::CheckQuota(obj, listed->items, used);
 }
 
 void RestApi::CheckAdminAccess(const model::ResourceType& type, const json& hub,

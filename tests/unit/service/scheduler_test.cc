@@ -271,6 +271,42 @@ TEST_F(SchedulerTest, DeletingAPodFreesItsGeneratedClaimsDevicesForAWaitingPod) 
   EXPECT_THAT(List(kClaims)[0].meta.name, HasSubstr("waiter-gpu-"));
 }
 
+TEST_F(SchedulerTest, GeneratedClaimsPassQuotaAdmissionAndTheQuotaShowsItsUsage) {
+  Node("node-a", 4);
+  Put("resourcequotas", "default", "gpus",
+      {{"spec", {{"hard", {{"gpu.deviceclass.resource.k8s.io/devices", "1"}, {"pods", "9"}}}}}});
+  Put("resourceclaimtemplates.resource.k8s.io", "default", "one-gpu", {{"spec", ClaimSpec()}});
+  json claims = {{{"name", "gpu"}, {"resourceClaimTemplateName", "one-gpu"}}};
+  Pod("p1", {{"resourceClaims", claims}});
+  Pod("p2", {{"resourceClaims", claims}});
+  PassStats stats = Run();
+  EXPECT_EQ(stats.bound, 1);
+  EXPECT_EQ(stats.claims_created, 1);
+  EXPECT_EQ(Body("pods", "p1")["spec"]["nodeName"], "node-a");
+  EXPECT_THAT(Body("pods", "p2")["status"]["conditions"][0]["message"].get<std::string>(),
+              HasSubstr("resourceclaims.resource.k8s.io \"p2-gpu-\" is forbidden: exceeded quota: "
+                        "gpus, requested: gpu.deviceclass.resource.k8s.io/devices=1, used: "
+                        "gpu.deviceclass.resource.k8s.io/devices=1, limited: "
+                        "gpu.deviceclass.resource.k8s.io/devices=1"));
+  EXPECT_EQ(List(kClaims).size(), 1u);
+  EXPECT_EQ(Body("resourcequotas", "gpus")["status"]["used"],
+            json({{"gpu.deviceclass.resource.k8s.io/devices", "1"}, {"pods", "2"}}));
+
+  // A higher limit is a change that lets the waiting pod in once its backoff passed.
+  auto quota = store_.Get(model::ResourceKey{"resourcequotas", "default", "gpus"});
+  ASSERT_TRUE(quota.ok());
+  json body = json::parse(quota->body);
+  body["spec"]["hard"]["gpu.deviceclass.resource.k8s.io/devices"] = "2";
+  quota->body = body.dump();
+  ASSERT_TRUE(store_.Update(*quota, 0).ok());
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body("pods", "p2")["spec"]["nodeName"], "node-a");
+  EXPECT_EQ(
+      Body("resourcequotas", "gpus")["status"]["used"]["gpu.deviceclass.resource.k8s.io/devices"],
+      "2");
+}
+
 TEST_F(SchedulerTest, UnschedulablePodsBackOffUntilSomethingRelevantChanges) {
   Node("node-a", 1);
   Put(kClaims, "default", "c1", ClaimSpec());

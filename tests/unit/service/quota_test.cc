@@ -1,0 +1,78 @@
+// ResourceQuota rules: what pods and claims count, admission with Kubernetes' message, status.
+
+#include "service/quota.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace qm::service {
+namespace {
+
+model::Object Obj(const std::string& resource, const std::string& name, const std::string& body) {
+  model::Object o;
+  o.resource = resource;
+  o.meta.namespace_ = "team";
+  o.meta.name = name;
+  o.body = body;
+  return o;
+}
+
+constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+
+TEST(QuotaTest, PodsCountUntilTheyFinish) {
+  EXPECT_EQ(QuotaUsage(Obj("pods", "p", R"({"status":{"phase":"Running"}})")),
+            (QuotaAmounts{{"count/pods", 1}, {"pods", 1}}));
+  EXPECT_TRUE(QuotaUsage(Obj("pods", "p", R"({"status":{"phase":"Succeeded"}})")).empty());
+  EXPECT_TRUE(QuotaUsage(Obj("nodes", "n", "{}")).empty());
+}
+
+TEST(QuotaTest, ClaimsCountDevicesPerClassAndTheLargestSubrequest) {
+  const char* body = R"({"spec":{"devices":{"requests":[
+      {"name":"a","exactly":{"deviceClassName":"gpu","count":2}},
+      {"name":"b","exactly":{"deviceClassName":"gpu","allocationMode":"All"}},
+      {"name":"c","firstAvailable":[{"name":"x","deviceClassName":"l4","count":2},
+                                    {"name":"y","deviceClassName":"l4"},
+                                    {"name":"z","deviceClassName":"a100"}]}]}}})";
+  EXPECT_EQ(QuotaUsage(Obj(kClaims, "c", body)),
+            (QuotaAmounts{{"a100.deviceclass.resource.k8s.io/devices", 1},
+                          {"count/resourceclaims.resource.k8s.io", 1},
+                          {"gpu.deviceclass.resource.k8s.io/devices", 2},
+                          {"l4.deviceclass.resource.k8s.io/devices", 2}}));
+}
+
+TEST(QuotaTest, AdmissionRefusesWhatWouldPassAHardLimit) {
+  const auto claim = Obj(kClaims, "two",
+                         R"({"spec":{"devices":{"requests":[
+                             {"name":"a","exactly":{"deviceClassName":"gpu","count":2}}]}}})");
+  const std::vector<model::Object> quotas = {
+      Obj("resourcequotas", "gpus",
+          R"({"spec":{"hard":{"gpu.deviceclass.resource.k8s.io/devices":"3"}}})")};
+  EXPECT_TRUE(CheckQuota(claim, quotas, {{"gpu.deviceclass.resource.k8s.io/devices", 1}}).ok());
+  const absl::Status refused =
+      CheckQuota(claim, quotas, {{"gpu.deviceclass.resource.k8s.io/devices", 2}});
+  EXPECT_TRUE(absl::IsPermissionDenied(refused));
+  EXPECT_EQ(refused.message(),
+            "resourceclaims.resource.k8s.io \"two\" is forbidden: exceeded quota: gpus, requested: "
+            "gpu.deviceclass.resource.k8s.io/devices=2, used: "
+            "gpu.deviceclass.resource.k8s.io/devices=2, limited: "
+            "gpu.deviceclass.resource.k8s.io/devices=3");
+  // Keys the quota does not limit are not checked.
+  EXPECT_TRUE(CheckQuota(Obj("pods", "p", "{}"), quotas, {{"pods", 100}}).ok());
+}
+
+TEST(QuotaTest, StatusListsEveryHardKeyWithItsUsage) {
+  const auto quota =
+      Obj("resourcequotas", "q", R"({"spec":{"hard":{"pods":"10","count/pods":"4"}}})");
+  const std::string body = QuotaStatusBody(quota, {{"pods", 3}, {"other", 7}});
+  EXPECT_EQ(body,
+            R"({"spec":{"hard":{"count/pods":"4","pods":"10"}},"status":{"hard":{"count/pods":"4",)"
+            R"("pods":"10"},"used":{"count/pods":"0","pods":"3"}}})");
+  // Already up to date: nothing to write.
+  auto current = quota;
+  current.body = body;
+  EXPECT_EQ(QuotaStatusBody(current, {{"pods", 3}}), "");
+  EXPECT_EQ(QuotaHard(quota), (QuotaAmounts{{"count/pods", 4}, {"pods", 10}}));
+}
+
+}  // namespace
+}  // namespace qm::service
