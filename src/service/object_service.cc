@@ -230,6 +230,14 @@ absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) 
   return store_.Get(key);
 }
 
+absl::StatusOr<store::ListResult> ObjectService::ListCached(const ListRequest& request) {
+  if (hub_ != nullptr) {
+    auto cached = hub_->List(request, 0);
+    if (cached.ok()) return cached;
+  }
+  return List(request);
+}
+
 absl::StatusOr<store::ListResult> ObjectService::List(const ListRequest& request) {
   if (hub_ != nullptr) {
     auto current = store_.CurrentRevision();

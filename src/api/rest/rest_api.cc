@@ -479,7 +479,8 @@ absl::Status RestApi::CheckQuota(const model::ResourceType& type, const model::O
   service::ListRequest quotas;
   quotas.store.resource = "resourcequotas";
   quotas.store.namespace_ = obj.meta.namespace_;
-  auto listed = objects_.List(quotas);
+  // From the cache, as Kubernetes' quota admission reads its informer.
+  auto listed = objects_.ListCached(quotas);
   if (!listed.ok() || listed->items.empty()) return absl::OkStatus();
   service::ListRequest existing;
   existing.store.resource = type.GroupResource();
