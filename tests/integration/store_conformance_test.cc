@@ -306,6 +306,32 @@ TYPED_TEST(StoreConformanceTest, CommitAppliesEveryWriteWithItsOwnRevision) {
   EXPECT_EQ((*ledger)[0].claim_uid, "uid-1");
 }
 
+TYPED_TEST(StoreConformanceTest, CommitReportsEachKindOfFailureAndKeepsBodiesExact) {
+  auto a = this->store_->Create(MakeObject("things", "ns", "a"));
+  ASSERT_TRUE(a.ok());
+  Transaction missing;
+  missing.writes.push_back({Write::Kind::kUpdate, MakeObject("things", "ns", "nope"), {}, 0});
+  EXPECT_TRUE(absl::IsNotFound(this->store_->Commit(missing).status()));
+  Transaction exists;
+  exists.writes.push_back({Write::Kind::kCreate, MakeObject("things", "ns", "a"), {}, 0});
+  EXPECT_TRUE(absl::IsAlreadyExists(this->store_->Commit(exists).status()));
+  // Quotes, backslashes, braces, commas and non-ASCII text survive a transaction unchanged.
+  model::Object odd = MakeObject("things", "ns", "odd \"quoted\"");
+  odd.body = R"({"spec":{"text":"a \"b\" \\ c {d}, e\u00e9 \u2603","list":["x,y","{}"]}})";
+  odd.meta.labels = {{"k", "v,w"}};
+  odd.meta.annotations = {{"note", "say \"hi\" \\ {}"}};
+  Transaction txn;
+  txn.writes.push_back({Write::Kind::kCreate, odd, {}, 0});
+  auto committed = this->store_->Commit(txn);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  auto stored = this->store_->Get(odd.Key());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(nlohmann::json::parse(stored->body), nlohmann::json::parse(odd.body));
+  EXPECT_EQ(stored->meta.labels, odd.meta.labels);
+  EXPECT_EQ(stored->meta.annotations, odd.meta.annotations);
+  EXPECT_EQ(stored->meta.resource_version, (*committed)[0].meta.resource_version);
+}
+
 TYPED_TEST(StoreConformanceTest, CommitIsAllOrNothing) {
   auto a = this->store_->Create(MakeObject("things", "ns", "a"));
   ASSERT_TRUE(a.ok());

@@ -182,9 +182,94 @@ absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) 
   return stored;
 }
 
+// A PostgreSQL array literal of `items` (each element quoted).
+std::string ArrayLiteral(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char ch : items[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+// A transaction without deletes in one round trip: qm_apply_transaction (migrations/0003)
+// runs its parts in a subtransaction of its own and reports a logical failure as a row.
+absl::StatusOr<model::Object> ApplyTransactionInOneCall(pqxx::work& tx, PendingWrite& w) {
+  const Transaction& txn = *w.txn;
+  std::vector<std::string> create, resource, ns, name, uid, generation, creation, deletion, labels,
+      meta, fields, digest, body, expected;
+  for (const Write& write : txn.writes) {
+    const model::Object& obj = write.object;
+    JsonColumns cols = EncodeColumns(obj);
+    create.push_back(write.kind == Write::Kind::kCreate ? "t" : "f");
+    resource.push_back(obj.resource);
+    ns.push_back(obj.meta.namespace_);
+    name.push_back(obj.meta.name);
+    uid.push_back(obj.meta.uid);
+    generation.push_back(std::to_string(obj.meta.generation));
+    creation.push_back(std::to_string(ToEpoch(obj.meta.creation_timestamp)));
+    deletion.push_back(
+        std::to_string(obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0));
+    labels.push_back(std::move(cols.labels));
+    meta.push_back(std::move(cols.meta));
+    fields.push_back(std::move(cols.fields));
+    digest.push_back(obj.spec_digest);
+    body.push_back(obj.body);
+    expected.push_back(std::to_string(write.kind == Write::Kind::kCreate ? 0 : write.expected_rv));
+  }
+  std::vector<std::string> driver, pool, device, share, claim, admin, consumed;
+  for (const DeviceClaim& row : txn.claim_devices) {
+    driver.push_back(row.driver);
+    pool.push_back(row.pool);
+    device.push_back(row.device);
+    share.push_back(row.share_id);
+    claim.push_back(row.claim_uid);
+    admin.push_back(row.admin_access ? "t" : "f");
+    consumed.push_back(row.consumed_capacity.empty() ? "{}" : row.consumed_capacity);
+  }
+  auto rows = tx.exec_prepared(
+      "apply_transaction", ArrayLiteral(create), ArrayLiteral(resource), ArrayLiteral(ns),
+      ArrayLiteral(name), ArrayLiteral(uid), ArrayLiteral(generation), ArrayLiteral(creation),
+      ArrayLiteral(deletion), ArrayLiteral(labels), ArrayLiteral(meta), ArrayLiteral(fields),
+      ArrayLiteral(digest), ArrayLiteral(body), ArrayLiteral(expected), ArrayLiteral(driver),
+      ArrayLiteral(pool), ArrayLiteral(device), ArrayLiteral(share), ArrayLiteral(claim),
+      ArrayLiteral(admin), ArrayLiteral(consumed), ArrayLiteral(txn.release_claims));
+  w.txn_results.clear();
+  if (rows.size() == 1 && !rows[0][2].is_null()) {
+    const std::string code = rows[0][2].as<std::string>();
+    const size_t ord = rows[0][0].as<size_t>() - 1;
+    if (code == "taken") return DeviceTakenError(txn.claim_devices.at(ord));
+    const model::Object& obj = txn.writes.at(ord).object;
+    if (code == "exists") {
+      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
+    }
+    return code == "missing" ? NotFoundError(obj.Key()) : ConflictError(obj.Key());
+  }
+  if (rows.size() != txn.writes.size()) {
+    return absl::InternalError("qm_apply_transaction returned " + std::to_string(rows.size()) +
+                               " revisions for " + std::to_string(txn.writes.size()) + " writes");
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    model::Object stored = txn.writes[i].object;
+    stored.meta.resource_version = rows[i][1].as<int64_t>();
+    w.txn_results.push_back(std::move(stored));
+  }
+  return w.txn_results.empty() ? model::Object() : w.txn_results.back();
+}
+
 // Runs a whole Transaction inside the batch transaction, under a savepoint so that a failing
-// part undoes only this transaction's other parts.
+// part undoes only this transaction's other parts. Transactions without deletes take one call.
 absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) {
+  if (std::none_of(w.txn->writes.begin(), w.txn->writes.end(),
+                   [](const Write& write) { return write.kind == Write::Kind::kDelete; })) {
+    return ApplyTransactionInOneCall(tx, w);
+  }
   w.txn_results.clear();
   tx.exec("SAVEPOINT qm_txn");
   auto fail = [&](absl::Status status) -> absl::StatusOr<model::Object> {
@@ -232,6 +317,7 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"insert_device_claim", queries::kInsertDeviceClaim},
       {"release_device_claims", queries::kReleaseDeviceClaims},
       {"list_device_claims", queries::kListDeviceClaims},
+      {"apply_transaction", queries::kApplyTransaction},
   };
   return *statements;
 }

@@ -126,6 +126,17 @@ ON CONFLICT DO NOTHING
 RETURNING 1
 )sql";
 
+// A whole transaction without deletes in one call (migrations/0003): $1..$14 the writes as
+// parallel arrays (create?, resource, namespace, name, uid, generation, creation, deletion,
+// labels, meta, fields, spec digest, body, expected revision), $15..$21 the ledger rows, $22 the
+// claim uids whose rows are released first.
+inline constexpr char kApplyTransaction[] = R"sql(
+SELECT ord, rv, code FROM qm_apply_transaction(
+  $1::boolean[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+  $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[],
+  $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::boolean[], $21::text[],
+  $22::text[]))sql";
+
 inline constexpr char kReleaseDeviceClaims[] =
     "DELETE FROM device_allocations WHERE claim_uid = $1";
 
