@@ -182,94 +182,155 @@ absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) 
   return stored;
 }
 
-// A PostgreSQL array literal of `items` (each element quoted).
-std::string ArrayLiteral(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (char ch : items[i]) {
-      if (ch == '"' || ch == '\\') out += '\\';
-      out += ch;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
+bool HasDeletes(const PendingWrite& w) {
+  if (w.kind == WriteKind::kDelete) return true;
+  if (w.kind != WriteKind::kTransaction) return false;
+  return std::any_of(w.txn->writes.begin(), w.txn->writes.end(),
+                     [](const Write& write) { return write.kind == Write::Kind::kDelete; });
 }
 
-// A transaction without deletes in one round trip: qm_apply_transaction (migrations/0003)
-// runs its parts in a subtransaction of its own and reports a logical failure as a row.
-absl::StatusOr<model::Object> ApplyTransactionInOneCall(pqxx::work& tx, PendingWrite& w) {
-  const Transaction& txn = *w.txn;
-  std::vector<std::string> create, resource, ns, name, uid, generation, creation, deletion, labels,
-      meta, fields, digest, body, expected;
-  for (const Write& write : txn.writes) {
-    const model::Object& obj = write.object;
+// Consecutive writes of a batch applied by one call to qm_apply_batch (migrations/0003): single
+// creates and updates, and transactions without deletes. Each is a group that commits or fails
+// on its own.
+class BatchCall {
+ public:
+  void Add(PendingWrite* w) {
+    items_.push_back(w);
+    const int group = static_cast<int>(items_.size());
+    if (w->kind != WriteKind::kTransaction) {
+      AddWrite(group, w->kind == WriteKind::kCreate, w->obj, w->expected_rv);
+      return;
+    }
+    for (const Write& write : w->txn->writes) {
+      AddWrite(group, write.kind == Write::Kind::kCreate, write.object, write.expected_rv);
+    }
+    for (const DeviceClaim& row : w->txn->claim_devices) {
+      d_[0].push_back(std::to_string(group));
+      d_[1].push_back(row.driver);
+      d_[2].push_back(row.pool);
+      d_[3].push_back(row.device);
+      d_[4].push_back(row.share_id);
+      d_[5].push_back(row.claim_uid);
+      d_[6].push_back(row.admin_access ? "t" : "f");
+      d_[7].push_back(row.consumed_capacity.empty() ? "{}" : row.consumed_capacity);
+    }
+    for (const std::string& uid : w->txn->release_claims) {
+      r_[0].push_back(std::to_string(group));
+      r_[1].push_back(uid);
+    }
+  }
+  bool empty() const { return items_.empty(); }
+
+  // Runs the call; one result per added write, in order.
+  std::vector<absl::StatusOr<model::Object>> Run(pqxx::work& tx) {
+    auto rows = tx.exec_prepared(
+        "apply_batch", static_cast<int>(items_.size()), Array(w_[0]), Array(w_[1]), Array(w_[2]),
+        Array(w_[3]), Array(w_[4]), Array(w_[5]), Array(w_[6]), Array(w_[7]), Array(w_[8]),
+        Array(w_[9]), Array(w_[10]), Array(w_[11]), Array(w_[12]), Array(w_[13]), Array(w_[14]),
+        Array(d_[0]), Array(d_[1]), Array(d_[2]), Array(d_[3]), Array(d_[4]), Array(d_[5]),
+        Array(d_[6]), Array(d_[7]), Array(r_[0]), Array(r_[1]));
+    std::vector<std::vector<int64_t>> revisions(items_.size());
+    std::vector<std::optional<absl::Status>> failures(items_.size());
+    for (const auto& row : rows) {
+      const size_t group = row[0].as<size_t>() - 1;
+      const size_t ord = row[1].as<size_t>() - 1;
+      if (row[3].is_null()) {
+        revisions.at(group).push_back(row[2].as<int64_t>());
+      } else {
+        failures.at(group) = Failure(*items_.at(group), ord, row[3].as<std::string>());
+      }
+    }
+    std::vector<absl::StatusOr<model::Object>> results;
+    for (size_t g = 0; g < items_.size(); ++g) {
+      PendingWrite& w = *items_[g];
+      if (failures[g].has_value()) {
+        w.txn_results.clear();
+        results.push_back(*failures[g]);
+        continue;
+      }
+      if (w.kind != WriteKind::kTransaction) {
+        if (revisions[g].size() != 1) {
+          results.push_back(absl::InternalError("qm_apply_batch lost a write"));
+          continue;
+        }
+        model::Object stored = w.obj;
+        stored.meta.resource_version = revisions[g][0];
+        results.push_back(std::move(stored));
+        continue;
+      }
+      if (revisions[g].size() != w.txn->writes.size()) {
+        results.push_back(absl::InternalError("qm_apply_batch lost a write"));
+        continue;
+      }
+      w.txn_results.clear();
+      for (size_t n = 0; n < revisions[g].size(); ++n) {
+        model::Object stored = w.txn->writes[n].object;
+        stored.meta.resource_version = revisions[g][n];
+        w.txn_results.push_back(std::move(stored));
+      }
+      results.push_back(w.txn_results.empty() ? model::Object() : w.txn_results.back());
+    }
+    return results;
+  }
+
+ private:
+  void AddWrite(int group, bool create, const model::Object& obj, int64_t expected_rv) {
     JsonColumns cols = EncodeColumns(obj);
-    create.push_back(write.kind == Write::Kind::kCreate ? "t" : "f");
-    resource.push_back(obj.resource);
-    ns.push_back(obj.meta.namespace_);
-    name.push_back(obj.meta.name);
-    uid.push_back(obj.meta.uid);
-    generation.push_back(std::to_string(obj.meta.generation));
-    creation.push_back(std::to_string(ToEpoch(obj.meta.creation_timestamp)));
-    deletion.push_back(
+    w_[0].push_back(std::to_string(group));
+    w_[1].push_back(create ? "t" : "f");
+    w_[2].push_back(obj.resource);
+    w_[3].push_back(obj.meta.namespace_);
+    w_[4].push_back(obj.meta.name);
+    w_[5].push_back(obj.meta.uid);
+    w_[6].push_back(std::to_string(obj.meta.generation));
+    w_[7].push_back(std::to_string(ToEpoch(obj.meta.creation_timestamp)));
+    w_[8].push_back(
         std::to_string(obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0));
-    labels.push_back(std::move(cols.labels));
-    meta.push_back(std::move(cols.meta));
-    fields.push_back(std::move(cols.fields));
-    digest.push_back(obj.spec_digest);
-    body.push_back(obj.body);
-    expected.push_back(std::to_string(write.kind == Write::Kind::kCreate ? 0 : write.expected_rv));
+    w_[9].push_back(std::move(cols.labels));
+    w_[10].push_back(std::move(cols.meta));
+    w_[11].push_back(std::move(cols.fields));
+    w_[12].push_back(obj.spec_digest);
+    w_[13].push_back(obj.body);
+    w_[14].push_back(std::to_string(create ? 0 : expected_rv));
   }
-  std::vector<std::string> driver, pool, device, share, claim, admin, consumed;
-  for (const DeviceClaim& row : txn.claim_devices) {
-    driver.push_back(row.driver);
-    pool.push_back(row.pool);
-    device.push_back(row.device);
-    share.push_back(row.share_id);
-    claim.push_back(row.claim_uid);
-    admin.push_back(row.admin_access ? "t" : "f");
-    consumed.push_back(row.consumed_capacity.empty() ? "{}" : row.consumed_capacity);
-  }
-  auto rows = tx.exec_prepared(
-      "apply_transaction", ArrayLiteral(create), ArrayLiteral(resource), ArrayLiteral(ns),
-      ArrayLiteral(name), ArrayLiteral(uid), ArrayLiteral(generation), ArrayLiteral(creation),
-      ArrayLiteral(deletion), ArrayLiteral(labels), ArrayLiteral(meta), ArrayLiteral(fields),
-      ArrayLiteral(digest), ArrayLiteral(body), ArrayLiteral(expected), ArrayLiteral(driver),
-      ArrayLiteral(pool), ArrayLiteral(device), ArrayLiteral(share), ArrayLiteral(claim),
-      ArrayLiteral(admin), ArrayLiteral(consumed), ArrayLiteral(txn.release_claims));
-  w.txn_results.clear();
-  if (rows.size() == 1 && !rows[0][2].is_null()) {
-    const std::string code = rows[0][2].as<std::string>();
-    const size_t ord = rows[0][0].as<size_t>() - 1;
-    if (code == "taken") return DeviceTakenError(txn.claim_devices.at(ord));
-    const model::Object& obj = txn.writes.at(ord).object;
+
+  // The error a failed group reports, worded as the single-statement path words it.
+  static absl::Status Failure(const PendingWrite& w, size_t ord, const std::string& code) {
+    if (code == "taken") return DeviceTakenError(w.txn->claim_devices.at(ord));
+    const model::Object& obj =
+        w.kind == WriteKind::kTransaction ? w.txn->writes.at(ord).object : w.obj;
     if (code == "exists") {
       return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
     }
     return code == "missing" ? NotFoundError(obj.Key()) : ConflictError(obj.Key());
   }
-  if (rows.size() != txn.writes.size()) {
-    return absl::InternalError("qm_apply_transaction returned " + std::to_string(rows.size()) +
-                               " revisions for " + std::to_string(txn.writes.size()) + " writes");
+
+  // A PostgreSQL array literal (every element quoted).
+  static std::string Array(const std::vector<std::string>& items) {
+    std::string out = "{";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) out += ',';
+      out += '"';
+      for (char ch : items[i]) {
+        if (ch == '"' || ch == '\\') out += '\\';
+        out += ch;
+      }
+      out += '"';
+    }
+    out += '}';
+    return out;
   }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    model::Object stored = txn.writes[i].object;
-    stored.meta.resource_version = rows[i][1].as<int64_t>();
-    w.txn_results.push_back(std::move(stored));
-  }
-  return w.txn_results.empty() ? model::Object() : w.txn_results.back();
-}
+
+  std::vector<PendingWrite*> items_;
+  std::vector<std::string> w_[15];
+  std::vector<std::string> d_[8];
+  std::vector<std::string> r_[2];
+};
 
 // Runs a whole Transaction inside the batch transaction, under a savepoint so that a failing
-// part undoes only this transaction's other parts. Transactions without deletes take one call.
+// part undoes only this transaction's other parts (transactions with deletes; the others go
+// through BatchCall).
 absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) {
-  if (std::none_of(w.txn->writes.begin(), w.txn->writes.end(),
-                   [](const Write& write) { return write.kind == Write::Kind::kDelete; })) {
-    return ApplyTransactionInOneCall(tx, w);
-  }
   w.txn_results.clear();
   tx.exec("SAVEPOINT qm_txn");
   auto fail = [&](absl::Status status) -> absl::StatusOr<model::Object> {
@@ -317,7 +378,7 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"insert_device_claim", queries::kInsertDeviceClaim},
       {"release_device_claims", queries::kReleaseDeviceClaims},
       {"list_device_claims", queries::kListDeviceClaims},
-      {"apply_transaction", queries::kApplyTransaction},
+      {"apply_batch", queries::kApplyBatch},
   };
   return *statements;
 }
@@ -434,11 +495,22 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     tx.exec_prepared("lock_writes");
     Results results;
     results.reserve(batch.size());
+    // Runs of writes without deletes go in one call each; deletes (which return the removed
+    // object) one statement at a time. Either way revisions follow the batch order.
+    for (size_t n = 0; n < batch.size();) {
+      if (HasDeletes(*batch[n])) {
+        PendingWrite* w = batch[n++];
+        results.push_back(w->kind == WriteKind::kTransaction ? ApplyTransaction(tx, *w)
+                                                             : ApplyWrite(tx, *w));
+        continue;
+      }
+      BatchCall call;
+      while (n < batch.size() && !HasDeletes(*batch[n])) call.Add(batch[n++]);
+      for (auto& r : call.Run(tx)) results.push_back(std::move(r));
+    }
     int64_t newest = 0;
-    for (PendingWrite* w : batch) {
-      results.push_back(w->kind == WriteKind::kTransaction ? ApplyTransaction(tx, *w)
-                                                           : ApplyWrite(tx, *w));
-      if (results.back().ok()) newest = std::max(newest, results.back()->meta.resource_version);
+    for (const auto& r : results) {
+      if (r.ok()) newest = std::max(newest, r->meta.resource_version);
     }
     if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();

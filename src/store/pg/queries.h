@@ -126,16 +126,18 @@ ON CONFLICT DO NOTHING
 RETURNING 1
 )sql";
 
-// A whole transaction without deletes in one call (migrations/0003): $1..$14 the writes as
-// parallel arrays (create?, resource, namespace, name, uid, generation, creation, deletion,
-// labels, meta, fields, spec digest, body, expected revision), $15..$21 the ledger rows, $22 the
-// claim uids whose rows are released first.
-inline constexpr char kApplyTransaction[] = R"sql(
-SELECT ord, rv, code FROM qm_apply_transaction(
-  $1::boolean[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
-  $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[],
-  $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::boolean[], $21::text[],
-  $22::text[]))sql";
+// Independent writes and transactions without deletes in one call (migrations/0003): $1 the
+// number of groups, $2..$16 the object writes as parallel arrays (group, create?, resource,
+// namespace, name, uid, generation, creation, deletion, labels, meta, fields, spec digest, body,
+// expected revision), $17..$24 the ledger rows (group, driver, pool, device, share id, claim
+// uid, admin access, consumed capacity), $25..$26 the released claims (group, claim uid).
+inline constexpr char kApplyBatch[] = R"sql(
+SELECT grp, ord, rv, code FROM qm_apply_batch(
+  $1::integer, $2::integer[], $3::boolean[], $4::text[], $5::text[], $6::text[], $7::text[],
+  $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[],
+  $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::text[], $19::text[],
+  $20::text[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::integer[],
+  $26::text[]))sql";
 
 inline constexpr char kReleaseDeviceClaims[] =
     "DELETE FROM device_allocations WHERE claim_uid = $1";
