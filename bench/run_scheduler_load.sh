@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Starts a fresh quartermaster (embedded PostgreSQL, durable commits) in a temporary directory
+# and runs the scheduler load driver against it. Arguments go to scheduler_load. Prints the CPU
+# time the server and PostgreSQL used during the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/qm-bench-XXXXXX)
+chmod 755 "$work"
+build/server/quartermaster --http-addr 127.0.0.1:0 --data-dir "$work/data" \
+  --log-level "${QM_LOG_LEVEL:-warn}" > "$work/out" 2> "$work/err" &
+pid=$!
+trap 'kill -TERM $pid; wait $pid; rm -rf "$work"' EXIT
+for _ in $(seq 1 300); do grep -q '^LISTENING ' "$work/out" && break; sleep 0.1; done
+url=$(sed -n 's/^LISTENING //p' "$work/out")
+# utime + stime of the server and of every PostgreSQL process, in clock ticks.
+cpu() {
+  local s p=0 q
+  s=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  for q in $(pgrep -x postgres || true); do
+    p=$((p + $(awk '{print $14 + $15}' "/proc/$q/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$s $p"
+}
+read -r s0 p0 < <(cpu)
+build/bench/scheduler_load --url "$url" "$@"
+read -r s1 p1 < <(cpu)
+hz=$(getconf CLK_TCK)
+echo "cpu: server $(( (s1 - s0) * 1000 / hz )) ms, postgres $(( (p1 - p0) * 1000 / hz )) ms"
