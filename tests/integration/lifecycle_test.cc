@@ -1,9 +1,11 @@
 // The claim lifecycle rules end to end on a real PostgreSQL: the REST API in-process over the
 // PostgreSQL store and its object cache, with the scheduler loop running beside it, as one
 // server replica runs them. Each test drives the API as a client would and waits (bounded) for
-// the outcome the controllers must reach: admin access only in labelled namespaces, ResourceQuota
-// admission for user and generated claims with the usage in status, and eviction of pods on
-// devices that get an untolerated NoExecute taint, with their devices released in the ledger.
+// the outcome the controllers must reach: claims from templates and extended resources, shared
+// claims released with their last consumer, admin access only in labelled namespaces,
+// ResourceQuota admission for user and generated claims with the usage in status, and eviction
+// of pods on devices that get an untolerated NoExecute taint, with their devices released in the
+// ledger.
 
 #include <gtest/gtest.h>
 
@@ -170,6 +172,70 @@ class LifecycleTest : public ::testing::Test {
   std::unique_ptr<api::RestApi> api_;
   std::unique_ptr<service::Scheduler> scheduler_;
 };
+
+TEST_F(LifecycleTest, TemplateAndExtendedResourceClaimsLiveAndDieWithTheirPods) {
+  Inventory("node-a", 4);
+  Template("default", "one-gpu");
+  Pod("default", "from-template", "", "one-gpu");
+  Create("/api/v1/namespaces/default/pods",
+         {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", "classic"}}},
+          {"spec",
+           {{"containers",
+             {{{"name", "c"},
+               {"image", "busybox"},
+               {"resources", {{"limits", {{"deviceclass.resource.kubernetes.io/gpu", 2}}}}}}}}}}});
+  ASSERT_TRUE(Eventually([&] {
+    return NodeOf("default", "from-template") == "node-a" &&
+           NodeOf("default", "classic") == "node-a";
+  }));
+  json templ = GetPod("default", "from-template");
+  const std::string generated = templ["status"]["resourceClaimStatuses"][0]["resourceClaimName"];
+  json claim = Get(std::string(kV1) + "/namespaces/default/resourceclaims/" + generated);
+  EXPECT_EQ(claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"], "gpu");
+  EXPECT_EQ(claim["metadata"]["ownerReferences"][0]["uid"], templ["metadata"]["uid"]);
+  EXPECT_EQ(claim["status"]["reservedFor"][0]["name"], "from-template");
+  json classic = GetPod("default", "classic");
+  const std::string extended =
+      classic["status"]["extendedResourceClaimStatus"]["resourceClaimName"];
+  json extended_claim = Get(std::string(kV1) + "/namespaces/default/resourceclaims/" + extended);
+  EXPECT_EQ(extended_claim["status"]["allocation"]["devices"]["results"].size(), 2u);
+  EXPECT_EQ(store_->ListDeviceClaims()->size(), 3u);
+
+  // Deleting the pods deletes their generated claims and frees every device in the ledger.
+  ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/default/pods/from-template").code, 200);
+  ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/default/pods/classic").code, 200);
+  ASSERT_TRUE(Eventually([&] {
+    return Get(std::string(kV1) + "/namespaces/default/resourceclaims")["items"].empty() &&
+           store_->ListDeviceClaims()->empty();
+  }));
+}
+
+TEST_F(LifecycleTest, ASharedClaimKeepsItsDeviceUntilTheLastConsumerGoes) {
+  Inventory("node-a", 2);
+  Claim("default", "shared", ClaimSpec());
+  Pod("default", "one", "shared");
+  Pod("default", "two", "shared");
+  ASSERT_TRUE(Eventually([&] {
+    return NodeOf("default", "one") == "node-a" && NodeOf("default", "two") == "node-a";
+  }));
+  const std::string path = std::string(kV1) + "/namespaces/default/resourceclaims/shared";
+  EXPECT_EQ(Get(path)["status"]["reservedFor"].size(), 2u);
+  EXPECT_EQ(store_->ListDeviceClaims()->size(), 1u);
+
+  ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/default/pods/one").code, 200);
+  ASSERT_TRUE(Eventually([&] { return Get(path)["status"]["reservedFor"].size() == 1u; }));
+  EXPECT_EQ(Get(path)["status"]["reservedFor"][0]["name"], "two");
+  EXPECT_TRUE(Get(path)["status"].contains("allocation"));
+  EXPECT_EQ(store_->ListDeviceClaims()->size(), 1u);
+
+  ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/default/pods/two").code, 200);
+  ASSERT_TRUE(Eventually([&] {
+    return !Get(path)["status"].contains("allocation") && store_->ListDeviceClaims()->empty();
+  }));
+  EXPECT_FALSE(Get(path)["status"].contains("reservedFor"));
+}
 
 TEST_F(LifecycleTest, AdminAccessOnlyInLabelledNamespacesAndItBlocksNoDevice) {
   Inventory("node-a", 1);
