@@ -232,7 +232,7 @@ absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) 
 
 absl::StatusOr<store::ListResult> ObjectService::ListCached(const ListRequest& request) {
   if (hub_ != nullptr) {
-    auto cached = hub_->List(request, 0);
+    auto cached = hub_->List(request, store_.LastCommittedRevision());
     if (cached.ok()) return cached;
   }
   return List(request);

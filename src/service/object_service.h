@@ -63,9 +63,10 @@ class ObjectService {
 
   // Lists with label and field selectors applied. `limit` counts matching objects.
   absl::StatusOr<store::ListResult> List(const ListRequest& request);
-  // Lists from the object cache as it is now, without first asking the store for its newest
-  // revision (the cache may lag by a few milliseconds): for admission checks that, like
-  // Kubernetes' informers, accept that. Falls back to List without a cache.
+  // Lists from the object cache once it shows every write this process committed, without
+  // asking the store for its newest revision (another replica's newest writes may be missing):
+  // for admission checks that, like Kubernetes' informers, accept that. Falls back to List
+  // without a cache.
   absl::StatusOr<store::ListResult> ListCached(const ListRequest& request);
 
   store::Store& store() { return store_; }

@@ -211,6 +211,21 @@ bool NodeLocal(const std::vector<model::AllocationResult>& allocations) {
   return true;
 }
 
+// The entries of `map` a pass looks at: all of them, or those whose keys are in `keys`.
+template <typename Map, typename Keys>
+std::vector<typename Map::value_type*> Selected(Map& map, bool all, const Keys& keys) {
+  std::vector<typename Map::value_type*> out;
+  if (all) {
+    for (auto& entry : map) out.push_back(&entry);
+    return out;
+  }
+  for (const auto& key : keys) {
+    auto it = map.find(key);
+    if (it != map.end()) out.push_back(&*it);
+  }
+  return out;
+}
+
 // Commits of one pass that run concurrently, so that the store batches them into group
 // commits; each outcome is handled by its callback on the pass's thread, in submission order.
 class CommitQueue {
@@ -718,16 +733,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   std::set<const ClaimView*> busy;
 
   // 1. Release claims whose consumers are gone.
-  std::vector<std::pair<const model::ResourceKey, ClaimView>*> to_check;
-  if (dirty.all) {
-    for (auto& entry : claims) to_check.push_back(&entry);
-  } else {
-    for (const auto& key : dirty.claims) {
-      auto it = claims.find(key);
-      if (it != claims.end()) to_check.push_back(&*it);
-    }
-  }
-  for (auto* entry : to_check) {
+  for (auto* entry : Selected(claims, dirty.all, dirty.claims)) {
     const model::ResourceKey& key = entry->first;
     ClaimView& c = entry->second;
     const json& status = At(*c.body, "status");
@@ -930,14 +936,8 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   };
 
   // 2. Claims from templates and extended resources, for the pods that changed.
-  std::vector<std::pair<const std::string, PodView>*> pods_to_check;
-  if (dirty.all) {
-    for (auto& entry : pods) pods_to_check.push_back(&entry);
-  } else {
-    for (const auto& uid : dirty.pods) {
-      auto it = pods.find(uid);
-      if (it != pods.end()) pods_to_check.push_back(&*it);
-    }
+  auto pods_to_check = Selected(pods, dirty.all, dirty.pods);
+  if (!dirty.all) {
     // Waiting pods about to be tried again: a claim refused before (quota) may fit now.
     for (auto& entry : pods) {
       const PodView& p = entry.second;

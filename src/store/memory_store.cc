@@ -166,6 +166,11 @@ absl::StatusOr<ListResult> MemoryStore::ListAll() {
   return result;
 }
 
+int64_t MemoryStore::LastCommittedRevision() {
+  auto rv = CurrentRevision();
+  return rv.ok() ? *rv : 0;
+}
+
 absl::StatusOr<int64_t> MemoryStore::CurrentRevision() {
   std::lock_guard<std::mutex> lock(mu_);
   return revision_;

@@ -21,6 +21,7 @@ class MemoryStore final : public Store {
   absl::StatusOr<ListResult> List(const ListOptions& options) override;
   absl::StatusOr<ListResult> ListAll() override;
   absl::StatusOr<int64_t> CurrentRevision() override;
+  int64_t LastCommittedRevision() override;
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                               int64_t limit) override;
   void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;

@@ -95,6 +95,9 @@ class Store {
 
   // The newest revision written.
   virtual absl::StatusOr<int64_t> CurrentRevision() = 0;
+  // The newest revision that writes through this Store object committed (0: none yet), known
+  // without asking the backend: a cache that reached it shows this process's own writes.
+  virtual int64_t LastCommittedRevision() = 0;
 
   // Changes with revision > `after_rv`, oldest first, at most `limit` of them.
   // OutOfRange when `after_rv` is older than the compacted part of the log (a 410 Expired).

@@ -514,6 +514,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     }
     if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();
+    if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
     return results;
   });
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -35,6 +36,7 @@ class PgStore final : public Store {
   absl::StatusOr<ListResult> List(const ListOptions& options) override;
   absl::StatusOr<ListResult> ListAll() override;
   absl::StatusOr<int64_t> CurrentRevision() override;
+  int64_t LastCommittedRevision() override { return committed_rv_.load(); }
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                               int64_t limit) override;
   void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;
@@ -67,6 +69,7 @@ class PgStore final : public Store {
   std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread writer_;
+  std::atomic<int64_t> committed_rv_{0};  // newest revision the writer committed
 };
 
 // Applies every migration not yet recorded in schema_migrations, in name order, in one
