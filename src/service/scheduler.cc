@@ -211,6 +211,118 @@ bool NodeLocal(const std::vector<model::AllocationResult>& allocations) {
   return true;
 }
 
+// The claim requests and pod-status request mappings behind a pod's extended resources
+// (`limits: {nvidia.com/gpu: 2}`) that DRA classes serve (`classes`: resource name -> class):
+// one ExactCount request per container and resource, named as Kubernetes names them.
+std::pair<json, json> ExtendedResourceRequests(const json& spec,
+                                               const std::map<std::string, std::string>& classes) {
+  json requests = json::array();
+  json mappings = json::array();
+  const json& containers = At(spec, "containers");
+  for (size_t ci = 0; containers.is_array() && ci < containers.size(); ++ci) {
+    const json& resources = At(containers[ci], "resources");
+    json amounts = At(resources, "limits").is_object() ? At(resources, "limits") : json::object();
+    for (const auto& [k, v] : At(resources, "requests").items()) {
+      if (!amounts.contains(k)) amounts[k] = v;
+    }
+    int ri = 0;
+    for (const auto& [resource, amount] : amounts.items()) {
+      auto cls = classes.find(resource);
+      if (cls == classes.end()) continue;
+      int64_t count = 0;
+      if (amount.is_number_integer()) {
+        count = amount.get<int64_t>();
+      } else if (amount.is_string()) {
+        auto q = ParseQuantity(amount.get<std::string>());
+        if (q.ok() && !q->HasFraction()) count = q->Value();
+      }
+      if (count <= 0) continue;
+      const std::string request = absl::StrCat("container-", ci, "-request-", ri++);
+      requests.push_back({{"name", request},
+                          {"exactly",
+                           {{"deviceClassName", cls->second},
+                            {"allocationMode", "ExactCount"},
+                            {"count", count}}}});
+      mappings.push_back({{"containerName", Str(containers[ci], "name")},
+                          {"resourceName", resource},
+                          {"requestName", request}});
+    }
+  }
+  return {std::move(requests), std::move(mappings)};
+}
+
+// Why the pods using `allocation` must go: a device of it has a NoExecute taint (on the device
+// or from a DeviceTaintRule) that the allocation does not tolerate, or tolerates for a
+// tolerationSeconds counted from the taint's timeAdded that has passed. Empty: they may stay.
+std::string EvictionReason(const model::AllocationResult& allocation,
+                           const allocator::Inventory& inventory,
+                           std::chrono::system_clock::time_point now) {
+  for (const auto& r : allocation.results) {
+    const auto* ids = inventory.FindDevice(absl::StrCat(r.driver, "/", r.pool, "/", r.device));
+    if (ids == nullptr) continue;
+    for (const auto& taint : inventory.devices()[ids->back()].taints) {
+      if (taint.effect != "NoExecute") continue;
+      const model::DeviceToleration* match = nullptr;
+      for (const auto& tol : r.tolerations) {
+        if (model::Tolerates(tol, taint)) match = &tol;
+      }
+      bool expired = match == nullptr;
+      if (match != nullptr && match->toleration_seconds.has_value()) {
+        std::chrono::system_clock::time_point added = now;
+        if (!taint.time_added.empty()) ParseRfc3339(taint.time_added, &added);
+        expired = now >= added + std::chrono::seconds(*match->toleration_seconds);
+      }
+      if (expired) {
+        return absl::StrCat("device ", r.pool, "/", r.device, " has the NoExecute taint ",
+                            taint.key, taint.value.empty() ? "" : "=", taint.value);
+      }
+    }
+  }
+  return "";
+}
+
+// What placement needs of a pod's spec: node selector, required node affinity, tolerations, and
+// whether it asked to be spread.
+PodPlacementSpec PlacementSpecOf(const json& spec, const model::ObjectMeta& meta) {
+  PodPlacementSpec out;
+  for (const auto& [k, v] : At(spec, "nodeSelector").items()) {
+    if (v.is_string()) out.node_selector[k] = v.get<std::string>();
+  }
+  const json& required = At(At(At(spec, "affinity"), "nodeAffinity"),
+                            "requiredDuringSchedulingIgnoredDuringExecution");
+  if (required.is_object()) {
+    auto sel = model::json::DecodeNodeSelector(required, "spec.affinity");
+    if (sel.ok()) out.required_affinity = std::move(*sel);
+  }
+  const json& tolerations = At(spec, "tolerations");
+  for (size_t i = 0; tolerations.is_array() && i < tolerations.size(); ++i) {
+    const json& t = tolerations[i];
+    out.tolerations.push_back(
+        {Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")});
+  }
+  out.spread = meta.annotations.contains(kSpreadAnnotation);
+  return out;
+}
+
+// The body of the FailedScheduling Event about `pod`.
+json FailedSchedulingEvent(const model::Object& pod, const std::string& message,
+                           const std::string& now, const std::string& component) {
+  return {{"involvedObject",
+           {{"kind", "Pod"},
+            {"namespace", pod.meta.namespace_},
+            {"name", pod.meta.name},
+            {"uid", pod.meta.uid},
+            {"apiVersion", "v1"}}},
+          {"reason", "FailedScheduling"},
+          {"message", message},
+          {"type", "Warning"},
+          {"count", 1},
+          {"firstTimestamp", now},
+          {"lastTimestamp", now},
+          {"source", {{"component", component}}},
+          {"reportingComponent", component}};
+}
+
 // The entries of `map` a pass looks at: all of them, or those whose keys are in `keys`.
 template <typename Map, typename Keys>
 std::vector<typename Map::value_type*> Selected(Map& map, bool all, const Keys& keys) {
@@ -473,6 +585,68 @@ struct Scheduler::State {
     }
   }
 
+  // Rebuilds the inventory and the node list when their objects changed since the last pass.
+  void RefreshSnapshot(cel::ProgramCache* programs) {
+    if (inventory_dirty) {
+      allocator::InventoryInput input;
+      extended_classes.clear();
+      for (const auto& [key, o] : Others(kClasses)) {
+        auto cls = model::json::DecodeDeviceClass(Whole(o, Parse(o.body)));
+        if (!cls.ok()) continue;
+        extended_classes[std::string(kImplicitExtendedPrefix) + cls->name] = cls->name;
+        input.classes.push_back(std::move(*cls));
+      }
+      // An explicit extendedResourceName wins over the implicit one; on a tie the class whose name
+      // sorts first wins (classes are kept in name order).
+      std::map<std::string, std::string> explicit_names;
+      for (const auto& cls : input.classes) {
+        if (!cls.extended_resource_name.empty() &&
+            !explicit_names.contains(cls.extended_resource_name)) {
+          explicit_names[cls.extended_resource_name] = cls.name;
+        }
+      }
+      for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
+      for (const auto& [key, o] : Others(kSlices)) {
+        auto slice = model::json::DecodeResourceSlice(Whole(o, Parse(o.body)));
+        if (slice.ok()) input.slices.push_back(std::move(*slice));
+      }
+      for (const auto& [key, o] : Others(kTaintRules)) {
+        auto rule = model::json::DecodeDeviceTaintRule(Whole(o, Parse(o.body)));
+        if (rule.ok()) input.taint_rules.push_back(std::move(*rule));
+      }
+      inventory = allocator::Inventory::Build(std::move(input), programs);
+      allocated.reset();
+      any_no_execute = false;
+      for (const auto& d : inventory->devices()) {
+        for (const auto& t : d.taints) any_no_execute |= t.effect == "NoExecute";
+      }
+      inventory_dirty = false;
+    }
+    if (nodes_dirty) {
+      nodes.clear();
+      for (const auto& [key, o] : Others(kNodes)) {
+        const json body = Parse(o.body);
+        NodeState n;
+        n.info = model::NodeInfo{o.meta.name, o.meta.labels};
+        const json& spec = At(body, "spec");
+        const json& unschedulable = At(spec, "unschedulable");
+        n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
+        const json& taints = At(spec, "taints");
+        for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
+          n.taints.push_back(
+              {Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")});
+        }
+        const json& conditions = At(At(body, "status"), "conditions");
+        for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+          if (Str(conditions[i], "type") == "Ready")
+            n.ready = Str(conditions[i], "status") == "True";
+        }
+        nodes.push_back(std::move(n));
+      }
+      nodes_dirty = false;
+    }
+  }
+
   const std::map<model::ResourceKey, model::Object>& Others(const char* resource) {
     return others[resource];
   }
@@ -651,64 +825,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     return !(changed && due) && now_tp - b->second.since < kUnschedulableFlush;
   };
 
-  // The inventory and the node list, rebuilt only when their objects changed.
-  if (st.inventory_dirty) {
-    allocator::InventoryInput input;
-    st.extended_classes.clear();
-    for (const auto& [key, o] : st.Others(kClasses)) {
-      auto cls = model::json::DecodeDeviceClass(Whole(o, Parse(o.body)));
-      if (!cls.ok()) continue;
-      st.extended_classes[std::string(kImplicitExtendedPrefix) + cls->name] = cls->name;
-      input.classes.push_back(std::move(*cls));
-    }
-    // An explicit extendedResourceName wins over the implicit one; on a tie the class whose name
-    // sorts first wins (classes are kept in name order).
-    std::map<std::string, std::string> explicit_names;
-    for (const auto& cls : input.classes) {
-      if (!cls.extended_resource_name.empty() &&
-          !explicit_names.contains(cls.extended_resource_name)) {
-        explicit_names[cls.extended_resource_name] = cls.name;
-      }
-    }
-    for (const auto& [name, cls] : explicit_names) st.extended_classes[name] = cls;
-    for (const auto& [key, o] : st.Others(kSlices)) {
-      auto slice = model::json::DecodeResourceSlice(Whole(o, Parse(o.body)));
-      if (slice.ok()) input.slices.push_back(std::move(*slice));
-    }
-    for (const auto& [key, o] : st.Others(kTaintRules)) {
-      auto rule = model::json::DecodeDeviceTaintRule(Whole(o, Parse(o.body)));
-      if (rule.ok()) input.taint_rules.push_back(std::move(*rule));
-    }
-    st.inventory = allocator::Inventory::Build(std::move(input), &programs_);
-    st.allocated.reset();
-    st.any_no_execute = false;
-    for (const auto& d : st.inventory->devices()) {
-      for (const auto& t : d.taints) st.any_no_execute |= t.effect == "NoExecute";
-    }
-    st.inventory_dirty = false;
-  }
-  if (st.nodes_dirty) {
-    st.nodes.clear();
-    for (const auto& [key, o] : st.Others(kNodes)) {
-      const json body = Parse(o.body);
-      NodeState n;
-      n.info = model::NodeInfo{o.meta.name, o.meta.labels};
-      const json& spec = At(body, "spec");
-      const json& unschedulable = At(spec, "unschedulable");
-      n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
-      const json& taints = At(spec, "taints");
-      for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
-        n.taints.push_back(
-            {Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")});
-      }
-      const json& conditions = At(At(body, "status"), "conditions");
-      for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
-        if (Str(conditions[i], "type") == "Ready") n.ready = Str(conditions[i], "status") == "True";
-      }
-      st.nodes.push_back(std::move(n));
-    }
-    st.nodes_dirty = false;
-  }
+  st.RefreshSnapshot(&programs_);
   const allocator::Inventory& inventory = *st.inventory;
   const std::vector<NodeState>& nodes = st.nodes;
   std::map<std::string, PodView>& pods = st.pods;
@@ -997,38 +1114,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     }
 
     // Extended resources served by DRA classes: one generated claim per pod.
-    json requests = json::array();
-    json mappings = json::array();
-    const json& containers = At(spec, "containers");
-    for (size_t ci = 0; containers.is_array() && ci < containers.size(); ++ci) {
-      const json& resources = At(containers[ci], "resources");
-      json amounts = At(resources, "limits").is_object() ? At(resources, "limits") : json::object();
-      for (const auto& [k, v] : At(resources, "requests").items()) {
-        if (!amounts.contains(k)) amounts[k] = v;
-      }
-      int ri = 0;
-      for (const auto& [resource, amount] : amounts.items()) {
-        auto cls = st.extended_classes.find(resource);
-        if (cls == st.extended_classes.end()) continue;
-        int64_t count = 0;
-        if (amount.is_number_integer()) {
-          count = amount.get<int64_t>();
-        } else if (amount.is_string()) {
-          auto q = ParseQuantity(amount.get<std::string>());
-          if (q.ok() && !q->HasFraction()) count = q->Value();
-        }
-        if (count <= 0) continue;
-        const std::string request = absl::StrCat("container-", ci, "-request-", ri++);
-        requests.push_back({{"name", request},
-                            {"exactly",
-                             {{"deviceClassName", cls->second},
-                              {"allocationMode", "ExactCount"},
-                              {"count", count}}}});
-        mappings.push_back({{"containerName", Str(containers[ci], "name")},
-                            {"resourceName", resource},
-                            {"requestName", request}});
-      }
-    }
+    auto [requests, mappings] = ExtendedResourceRequests(spec, st.extended_classes);
     json extended_status;
     if (!requests.empty()) {
       std::string found;
@@ -1074,28 +1160,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     if (!c.allocation->has_value()) continue;
     const json& reserved = At(At(*c.body, "status"), "reservedFor");
     if (!reserved.is_array() || reserved.empty()) continue;
-    std::string evict_reason;
-    for (const auto& r : (*c.allocation)->results) {
-      const auto* ids = inventory.FindDevice(absl::StrCat(r.driver, "/", r.pool, "/", r.device));
-      if (ids == nullptr) continue;
-      for (const auto& taint : inventory.devices()[ids->back()].taints) {
-        if (taint.effect != "NoExecute") continue;
-        const model::DeviceToleration* match = nullptr;
-        for (const auto& tol : r.tolerations) {
-          if (model::Tolerates(tol, taint)) match = &tol;
-        }
-        bool expired = match == nullptr;
-        if (match != nullptr && match->toleration_seconds.has_value()) {
-          std::chrono::system_clock::time_point added = now_tp;
-          if (!taint.time_added.empty()) ParseRfc3339(taint.time_added, &added);
-          expired = now_tp >= added + std::chrono::seconds(*match->toleration_seconds);
-        }
-        if (expired && evict_reason.empty()) {
-          evict_reason = absl::StrCat("device ", r.pool, "/", r.device, " has the NoExecute taint ",
-                                      taint.key, taint.value.empty() ? "" : "=", taint.value);
-        }
-      }
-    }
+    const std::string evict_reason = EvictionReason(**c.allocation, inventory, now_tp);
     if (evict_reason.empty()) continue;
     for (const auto& consumer : reserved) {
       auto it = pods.find(Str(consumer, "uid"));
@@ -1222,22 +1287,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     request.inventory = &inventory;
     request.allocated = &state;
     request.nodes = &nodes;
-    for (const auto& [k, v] : At(spec, "nodeSelector").items()) {
-      if (v.is_string()) request.pod.node_selector[k] = v.get<std::string>();
-    }
-    const json& required = At(At(At(spec, "affinity"), "nodeAffinity"),
-                              "requiredDuringSchedulingIgnoredDuringExecution");
-    if (required.is_object()) {
-      auto sel = model::json::DecodeNodeSelector(required, "spec.affinity");
-      if (sel.ok()) request.pod.required_affinity = std::move(*sel);
-    }
-    const json& tolerations = At(spec, "tolerations");
-    for (size_t i = 0; tolerations.is_array() && i < tolerations.size(); ++i) {
-      const json& t = tolerations[i];
-      request.pod.tolerations.push_back(
-          {Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")});
-    }
-    request.pod.spread = pod->obj.meta.annotations.contains(kSpreadAnnotation);
+    request.pod = PlacementSpecOf(spec, pod->obj.meta);
     request.options.deadline = std::chrono::steady_clock::now() + options_.allocation_budget;
     request.nodes_to_find = NodesToFind(nodes.size());
     request.start = st.next_start++;
@@ -1292,20 +1342,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
       if (condition_changed) {
         model::Object event = new_object(kEvents, pod->obj.meta.namespace_,
                                          absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10)));
-        json ebody = {{"involvedObject",
-                       {{"kind", "Pod"},
-                        {"namespace", pod->obj.meta.namespace_},
-                        {"name", pod->obj.meta.name},
-                        {"uid", pod->obj.meta.uid},
-                        {"apiVersion", "v1"}}},
-                      {"reason", "FailedScheduling"},
-                      {"message", message},
-                      {"type", "Warning"},
-                      {"count", 1},
-                      {"firstTimestamp", now},
-                      {"lastTimestamp", now},
-                      {"source", {{"component", options_.component}}},
-                      {"reportingComponent", options_.component}};
+        json ebody = FailedSchedulingEvent(pod->obj, message, now, options_.component);
         extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
       }
       Body pod_body = condition_changed ? Body(body) : pod->status_body;
