@@ -5,11 +5,13 @@
 
 #include "common/status.h"
 #include "model/resource_types.h"
+#include "service/ledger.h"
 
 namespace qm::service {
 namespace {
 
 constexpr int kMaxUpdateAttempts = 16;
+constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
 
 bool IsNamespaced(const std::string& resource) {
   const model::ResourceType* t = model::FindResourceTypeByKey(resource);
@@ -71,6 +73,35 @@ absl::StatusOr<model::Object> ObjectService::Create(model::Object obj, bool dry_
   return store_.Create(obj);
 }
 
+absl::StatusOr<model::Object> ObjectService::StoreUpdate(const model::Object& current,
+                                                         const model::Object& next) {
+  if (current.resource != kClaims) return store_.Update(next, current.meta.resource_version);
+  const auto before = ClaimAllocation(current.body);
+  const auto after = ClaimAllocation(next.body);
+  const bool unchanged = !before.has_value() && !after.has_value();
+  if (unchanged || (before.has_value() && after.has_value() &&
+                    LedgerRows(*before, current.meta.uid) == LedgerRows(*after, next.meta.uid))) {
+    return store_.Update(next, current.meta.resource_version);
+  }
+  store::Transaction txn;
+  txn.writes.push_back({store::Write::Kind::kUpdate, next, {}, current.meta.resource_version});
+  txn.release_claims.push_back(current.meta.uid);
+  if (after.has_value()) txn.claim_devices = LedgerRows(*after, next.meta.uid);
+  QM_ASSIGN_OR_RETURN(auto committed, store_.Commit(txn));
+  return std::move(committed.front());
+}
+
+absl::StatusOr<model::Object> ObjectService::StoreDelete(const model::Object& current) {
+  if (current.resource != kClaims)
+    return store_.Delete(current.Key(), current.meta.resource_version);
+  store::Transaction txn;
+  txn.writes.push_back(
+      {store::Write::Kind::kDelete, {}, current.Key(), current.meta.resource_version});
+  txn.release_claims.push_back(current.meta.uid);
+  QM_ASSIGN_OR_RETURN(auto committed, store_.Commit(txn));
+  return std::move(committed.front());
+}
+
 absl::StatusOr<model::Object> ObjectService::Update(
     const model::ResourceKey& key,
     const std::function<absl::StatusOr<model::Object>(const model::Object&)>& mutate,
@@ -105,7 +136,7 @@ absl::StatusOr<model::Object> ObjectService::Update(
       }
     }
     if (dry_run) return next;
-    absl::StatusOr<model::Object> result = store_.Update(next, current.meta.resource_version);
+    absl::StatusOr<model::Object> result = StoreUpdate(current, next);
     if (absl::IsAborted(result.status()) && !conditional && attempt + 1 < kMaxUpdateAttempts) {
       continue;  // someone wrote in between; recompute from the fresh state
     }
@@ -113,7 +144,7 @@ absl::StatusOr<model::Object> ObjectService::Update(
         result->meta.finalizers.empty() && key.resource != "namespaces") {
       // The last finalizer is gone: the object goes away now (watchers see MODIFIED, then
       // DELETED, as with the apiserver).
-      auto deleted = store_.Delete(key, result->meta.resource_version);
+      auto deleted = StoreDelete(*result);
       if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
       if (deleted.ok()) {
         QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key));
@@ -181,7 +212,7 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
     absl::StatusOr<model::Object> result;
     bool deleted = current.meta.finalizers.empty();
     if (deleted) {
-      result = store_.Delete(key, current.meta.resource_version);
+      result = StoreDelete(current);
     } else if (current.meta.deletion_timestamp.has_value()) {
       return DeleteResult{current, false};  // already being deleted: nothing changes
     } else {

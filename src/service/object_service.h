@@ -77,6 +77,13 @@ class ObjectService {
   absl::StatusOr<bool> NamespaceIsEmpty(const std::string& ns);
   // After `deleted` is gone: removes its namespace if that is being deleted and now empty.
   absl::Status FinishNamespaceIfEmpty(const model::ResourceKey& deleted);
+  // Store writes that keep the device ledger in step with claims whose allocation a client
+  // (an external allocator, not the scheduler) writes: an update that changes a claim's
+  // status.allocation replaces the claim's ledger rows in the same transaction (Aborted when a
+  // device is held exclusively by another claim); deleting a claim releases its rows.
+  absl::StatusOr<model::Object> StoreUpdate(const model::Object& current,
+                                            const model::Object& next);
+  absl::StatusOr<model::Object> StoreDelete(const model::Object& current);
 
   store::Store& store_;
   const Clock& clock_;

@@ -15,6 +15,7 @@
 #include "model/json/fields.h"
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
+#include "service/ledger.h"
 #include "service/placement.h"
 #include "service/quota.h"
 #include "spdlog/spdlog.h"
@@ -1381,11 +1382,8 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
       (*body)["status"]["reservedFor"] = json::array({consumer});
       model::Object next = WithBody(c->obj, *body);
       if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
-      for (const auto& r : placement.allocations[i].results) {
-        json consumed = json::object();
-        for (const auto& [name, q] : r.consumed_capacity) consumed[name] = q.String();
-        rows.push_back({r.driver, r.pool, r.device, r.share_id, c->obj.meta.uid, r.admin_access,
-                        consumed.dump()});
+      for (auto& row : LedgerRows(placement.allocations[i], c->obj.meta.uid)) {
+        rows.push_back(std::move(row));
       }
       auto allocation =
           std::make_shared<const std::optional<model::AllocationResult>>(placement.allocations[i]);

@@ -244,5 +244,55 @@ TEST_F(ObjectServiceTest, NamespaceWaitsForContentHeldByFinalizers) {
       absl::IsNotFound(service_.Get(model::ResourceKey{"namespaces", "", "team"}).status()));
 }
 
+// A claim body with one allocated device (or none).
+std::string ClaimBody(const std::string& device) {
+  std::string body =
+      R"({"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu"}}]}})";
+  if (device.empty()) return body + "}";
+  return body +
+         R"(,"status":{"allocation":{"devices":{"results":[{"request":"r",)"
+         R"("driver":"gpu.example.com","pool":"node-a","device":")" +
+         device + R"("}]}}}})";
+}
+
+TEST_F(ObjectServiceTest, AllocationsWrittenByClientsKeepTheDeviceLedger) {
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  auto c1 = service_.Create(Obj(claims, "team", "c1"), false);
+  auto c2 = service_.Create(Obj(claims, "team", "c2"), false);
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  auto set_allocation = [&](const model::Object& claim, const std::string& device) {
+    return service_.Update(
+        claim.Key(),
+        [&](const model::Object& cur) -> absl::StatusOr<model::Object> {
+          model::Object next = cur;
+          next.body = ClaimBody(device);
+          next.meta.resource_version = 0;
+          return next;
+        },
+        false);
+  };
+  // An allocation written through the API takes the device in the ledger...
+  ASSERT_TRUE(set_allocation(*c1, "gpu-0").ok());
+  auto ledger = store_.ListDeviceClaims();
+  ASSERT_EQ(ledger->size(), 1u);
+  EXPECT_EQ((*ledger)[0].device, "gpu-0");
+  EXPECT_EQ((*ledger)[0].claim_uid, c1->meta.uid);
+  // ...so a second claim cannot take the same device, and nothing of that write lands.
+  auto taken = set_allocation(*c2, "gpu-0");
+  EXPECT_TRUE(absl::IsAborted(taken.status())) << taken.status();
+  EXPECT_EQ(store_.Get(c2->Key())->body.find("allocation"), std::string::npos);
+  // Moving and removing allocations moves and frees the rows.
+  ASSERT_TRUE(set_allocation(*c1, "gpu-1").ok());
+  ASSERT_TRUE(set_allocation(*c2, "gpu-0").ok());
+  EXPECT_EQ(store_.ListDeviceClaims()->size(), 2u);
+  ASSERT_TRUE(set_allocation(*c1, "").ok());
+  ledger = store_.ListDeviceClaims();
+  ASSERT_EQ(ledger->size(), 1u);
+  EXPECT_EQ((*ledger)[0].claim_uid, c2->meta.uid);
+  // Deleting an allocated claim releases its device.
+  ASSERT_TRUE(service_.Delete(c2->Key(), DeleteOptions{}).ok());
+  EXPECT_TRUE(store_.ListDeviceClaims()->empty());
+}
+
 }  // namespace
 }  // namespace qm::service
