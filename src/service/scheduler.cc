@@ -795,80 +795,79 @@ absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
 
 absl::StatusOr<PassStats> Scheduler::RunOnce() { return Pass(/*read_your_writes=*/true); }
 
-absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
-  State& st = *state_;
-  ++st.pass;
-  PassStats stats;
-  const auto pass_start = std::chrono::steady_clock::now();
-  auto ms_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-  };
-  const auto now_tp = clock_.Now();
-  const std::string now = FormatRfc3339(now_tp);
-  Dirty dirty;
-  if (auto synced = Sync(read_your_writes, dirty); !synced.ok()) {
-    st.synced = false;
-    return synced;
-  }
-  // Now and then, look at every pod and claim (a missed consumer, an orphaned claim).
-  if (pass_start - st.last_sweep >= std::chrono::seconds(10)) dirty.all = true;
-  if (dirty.all) st.last_sweep = pass_start;
-  if (dirty.relevant) ++st.generation;
-  bool relevant_change = false;  // set by releases below
-  // An unschedulable pod waits out its backoff, and then until something that may help changed
-  // (or five minutes passed).
-  auto backing_off = [&](const std::string& uid, const PodView& p) {
-    auto b = st.backoff.find(uid);
-    if (b == st.backoff.end()) return false;
-    const bool changed =
-        b->second.generation != st.generation || b->second.rv != p.obj.meta.resource_version;
-    const bool due = now_tp >= b->second.not_before;
-    return !(changed && due) && now_tp - b->second.since < kUnschedulableFlush;
-  };
+// One pass over the views (the phases are listed in scheduler.h). Lives for one pass; used by
+// the pass thread only.
+class Scheduler::PassRun {
+ public:
+  PassRun(Scheduler& scheduler, Dirty dirty)
+      : ids_(scheduler.ids_),
+        options_(scheduler.options_),
+        st_(*scheduler.state_),
+        dirty_(std::move(dirty)),
+        now_tp_(scheduler.clock_.Now()),
+        now_(FormatRfc3339(now_tp_)),
+        inventory_(*st_.inventory),
+        nodes_(st_.nodes),
+        pods_(st_.pods),
+        claims_(st_.claims),
+        commits_(scheduler.store_) {}
 
-  st.RefreshSnapshot(&programs_);
-  const allocator::Inventory& inventory = *st.inventory;
-  const std::vector<NodeState>& nodes = st.nodes;
-  std::map<std::string, PodView>& pods = st.pods;
-  std::map<model::ResourceKey, ClaimView>& claims = st.claims;
-  // Claims this pass removes or fails to create; dropped from the views at the end of the pass.
-  std::vector<model::ResourceKey> gone;
-
-  // The claims `uid` owns.
-  auto owned_by = [&](const std::string& uid) {
-    std::vector<ClaimView*> out;
-    auto it = st.owned.find(uid);
-    if (it == st.owned.end()) return out;
-    for (const auto& key : it->second) {
-      auto c = claims.find(key);
-      if (c != claims.end() && !c->second.removed) out.push_back(&c->second);
+  PassStats Run() {
+    ReleaseClaims();
+    CreateClaims();
+    Evict();
+    const double controllers_ms = MsSince(start_);
+    Schedule();
+    commits_.Drain();
+    UpdateQuotaStatus();
+    for (const auto& key : gone_) {
+      auto it = claims_.find(key);
+      if (it == claims_.end() || !it->second.removed) continue;
+      st_.Disown(it->second);
+      claims_.erase(it);
     }
-    return out;
-  };
-  CommitQueue commits(store_);
-  // Claims that another commit of this pass is writing, or that changed under us: nothing below
-  // touches them this pass.
-  std::set<const ClaimView*> busy;
+    if (reset_allocated_) st_.allocated.reset();
+    spdlog::debug(
+        "scheduler pass: {} pending, {} bound, {} unschedulable, {} backing off, {} conflicts; "
+        "controllers {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",
+        pending_, stats_.bound, stats_.unschedulable, stats_.backing_off, stats_.conflicts,
+        controllers_ms, placement_ms_, MsSince(start_));
+    return stats_;
+  }
 
-  // 1. Release claims whose consumers are gone.
-  for (auto* entry : Selected(claims, dirty.all, dirty.claims)) {
-    const model::ResourceKey& key = entry->first;
-    ClaimView& c = entry->second;
+ private:
+  using Then = std::function<void(const std::vector<model::Object>*)>;
+
+  static double MsSince(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  // 1. Releases claims whose consumers are gone: prunes reservedFor, deallocates what the
+  // scheduler allocated once nothing uses it, deletes generated claims whose pod is gone.
+  void ReleaseClaims() {
+    for (auto* entry : Selected(claims_, dirty_.all, dirty_.claims)) {
+      ReleaseClaim(entry->first, entry->second);
+    }
+    commits_.Drain();
+    if (relevant_change_) ++st_.generation;
+  }
+
+  void ReleaseClaim(const model::ResourceKey& key, ClaimView& c) {
     const json& status = At(*c.body, "status");
     const json& reserved = At(status, "reservedFor");
     const size_t reserved_count = reserved.is_array() ? reserved.size() : 0;
     json keep = json::array();
     if (reserved.is_array()) {
       for (const auto& r : reserved) {
-        auto it = pods.find(Str(r, "uid"));
-        if (Str(r, "resource") == "pods" && it != pods.end() && !it->second.terminal) {
+        auto it = pods_.find(Str(r, "uid"));
+        if (Str(r, "resource") == "pods" && it != pods_.end() && !it->second.terminal) {
           keep.push_back(r);
         }
       }
     }
     bool owner_alive = false;
     if (c.generated) {
-      for (const auto& uid : c.owners) owner_alive = owner_alive || pods.contains(uid);
+      for (const auto& uid : c.owners) owner_alive = owner_alive || pods_.contains(uid);
     }
     const bool drop = c.generated && !owner_alive && keep.empty();
     // As Kubernetes' claim controller: the scheduler's own allocations (marked by the
@@ -876,7 +875,7 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     // someone else stays.
     const bool release =
         c.allocation->has_value() && keep.empty() && HasFinalizer(c.obj, kDeleteProtection);
-    if (keep.size() == reserved_count && !release && !drop) continue;
+    if (keep.size() == reserved_count && !release && !drop) return;
 
     store::Transaction txn;
     if (release) txn.release_claims.push_back(c.obj.meta.uid);
@@ -901,18 +900,18 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
       txn.writes.push_back(
           {store::Write::Kind::kUpdate, WithBody(next, *body), {}, c.obj.meta.resource_version});
     }
-    if (release || (remove && c.allocation->has_value())) relevant_change = true;
-    commits.Submit(std::move(txn), [&, remove, release, body, c = &c](CommitResult committed) {
+    if (release || (remove && c.allocation->has_value())) relevant_change_ = true;
+    commits_.Submit(std::move(txn), [this, remove, release, body, c = &c](CommitResult committed) {
       if (!committed.ok()) {
-        ++stats.conflicts;
-        busy.insert(c);
+        ++stats_.conflicts;
+        busy_.insert(c);
         return;
       }
-      ++stats.claims_released;
-      if (release || c->allocation->has_value()) st.allocated.reset();
+      ++stats_.claims_released;
+      if (release || c->allocation->has_value()) st_.allocated.reset();
       if (remove) {
         c->removed = true;
-        gone.push_back(c->obj.Key());
+        gone_.push_back(c->obj.Key());
         return;
       }
       c->obj = committed->front();
@@ -922,210 +921,85 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
       }
     });
   }
-  commits.Drain();
-  if (relevant_change) ++st.generation;
 
-  // A new object's metadata as the object service would fill it in.
-  auto new_object = [&](const char* resource, const std::string& ns, std::string name) {
-    model::Object o;
-    o.resource = resource;
-    o.meta.namespace_ = ns;
-    o.meta.name = std::move(name);
-    o.meta.uid = ids_.NewUid();
-    o.meta.generation = 1;
-    o.meta.creation_timestamp = now_tp;
-    return o;
-  };
-  // ResourceQuota: the quotas of a namespace, and its usage by the pods and claims in the views
-  // (claims this pass generates included), computed on first need.
-  auto quotas_in = [&](const std::string& ns) {
-    std::vector<model::Object> out;
-    for (const auto& [key, q] : st.Others(kQuotas)) {
-      if (key.namespace_ == ns) out.push_back(q);
-    }
-    return out;
-  };
-  std::map<std::string, QuotaAmounts> quota_used;  // by namespace
-  auto used_in = [&](const std::string& ns) -> QuotaAmounts& {
-    auto [it, added] = quota_used.try_emplace(ns);
-    if (!added) return it->second;
-    for (const auto& [uid, p] : pods) {
-      if (p.obj.meta.namespace_ != ns) continue;
-      for (const auto& [k, n] : QuotaUsage(p.obj)) it->second[k] += n;
-    }
-    for (const auto& [key, c] : claims) {
-      if (key.namespace_ != ns || c.removed) continue;
-      for (const auto& [k, n] : QuotaUsage(c.obj)) it->second[k] += n;
-    }
-    return it->second;
-  };
-  // Why a pod's claim could not be generated (exceeded quota), by pod uid.
-  std::map<std::string, std::string> claim_problems;
-
-  // A claim generated for `pod`, named <pod><infix><random suffix>, owned by the pod; it joins
-  // the claim map uncommitted. Null when its name is taken or quota admission refuses it.
-  auto generate_claim =
-      [&](PodView& pod, const std::string& infix, const std::map<std::string, std::string>& labels,
-          std::map<std::string, std::string> annotations, json body) -> ClaimView* {
-    model::Object claim = new_object(kClaims, pod.obj.meta.namespace_,
-                                     absl::StrCat(pod.obj.meta.name, infix, RandomSuffix(5)));
-    claim.meta.owner_references = OwnerReference(pod.obj);
-    claim.meta.labels = labels;
-    claim.meta.annotations = std::move(annotations);
-    claim = WithBody(claim, body);
-    // Quota admission, as the API server applies it to the claims Kubernetes' controller creates.
-    if (const auto quotas = quotas_in(claim.meta.namespace_); !quotas.empty()) {
-      QuotaAmounts& used = used_in(claim.meta.namespace_);
-      // Named by its generateName prefix, so that the refusal reads the same on every attempt.
-      model::Object named = claim;
-      named.meta.name = absl::StrCat(pod.obj.meta.name, infix);
-      if (auto admitted = CheckQuota(named, quotas, used); !admitted.ok()) {
-        claim_problems[pod.obj.meta.uid] = std::string(admitted.message());
-        return nullptr;
-      }
-      for (const auto& [k, n] : QuotaUsage(claim)) used[k] += n;
-    }
-    ClaimView view;
-    view.obj = std::move(claim);
-    view.body = std::make_shared<const json>(std::move(body));
-    view.allocation = std::make_shared<const std::optional<model::AllocationResult>>();
-    view.generated = true;
-    view.uncommitted = true;
-    view.owners = {pod.obj.meta.uid};
-    auto [it, inserted] = claims.emplace(view.obj.Key(), std::move(view));
-    if (!inserted) return nullptr;  // a name clash with an existing claim: next pass
-    st.Own(it->second);
-    pod.new_claims.push_back(&it->second);
-    return &it->second;
-  };
-
-  // Commits controller work (new claims, the pod's claim statuses) plus `extra` writes for a
-  // pod in one transaction, in that order, the pod write last: `pod_body` (null: no pod write)
-  // is what the pod then has. `then` gets the committed objects, or null when it failed.
-  using Then = std::function<void(const std::vector<model::Object>*)>;
-  auto commit_pod_work = [&](PodView& pod, std::vector<store::Write> extra,
-                             std::vector<store::DeviceClaim> rows, Body pod_body, Then then) {
-    store::Transaction txn;
-    std::vector<ClaimView*> created = pod.new_claims;
-    for (ClaimView* c : created) {
-      txn.writes.push_back({store::Write::Kind::kCreate, c->obj, {}, 0});
-    }
-    for (auto& w : extra) txn.writes.push_back(std::move(w));
-    const bool writes_pod = pod_body != nullptr;
-    if (writes_pod) {
-      txn.writes.push_back({store::Write::Kind::kUpdate,
-                            WithBody(pod.obj, *pod_body),
-                            {},
-                            pod.obj.meta.resource_version});
-    }
-    txn.claim_devices = std::move(rows);
-    pod.new_claims.clear();
-    pod.status_body = nullptr;
-    if (txn.writes.empty()) {
-      const std::vector<model::Object> none;
-      if (then) then(&none);
-      return;
-    }
-    commits.Submit(std::move(txn), [&, created, writes_pod, pod_body, p = &pod,
-                                    then = std::move(then)](CommitResult committed) {
-      if (!committed.ok()) {
-        ++stats.conflicts;
-        spdlog::info("writing pod {}/{} lost a race: {}", p->obj.meta.namespace_, p->obj.meta.name,
-                     committed.status().ToString());
-        for (ClaimView* c : created) {
-          c->removed = true;
-          gone.push_back(c->obj.Key());
+  // 2. Claims from templates and extended resources, for the pods that changed and the waiting
+  // pods about to be tried again (a claim refused before, by quota, may fit now).
+  void CreateClaims() {
+    auto pods = Selected(pods_, dirty_.all, dirty_.pods);
+    if (!dirty_.all) {
+      for (auto& entry : pods_) {
+        const PodView& p = entry.second;
+        if (p.node_name.empty() && !p.deleting && !p.terminal &&
+            st_.backoff.contains(entry.first) && !dirty_.pods.contains(entry.first) &&
+            !BackingOff(entry.first, p)) {
+          pods.push_back(&entry);
         }
-        if (then) then(nullptr);
-        return;
       }
-      for (size_t i = 0; i < created.size(); ++i) {
-        ClaimView* c = created[i];
-        c->obj = (*committed)[i];
-        c->uncommitted = false;
-        ++stats.claims_created;
-      }
-      if (writes_pod) {
-        p->obj = committed->back();
-        p->body = pod_body;
-      }
-      if (then) then(&*committed);
-    });
-  };
-
-  // 2. Claims from templates and extended resources, for the pods that changed.
-  auto pods_to_check = Selected(pods, dirty.all, dirty.pods);
-  if (!dirty.all) {
-    // Waiting pods about to be tried again: a claim refused before (quota) may fit now.
-    for (auto& entry : pods) {
-      const PodView& p = entry.second;
-      if (p.node_name.empty() && !p.deleting && !p.terminal && st.backoff.contains(entry.first) &&
-          !dirty.pods.contains(entry.first) && !backing_off(entry.first, p)) {
-        pods_to_check.push_back(&entry);
+    }
+    for (auto* entry : pods) {
+      if (!entry->second.deleting && !entry->second.terminal) {
+        CreateClaimsFor(entry->first, entry->second);
       }
     }
   }
-  for (auto* entry : pods_to_check) {
-    const std::string& uid = entry->first;
-    PodView& pod = entry->second;
-    if (pod.deleting || pod.terminal) continue;
+
+  void CreateClaimsFor(const std::string& uid, PodView& pod) {
     const json& spec = At(*pod.body, "spec");
     const json& pod_claims = At(spec, "resourceClaims");
     json statuses = json::array();
     bool statuses_known = true;
-    if (pod_claims.is_array()) {
-      for (const auto& rc : pod_claims) {
-        const std::string name = Str(rc, "name");
-        const std::string tmpl = Str(rc, "resourceClaimTemplateName");
-        if (tmpl.empty()) continue;
-        std::string found;
-        for (const ClaimView* c : owned_by(uid)) {
-          auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
-          if (a != c->obj.meta.annotations.end() && a->second == name) found = c->obj.meta.name;
-        }
-        if (found.empty()) {
-          auto t = st.templates.find({pod.obj.meta.namespace_, tmpl});
-          if (t == st.templates.end()) {
-            statuses_known = false;
-            continue;
-          }
-          const json& tspec = At(*t->second, "spec");
-          const json& tmeta = At(tspec, "metadata");
-          std::map<std::string, std::string> labels;
-          std::map<std::string, std::string> annotations;
-          for (const auto& [k, v] : At(tmeta, "labels").items()) {
-            if (v.is_string()) labels[k] = v.get<std::string>();
-          }
-          for (const auto& [k, v] : At(tmeta, "annotations").items()) {
-            if (v.is_string()) annotations[k] = v.get<std::string>();
-          }
-          annotations[kPodClaimNameAnnotation] = name;
-          const json& claim_spec = At(tspec, "spec");
-          ClaimView* c =
-              generate_claim(pod, absl::StrCat("-", name, "-"), labels, std::move(annotations),
-                             json{{"spec", claim_spec.is_object() ? claim_spec : json::object()}});
-          if (c == nullptr) {
-            statuses_known = false;
-            continue;
-          }
-          found = c->obj.meta.name;
-        }
-        statuses.push_back({{"name", name}, {"resourceClaimName", found}});
+    for (size_t i = 0; pod_claims.is_array() && i < pod_claims.size(); ++i) {
+      const json& rc = pod_claims[i];
+      const std::string name = Str(rc, "name");
+      const std::string tmpl = Str(rc, "resourceClaimTemplateName");
+      if (tmpl.empty()) continue;
+      std::string found;
+      for (const ClaimView* c : OwnedBy(uid)) {
+        auto a = c->obj.meta.annotations.find(kPodClaimNameAnnotation);
+        if (a != c->obj.meta.annotations.end() && a->second == name) found = c->obj.meta.name;
       }
+      if (found.empty()) {
+        auto t = st_.templates.find({pod.obj.meta.namespace_, tmpl});
+        if (t == st_.templates.end()) {
+          statuses_known = false;
+          continue;
+        }
+        const json& tspec = At(*t->second, "spec");
+        const json& tmeta = At(tspec, "metadata");
+        std::map<std::string, std::string> labels;
+        std::map<std::string, std::string> annotations;
+        for (const auto& [k, v] : At(tmeta, "labels").items()) {
+          if (v.is_string()) labels[k] = v.get<std::string>();
+        }
+        for (const auto& [k, v] : At(tmeta, "annotations").items()) {
+          if (v.is_string()) annotations[k] = v.get<std::string>();
+        }
+        annotations[kPodClaimNameAnnotation] = name;
+        const json& claim_spec = At(tspec, "spec");
+        ClaimView* c =
+            GenerateClaim(pod, absl::StrCat("-", name, "-"), labels, std::move(annotations),
+                          json{{"spec", claim_spec.is_object() ? claim_spec : json::object()}});
+        if (c == nullptr) {
+          statuses_known = false;
+          continue;
+        }
+        found = c->obj.meta.name;
+      }
+      statuses.push_back({{"name", name}, {"resourceClaimName", found}});
     }
 
     // Extended resources served by DRA classes: one generated claim per pod.
-    auto [requests, mappings] = ExtendedResourceRequests(spec, st.extended_classes);
+    auto [requests, mappings] = ExtendedResourceRequests(spec, st_.extended_classes);
     json extended_status;
     if (!requests.empty()) {
       std::string found;
-      for (const ClaimView* c : owned_by(uid)) {
+      for (const ClaimView* c : OwnedBy(uid)) {
         if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c->obj.meta.name;
       }
       if (found.empty()) {
         ClaimView* c =
-            generate_claim(pod, "-extended-resources-", {}, {{kExtendedClaimAnnotation, "true"}},
-                           json{{"spec", {{"devices", {{"requests", requests}}}}}});
+            GenerateClaim(pod, "-extended-resources-", {}, {{kExtendedClaimAnnotation, "true"}},
+                          json{{"spec", {{"devices", {{"requests", requests}}}}}});
         if (c != nullptr) found = c->obj.meta.name;
       }
       if (!found.empty()) {
@@ -1149,97 +1023,94 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     }
     // A pod that will not be scheduled this pass gets its claims now.
     if (!pod.node_name.empty() && (!pod.new_claims.empty() || pod.status_body != nullptr)) {
-      commit_pod_work(pod, {}, {}, pod.status_body, nullptr);
+      CommitPodWork(pod, {}, {}, pod.status_body, nullptr);
     }
   }
 
-  // 2b. NoExecute device taints (on the device or from a DeviceTaintRule) evict the pods that
-  // use the device unless the allocation tolerates them (tolerationSeconds counted from the
-  // taint's timeAdded); their claims are released on the next pass.
-  for (auto& [key, c] : claims) {
-    if (!st.any_no_execute) break;
-    if (!c.allocation->has_value()) continue;
-    const json& reserved = At(At(*c.body, "status"), "reservedFor");
-    if (!reserved.is_array() || reserved.empty()) continue;
-    const std::string evict_reason = EvictionReason(**c.allocation, inventory, now_tp);
-    if (evict_reason.empty()) continue;
-    for (const auto& consumer : reserved) {
-      auto it = pods.find(Str(consumer, "uid"));
-      if (it == pods.end() || it->second.deleting) continue;
-      PodView& pod = it->second;
-      pod.deleting = true;
-      commits.Submit(
-          store::Transaction{
-              {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
-              {},
-              {}},
-          [&, p = &pod, evict_reason](CommitResult deleted) {
-            if (!deleted.ok()) {
-              ++stats.conflicts;
-              return;
-            }
-            spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name,
-                         evict_reason);
-            ++stats.evicted;
-          });
-    }
-  }
-
-  const double controllers_ms = ms_since(pass_start);
-
-  // 3. Schedule pending pods, except those backing off with nothing changed for them.
-  std::vector<PodView*> pending;
-  for (auto& [uid, p] : pods) {
-    if (!p.node_name.empty() || p.deleting || p.terminal) {
-      st.backoff.erase(uid);
-      continue;
-    }
-    if (backing_off(uid, p)) {
-      ++stats.backing_off;
-      // Its claims are still created (and recorded) now.
-      if (!p.new_claims.empty() || p.status_body != nullptr) {
-        commit_pod_work(p, {}, {}, p.status_body, nullptr);
+  // 2b. NoExecute device taints evict the pods that use the device unless the allocation
+  // tolerates them (see EvictionReason); their claims are released on the next pass.
+  void Evict() {
+    if (!st_.any_no_execute) return;
+    for (auto& [key, c] : claims_) {
+      if (!c.allocation->has_value()) continue;
+      const json& reserved = At(At(*c.body, "status"), "reservedFor");
+      if (!reserved.is_array() || reserved.empty()) continue;
+      const std::string reason = EvictionReason(**c.allocation, inventory_, now_tp_);
+      if (reason.empty()) continue;
+      for (const auto& consumer : reserved) {
+        auto it = pods_.find(Str(consumer, "uid"));
+        if (it == pods_.end() || it->second.deleting) continue;
+        PodView& pod = it->second;
+        pod.deleting = true;
+        commits_.Submit(
+            store::Transaction{
+                {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
+                {},
+                {}},
+            [this, p = &pod, reason](CommitResult deleted) {
+              if (!deleted.ok()) {
+                ++stats_.conflicts;
+                return;
+              }
+              spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name,
+                           reason);
+              ++stats_.evicted;
+            });
       }
-      continue;
     }
-    pending.push_back(&p);
   }
-  std::erase_if(st.backoff, [&](const auto& e) { return !pods.contains(e.first); });
-  std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
-    if (a->priority != b->priority) return a->priority > b->priority;
-    if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
-      return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
-    }
-    return a->obj.Key() < b->obj.Key();
-  });
 
-  // Pods that ask for the same thing share verdicts; a binding dirties only its node (or all
-  // nodes when it took devices that are not node-local).
-  std::map<std::string, PlacementMemo> memos;
-  std::vector<uint64_t> node_versions(nodes.size(), 0);
-  std::unordered_map<std::string, size_t> node_index;
-  for (size_t i = 0; i < nodes.size(); ++i) node_index[nodes[i].info.name] = i;
-  double placement_ms = 0;
-
-  if (!st.allocated.has_value()) {
-    std::vector<allocator::AllocatedDevice> in_use;
-    for (const auto& [key, c] : claims) {
-      if (!c.removed && c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
+  // 3. Schedules pending pods, highest priority first, except those backing off with nothing
+  // changed for them.
+  void Schedule() {
+    std::vector<PodView*> pending;
+    for (auto& [uid, p] : pods_) {
+      if (!p.node_name.empty() || p.deleting || p.terminal) {
+        st_.backoff.erase(uid);
+        continue;
+      }
+      if (BackingOff(uid, p)) {
+        ++stats_.backing_off;
+        // Its claims are still created (and recorded) now.
+        if (!p.new_claims.empty() || p.status_body != nullptr) {
+          CommitPodWork(p, {}, {}, p.status_body, nullptr);
+        }
+        continue;
+      }
+      pending.push_back(&p);
     }
-    st.allocated = inventory.ResolveAllocated(in_use);
+    std::erase_if(st_.backoff, [&](const auto& e) { return !pods_.contains(e.first); });
+    std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
+      if (a->priority != b->priority) return a->priority > b->priority;
+      if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
+        return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
+      }
+      return a->obj.Key() < b->obj.Key();
+    });
+    pending_ = pending.size();
+    if (pending.empty()) return;
+
+    node_versions_.assign(nodes_.size(), 0);
+    for (size_t i = 0; i < nodes_.size(); ++i) node_index_[nodes_[i].info.name] = i;
+    if (!st_.allocated.has_value()) {
+      std::vector<allocator::AllocatedDevice> in_use;
+      for (const auto& [key, c] : claims_) {
+        if (!c.removed && c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
+      }
+      st_.allocated = inventory_.ResolveAllocated(in_use);
+    }
+    for (PodView* pod : pending) SchedulePod(*pod);
   }
-  allocator::AllocatedState& state = *st.allocated;
-  const double snapshot_ms = ms_since(pass_start) - controllers_ms;
 
-  for (PodView* pod : pending) {
-    const json& current = pod->Current();
+  void SchedulePod(PodView& pod) {
+    const json& current = pod.Current();
     const json& spec = At(current, "spec");
     const json& pstatus = At(current, "status");
     std::string problem;
     std::vector<ClaimView*> pod_claims;
     auto add_claim = [&](const std::string& name) {
-      auto it = claims.find(model::ResourceKey{kClaims, pod->obj.meta.namespace_, name});
-      if (it == claims.end() || it->second.removed ||
+      auto it = claims_.find(model::ResourceKey{kClaims, pod.obj.meta.namespace_, name});
+      if (it == claims_.end() || it->second.removed ||
           it->second.obj.meta.deletion_timestamp.has_value()) {
         problem = absl::StrCat("resourceclaim \"", name, "\" not found");
         return;
@@ -1272,26 +1143,26 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     if (At(pstatus, "extendedResourceClaimStatus").is_object()) {
       add_claim(Str(At(pstatus, "extendedResourceClaimStatus"), "resourceClaimName"));
     }
-    if (auto p = claim_problems.find(pod->obj.meta.uid); p != claim_problems.end()) {
+    if (auto p = claim_problems_.find(pod.obj.meta.uid); p != claim_problems_.end()) {
       problem = p->second;  // why its claim does not exist
     }
 
     // A claim another commit of this pass is still writing: decide on the next pass, when its
     // new revision is known.
     if (std::any_of(pod_claims.begin(), pod_claims.end(),
-                    [&](const ClaimView* c) { return busy.contains(c); })) {
-      ++stats.conflicts;
-      commit_pod_work(*pod, {}, {}, pod->status_body, nullptr);
-      continue;
+                    [&](const ClaimView* c) { return busy_.contains(c); })) {
+      ++stats_.conflicts;
+      CommitPodWork(pod, {}, {}, pod.status_body, nullptr);
+      return;
     }
     PlacementRequest request;
-    request.inventory = &inventory;
-    request.allocated = &state;
-    request.nodes = &nodes;
-    request.pod = PlacementSpecOf(spec, pod->obj.meta);
+    request.inventory = &inventory_;
+    request.allocated = &*st_.allocated;
+    request.nodes = &nodes_;
+    request.pod = PlacementSpecOf(spec, pod.obj.meta);
     request.options.deadline = std::chrono::steady_clock::now() + options_.allocation_budget;
-    request.nodes_to_find = NodesToFind(nodes.size());
-    request.start = st.next_start++;
+    request.nodes_to_find = NodesToFind(nodes_.size());
+    request.start = st_.next_start++;
     std::vector<model::ResourceClaim> typed;
     std::vector<ClaimView*> to_allocate;
     typed.reserve(pod_claims.size());
@@ -1317,57 +1188,67 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     }
     for (const auto& t : typed) request.to_allocate.push_back(&t);
 
-    // The signature of what this pod asks for.
+    // Pods that ask for the same thing share verdicts (a binding dirties only its node, or all
+    // nodes when it took devices that are not node-local): the signature of what this one asks.
     json signature = {At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations"),
                       request.pod.spread};
     for (const auto& pin : request.pinned) {
       signature.push_back(model::json::EncodeNodeSelector(pin));
     }
     for (const ClaimView* c : to_allocate) signature.push_back(At(*c->body, "spec"));
-    request.memo = &memos[signature.dump()];
-    request.node_versions = &node_versions;
+    request.memo = &memos_[signature.dump()];
+    request.node_versions = &node_versions_;
     Placement placement;
     if (problem.empty()) {
       const auto place_start = std::chrono::steady_clock::now();
       placement = Place(request);
-      placement_ms += ms_since(place_start);
+      placement_ms_ += MsSince(place_start);
       if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
     }
     if (!problem.empty() || placement.kind != Placement::Kind::kPlaced) {
-      const std::string message = problem.empty() ? placement.message : problem;
-      ++stats.unschedulable;
-      auto body = std::make_shared<json>(current);
-      const bool condition_changed =
-          SetCondition(*body, "PodScheduled", "False", "Unschedulable", message, now);
-      std::vector<store::Write> extra;
-      if (condition_changed) {
-        model::Object event = new_object(kEvents, pod->obj.meta.namespace_,
-                                         absl::StrCat(pod->obj.meta.name, ".", RandomSuffix(10)));
-        json ebody = FailedSchedulingEvent(pod->obj, message, now, options_.component);
-        extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
-      }
-      Body pod_body = condition_changed ? Body(body) : pod->status_body;
-      const std::string uid = pod->obj.meta.uid;
-      auto backoff_after = [&, uid, p = pod](const std::vector<model::Object>* committed) {
-        State::Backoff& b = st.backoff[uid];
-        if (b.attempts == 0) b.since = now_tp;
-        ++b.attempts;
-        auto delay = options_.initial_backoff;
-        for (int i = 1; i < b.attempts && delay < options_.max_backoff; ++i) delay *= 2;
-        b.not_before = now_tp + std::min(delay, options_.max_backoff);
-        b.generation = st.generation;
-        // A failed write is retried at once.
-        b.rv = committed != nullptr ? p->obj.meta.resource_version : 0;
-      };
-      commit_pod_work(*pod, std::move(extra), {}, std::move(pod_body), std::move(backoff_after));
-      continue;
+      Unschedulable(pod, problem.empty() ? placement.message : problem);
+      return;
     }
+    Bind(pod, pod_claims, to_allocate, placement);
+  }
 
-    // Bind: ledger rows, claims (new ones created allocated) and the pod in one transaction.
+  // PodScheduled=False with `message`, a FailedScheduling Event when the message is new, the
+  // pod's claim work, and its next backoff.
+  void Unschedulable(PodView& pod, const std::string& message) {
+    ++stats_.unschedulable;
+    auto body = std::make_shared<json>(pod.Current());
+    const bool condition_changed =
+        SetCondition(*body, "PodScheduled", "False", "Unschedulable", message, now_);
+    std::vector<store::Write> extra;
+    if (condition_changed) {
+      model::Object event = NewObject(kEvents, pod.obj.meta.namespace_,
+                                      absl::StrCat(pod.obj.meta.name, ".", RandomSuffix(10)));
+      json ebody = FailedSchedulingEvent(pod.obj, message, now_, options_.component);
+      extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
+    }
+    Body pod_body = condition_changed ? Body(body) : pod.status_body;
+    auto backoff_after = [this, p = &pod](const std::vector<model::Object>* committed) {
+      State::Backoff& b = st_.backoff[p->obj.meta.uid];
+      if (b.attempts == 0) b.since = now_tp_;
+      ++b.attempts;
+      auto delay = options_.initial_backoff;
+      for (int i = 1; i < b.attempts && delay < options_.max_backoff; ++i) delay *= 2;
+      b.not_before = now_tp_ + std::min(delay, options_.max_backoff);
+      b.generation = st_.generation;
+      // A failed write is retried at once.
+      b.rv = committed != nullptr ? p->obj.meta.resource_version : 0;
+    };
+    CommitPodWork(pod, std::move(extra), {}, std::move(pod_body), std::move(backoff_after));
+  }
+
+  // Binds `pod` as `placement` says: ledger rows, its claims (new ones created allocated) and
+  // the pod in one transaction, committed in the background.
+  void Bind(PodView& pod, const std::vector<ClaimView*>& pod_claims,
+            const std::vector<ClaimView*>& to_allocate, const Placement& placement) {
     std::vector<store::Write> claim_writes;
     std::vector<store::DeviceClaim> rows;
     const json consumer = {
-        {"resource", "pods"}, {"name", pod->obj.meta.name}, {"uid", pod->obj.meta.uid}};
+        {"resource", "pods"}, {"name", pod.obj.meta.name}, {"uid", pod.obj.meta.uid}};
     struct ClaimUpdate {
       ClaimView* claim;
       Body body;
@@ -1404,37 +1285,39 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
       json& reserved = (*body)["status"]["reservedFor"];
       if (!reserved.is_array()) reserved = json::array();
       bool present = std::any_of(reserved.begin(), reserved.end(),
-                                 [&](const json& r) { return Str(r, "uid") == pod->obj.meta.uid; });
+                                 [&](const json& r) { return Str(r, "uid") == pod.obj.meta.uid; });
       if (!present) reserved.push_back(consumer);
       claim_writes.push_back(
           {store::Write::Kind::kUpdate, WithBody(c->obj, *body), {}, c->obj.meta.resource_version});
       updates.push_back({c, std::move(body), c->allocation});
     }
-    auto pbody = std::make_shared<json>(current);
+    auto pbody = std::make_shared<json>(pod.Current());
     (*pbody)["spec"]["nodeName"] = placement.node;
-    SetCondition(*pbody, "PodScheduled", "True", "", "", now);
+    SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
     // The next pods are placed against the devices this one takes while its commit runs.
     std::vector<allocator::AllocatedDevice> taken;
     for (const auto& a : placement.allocations) AppendAllocated(a, taken);
-    inventory.AddAllocated(state, taken);
+    inventory_.AddAllocated(*st_.allocated, taken);
     if (!taken.empty()) {
       if (NodeLocal(placement.allocations)) {
-        ++node_versions[node_index[placement.node]];
+        ++node_versions_[node_index_[placement.node]];
       } else {
-        memos.clear();
+        memos_.clear();
       }
     }
-    for (ClaimView* c : pod_claims) busy.insert(c);
-    const size_t created = pod->new_claims.size();
-    auto bound = [&, p = pod, updates = std::move(updates), created,
+    for (ClaimView* c : pod_claims) busy_.insert(c);
+    const size_t created = pod.new_claims.size();
+    auto bound = [this, p = &pod, updates = std::move(updates), created,
                   node = placement.node](const std::vector<model::Object>* committed) {
       if (committed == nullptr) {
-        st.allocated.reset();  // its devices were counted as taken
+        // Its devices were counted as taken; resolved anew after this pass (the state is still
+        // in use by the pods placed after it).
+        reset_allocated_ = true;
         return;
       }
-      ++stats.bound;
+      ++stats_.bound;
       p->node_name = node;
-      st.backoff.erase(p->obj.meta.uid);
+      st_.backoff.erase(p->obj.meta.uid);
       for (size_t i = 0; i < updates.size(); ++i) {
         ClaimView* c = updates[i].claim;
         c->obj = (*committed)[created + i];
@@ -1442,47 +1325,232 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
         c->allocation = updates[i].allocation;
       }
     };
-    commit_pod_work(*pod, std::move(claim_writes), std::move(rows), std::move(pbody),
-                    std::move(bound));
+    CommitPodWork(pod, std::move(claim_writes), std::move(rows), std::move(pbody),
+                  std::move(bound));
   }
-  commits.Drain();
 
-  // 4. ResourceQuota status: hard and used, for the namespaces whose pods or claims changed.
-  if (!st.Others(kQuotas).empty() &&
-      (dirty.all || dirty.relevant || !dirty.pods.empty() || !dirty.claims.empty() ||
-       stats.claims_created > 0 || stats.claims_released > 0)) {
-    quota_used.clear();
-    for (const auto& [key, quota] : st.Others(kQuotas)) {
-      const std::string body = QuotaStatusBody(quota, used_in(key.namespace_));
-      if (body.empty()) continue;
-      commits.Submit(store::Transaction{{{store::Write::Kind::kUpdate,
-                                          WithBody(quota, Parse(body)),
-                                          {},
-                                          quota.meta.resource_version}},
-                                        {},
-                                        {}},
-                     [&, key = key](CommitResult committed) {
-                       if (!committed.ok()) {
-                         ++stats.conflicts;
-                         return;
-                       }
-                       st.others[kQuotas][key] = committed->front();  // its own change is no news
-                     });
+  // 4. ResourceQuota status: hard and used, when pods or claims may have changed.
+  void UpdateQuotaStatus() {
+    if (st_.Others(kQuotas).empty() ||
+        !(dirty_.all || dirty_.relevant || !dirty_.pods.empty() || !dirty_.claims.empty() ||
+          stats_.claims_created > 0 || stats_.claims_released > 0)) {
+      return;
     }
-    commits.Drain();
+    quota_used_.clear();
+    for (const auto& [key, quota] : st_.Others(kQuotas)) {
+      const std::string body = QuotaStatusBody(quota, UsedIn(key.namespace_));
+      if (body.empty()) continue;
+      commits_.Submit(store::Transaction{{{store::Write::Kind::kUpdate,
+                                           WithBody(quota, Parse(body)),
+                                           {},
+                                           quota.meta.resource_version}},
+                                         {},
+                                         {}},
+                      [this, key = key](CommitResult committed) {
+                        if (!committed.ok()) {
+                          ++stats_.conflicts;
+                          return;
+                        }
+                        st_.others[kQuotas][key] = committed->front();  // its own change
+                      });
+    }
+    commits_.Drain();
   }
-  for (const auto& key : gone) {
-    auto it = claims.find(key);
-    if (it == claims.end() || !it->second.removed) continue;
-    st.Disown(it->second);
-    claims.erase(it);
+
+  // An unschedulable pod waits out its backoff, and then until something that may help changed
+  // (or five minutes passed).
+  bool BackingOff(const std::string& uid, const PodView& p) const {
+    auto b = st_.backoff.find(uid);
+    if (b == st_.backoff.end()) return false;
+    const bool changed =
+        b->second.generation != st_.generation || b->second.rv != p.obj.meta.resource_version;
+    const bool due = now_tp_ >= b->second.not_before;
+    return !(changed && due) && now_tp_ - b->second.since < kUnschedulableFlush;
   }
-  spdlog::debug(
-      "scheduler pass: {} pending, {} bound, {} unschedulable, {} backing off, {} conflicts; "
-      "controllers {:.1f} ms, snapshot {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",
-      pending.size(), stats.bound, stats.unschedulable, stats.backing_off, stats.conflicts,
-      controllers_ms, snapshot_ms, placement_ms, ms_since(pass_start));
-  return stats;
+
+  // The claims `uid` owns.
+  std::vector<ClaimView*> OwnedBy(const std::string& uid) {
+    std::vector<ClaimView*> out;
+    auto it = st_.owned.find(uid);
+    if (it == st_.owned.end()) return out;
+    for (const auto& key : it->second) {
+      auto c = claims_.find(key);
+      if (c != claims_.end() && !c->second.removed) out.push_back(&c->second);
+    }
+    return out;
+  }
+
+  // A new object's metadata as the object service would fill it in.
+  model::Object NewObject(const char* resource, const std::string& ns, std::string name) {
+    model::Object o;
+    o.resource = resource;
+    o.meta.namespace_ = ns;
+    o.meta.name = std::move(name);
+    o.meta.uid = ids_.NewUid();
+    o.meta.generation = 1;
+    o.meta.creation_timestamp = now_tp_;
+    return o;
+  }
+
+  // ResourceQuota: the quotas of a namespace, and its usage by the pods and claims in the views
+  // (claims this pass generates included), computed on first need.
+  std::vector<model::Object> QuotasIn(const std::string& ns) {
+    std::vector<model::Object> out;
+    for (const auto& [key, q] : st_.Others(kQuotas)) {
+      if (key.namespace_ == ns) out.push_back(q);
+    }
+    return out;
+  }
+  QuotaAmounts& UsedIn(const std::string& ns) {
+    auto [it, added] = quota_used_.try_emplace(ns);
+    if (!added) return it->second;
+    for (const auto& [uid, p] : pods_) {
+      if (p.obj.meta.namespace_ != ns) continue;
+      for (const auto& [k, n] : QuotaUsage(p.obj)) it->second[k] += n;
+    }
+    for (const auto& [key, c] : claims_) {
+      if (key.namespace_ != ns || c.removed) continue;
+      for (const auto& [k, n] : QuotaUsage(c.obj)) it->second[k] += n;
+    }
+    return it->second;
+  }
+
+  // A claim generated for `pod`, named <pod><infix><random suffix>, owned by the pod; it joins
+  // the claim map uncommitted. Null when its name is taken or quota admission refuses it.
+  ClaimView* GenerateClaim(PodView& pod, const std::string& infix,
+                           const std::map<std::string, std::string>& labels,
+                           std::map<std::string, std::string> annotations, json body) {
+    model::Object claim = NewObject(kClaims, pod.obj.meta.namespace_,
+                                    absl::StrCat(pod.obj.meta.name, infix, RandomSuffix(5)));
+    claim.meta.owner_references = OwnerReference(pod.obj);
+    claim.meta.labels = labels;
+    claim.meta.annotations = std::move(annotations);
+    claim = WithBody(claim, body);
+    // Quota admission, as the API server applies it to the claims Kubernetes' controller creates.
+    if (const auto quotas = QuotasIn(claim.meta.namespace_); !quotas.empty()) {
+      QuotaAmounts& used = UsedIn(claim.meta.namespace_);
+      // Named by its generateName prefix, so that the refusal reads the same on every attempt.
+      model::Object named = claim;
+      named.meta.name = absl::StrCat(pod.obj.meta.name, infix);
+      if (auto admitted = CheckQuota(named, quotas, used); !admitted.ok()) {
+        claim_problems_[pod.obj.meta.uid] = std::string(admitted.message());
+        return nullptr;
+      }
+      for (const auto& [k, n] : QuotaUsage(claim)) used[k] += n;
+    }
+    ClaimView view;
+    view.obj = std::move(claim);
+    view.body = std::make_shared<const json>(std::move(body));
+    view.allocation = std::make_shared<const std::optional<model::AllocationResult>>();
+    view.generated = true;
+    view.uncommitted = true;
+    view.owners = {pod.obj.meta.uid};
+    auto [it, inserted] = claims_.emplace(view.obj.Key(), std::move(view));
+    if (!inserted) return nullptr;  // a name clash with an existing claim: next pass
+    st_.Own(it->second);
+    pod.new_claims.push_back(&it->second);
+    return &it->second;
+  }
+
+  // Commits controller work (new claims, the pod's claim statuses) plus `extra` writes for a
+  // pod in one transaction, in that order, the pod write last: `pod_body` (null: no pod write)
+  // is what the pod then has. `then` gets the committed objects, or null when it failed.
+  void CommitPodWork(PodView& pod, std::vector<store::Write> extra,
+                     std::vector<store::DeviceClaim> rows, Body pod_body, Then then) {
+    store::Transaction txn;
+    std::vector<ClaimView*> created = pod.new_claims;
+    for (ClaimView* c : created) {
+      txn.writes.push_back({store::Write::Kind::kCreate, c->obj, {}, 0});
+    }
+    for (auto& w : extra) txn.writes.push_back(std::move(w));
+    const bool writes_pod = pod_body != nullptr;
+    if (writes_pod) {
+      txn.writes.push_back({store::Write::Kind::kUpdate,
+                            WithBody(pod.obj, *pod_body),
+                            {},
+                            pod.obj.meta.resource_version});
+    }
+    txn.claim_devices = std::move(rows);
+    pod.new_claims.clear();
+    pod.status_body = nullptr;
+    if (txn.writes.empty()) {
+      const std::vector<model::Object> none;
+      if (then) then(&none);
+      return;
+    }
+    commits_.Submit(std::move(txn), [this, created, writes_pod, pod_body, p = &pod,
+                                     then = std::move(then)](CommitResult committed) {
+      if (!committed.ok()) {
+        ++stats_.conflicts;
+        spdlog::info("writing pod {}/{} lost a race: {}", p->obj.meta.namespace_, p->obj.meta.name,
+                     committed.status().ToString());
+        for (ClaimView* c : created) {
+          c->removed = true;
+          gone_.push_back(c->obj.Key());
+        }
+        if (then) then(nullptr);
+        return;
+      }
+      for (size_t i = 0; i < created.size(); ++i) {
+        ClaimView* c = created[i];
+        c->obj = (*committed)[i];
+        c->uncommitted = false;
+        ++stats_.claims_created;
+      }
+      if (writes_pod) {
+        p->obj = committed->back();
+        p->body = pod_body;
+      }
+      if (then) then(&*committed);
+    });
+  }
+
+  IdGenerator& ids_;
+  const SchedulerOptions& options_;
+  State& st_;
+  const Dirty dirty_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const std::chrono::system_clock::time_point now_tp_;
+  const std::string now_;
+  const allocator::Inventory& inventory_;
+  const std::vector<NodeState>& nodes_;
+  std::map<std::string, PodView>& pods_;
+  std::map<model::ResourceKey, ClaimView>& claims_;
+
+  PassStats stats_;
+  CommitQueue commits_;
+  bool relevant_change_ = false;  // a release freed devices
+  bool reset_allocated_ = false;  // a binding failed: resolve the devices in use anew
+  // Claims that another commit of this pass is writing, or that changed under us: nothing below
+  // touches them this pass.
+  std::set<const ClaimView*> busy_;
+  // Claims this pass removes or fails to create; dropped from the views at the end of the pass.
+  std::vector<model::ResourceKey> gone_;
+  std::map<std::string, QuotaAmounts> quota_used_;     // by namespace
+  std::map<std::string, std::string> claim_problems_;  // why a pod's claim was refused, by uid
+  // Placement memos per pod signature, and a version per node bumped by each binding on it.
+  std::map<std::string, PlacementMemo> memos_;
+  std::vector<uint64_t> node_versions_;
+  std::unordered_map<std::string, size_t> node_index_;
+  size_t pending_ = 0;
+  double placement_ms_ = 0;
+};
+
+absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
+  State& st = *state_;
+  ++st.pass;
+  const auto start = std::chrono::steady_clock::now();
+  Dirty dirty;
+  if (auto synced = Sync(read_your_writes, dirty); !synced.ok()) {
+    st.synced = false;
+    return synced;
+  }
+  // Now and then, look at every pod and claim (a missed consumer, an orphaned claim).
+  if (start - st.last_sweep >= std::chrono::seconds(10)) dirty.all = true;
+  if (dirty.all) st.last_sweep = start;
+  if (dirty.relevant) ++st.generation;
+  st.RefreshSnapshot(&programs_);
+  return PassRun(*this, std::move(dirty)).Run();
 }
 
 }  // namespace qm::service

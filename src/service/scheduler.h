@@ -79,6 +79,7 @@ class Scheduler {
 
  private:
   class Feed;
+  class PassRun;
   struct State;
   struct Dirty;
   void Loop();

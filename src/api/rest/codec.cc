@@ -36,10 +36,6 @@ json* Find(json& obj, std::initializer_list<const char*> path) {
   return cur;
 }
 
-const json* Find(const json& obj, std::initializer_list<const char*> path) {
-  return Find(const_cast<json&>(obj), path);
-}
-
 void DefaultExact(json& req) {
   if (!req.is_object()) return;
   if (!req.contains("allocationMode") || req["allocationMode"] == "") {
