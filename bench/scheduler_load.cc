@@ -14,7 +14,7 @@
 // Every binding is a durable commit.
 //
 //   scheduler_load --url http://127.0.0.1:8080 [--workload 5000pods_500nodes]
-//                  [--nodes 500] [--devices 10] [--concurrency 32]
+//                  [--nodes 500] [--devices 10] [--concurrency 64]
 //                  [--warmup 2500] [--measured 2500]    (5000pods_500nodes)
 //                  [--steady-pods 10] [--duration 10]   (steady_*)
 //                  [--selector]   (claims with a CEL selector, the selector_* variant)
@@ -58,7 +58,7 @@ struct Args {
   int measured = 2500;
   int steady_pods = 10;
   double duration = 10;
-  int concurrency = 32;  // creators in flight, like scheduler_perf's parallel client
+  int concurrency = 64;  // creators in flight, like scheduler_perf's parallel client
   bool selector = false;
   bool match = false;
 
