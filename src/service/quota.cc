@@ -4,27 +4,18 @@
 
 #include "absl/strings/str_join.h"
 #include "common/quantity.h"
+#include "model/json/access.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::service {
 namespace {
 
+using model::json::At;
+using model::json::Str;
 using nlohmann::json;
 
 constexpr char kPods[] = "pods";
 constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
-
-const json& At(const json& j, const char* key) {
-  static const json* null = new json();
-  if (!j.is_object()) return *null;
-  auto it = j.find(key);
-  return it == j.end() ? *null : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = At(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 json ParseObjectBody(const model::Object& obj) {
   json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);

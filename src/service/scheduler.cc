@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "model/json/access.h"
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
 #include "model/resource_types.h"
@@ -23,6 +24,8 @@
 namespace qm::service {
 namespace {
 
+using model::json::At;
+using model::json::Str;
 using nlohmann::json;
 using Body = std::shared_ptr<const json>;
 using Allocation = std::shared_ptr<const std::optional<model::AllocationResult>>;
@@ -49,23 +52,6 @@ constexpr size_t kMaxInFlight = 256;
 // kube-scheduler's podMaxInUnschedulablePodsDuration: an unschedulable pod is tried again after
 // this long even when nothing relevant changed.
 constexpr auto kUnschedulableFlush = std::chrono::minutes(5);
-
-const json& Null() {
-  static const json* null = new json();
-  return *null;
-}
-
-// Member `key` of `j` without a copy; null when `j` is not an object or lacks it.
-const json& At(const json& j, const char* key) {
-  if (!j.is_object()) return Null();
-  auto it = j.find(key);
-  return it == j.end() ? Null() : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = At(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 json Parse(const std::string& text) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -380,11 +366,6 @@ struct Scheduler::Dirty {
 
 // What the scheduler keeps between passes. Used by the pass thread only.
 struct Scheduler::State {
-  struct Parsed {
-    int64_t rv = 0;
-    Body body;
-    Allocation allocation;  // claims: decoded on first need
-  };
   struct Backoff {
     int attempts = 0;
     std::chrono::system_clock::time_point not_before;
@@ -393,7 +374,6 @@ struct Scheduler::State {
     int64_t rv = 0;                               // the pod's revision after that attempt
   };
 
-  uint64_t pass = 0;
   bool synced = false;
   std::chrono::steady_clock::time_point last_sweep;
 
@@ -1538,7 +1518,6 @@ class Scheduler::PassRun {
 
 absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   State& st = *state_;
-  ++st.pass;
   const auto start = std::chrono::steady_clock::now();
   Dirty dirty;
   if (auto synced = Sync(read_your_writes, dirty); !synced.ok()) {
