@@ -1,6 +1,6 @@
 #include "model/names.h"
 
-#include <regex>
+#include <string_view>
 
 #include "common/semver.h"
 
@@ -13,18 +13,54 @@ constexpr char kQualifiedNameFmt[] = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 constexpr char kLabelValueFmt[] = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 constexpr char kCIdentifierFmt[] = "[A-Za-z_][A-Za-z0-9_]*";
 
-// Each pattern is compiled once; std::regex is safe for concurrent matching.
-#define QM_DEFINE_MATCHER(fn, fmt)                     \
-  bool fn(const std::string& value) {                  \
-    static const std::regex* re = new std::regex(fmt); \
-    return std::regex_match(value, *re);               \
+// Hand-written linear scanners for the formats above: std::regex recurses once per character and
+// overflows the stack on long client-supplied strings, so none of them is matched with it.
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
+
+// [a-z0-9]([-a-z0-9]*[a-z0-9])?
+bool MatchesLabel(std::string_view value) {
+  if (value.empty() || !IsLowerAlnum(value.front()) || !IsLowerAlnum(value.back())) return false;
+  for (char c : value) {
+    if (!IsLowerAlnum(c) && c != '-') return false;
   }
-QM_DEFINE_MATCHER(MatchesLabel, kLabelFmt)
-QM_DEFINE_MATCHER(MatchesSubdomain, kSubdomainFmt)
-QM_DEFINE_MATCHER(MatchesQualifiedName, kQualifiedNameFmt)
-QM_DEFINE_MATCHER(MatchesLabelValue, kLabelValueFmt)
-QM_DEFINE_MATCHER(MatchesCIdentifier, kCIdentifierFmt)
-#undef QM_DEFINE_MATCHER
+  return true;
+}
+
+// One or more labels joined by '.'.
+bool MatchesSubdomain(std::string_view value) {
+  size_t start = 0;
+  while (true) {
+    size_t dot = value.find('.', start);
+    if (!MatchesLabel(value.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]
+bool MatchesQualifiedName(std::string_view value) {
+  if (value.empty() || !IsAlnum(value.front()) || !IsAlnum(value.back())) return false;
+  for (char c : value) {
+    if (!IsAlnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+bool MatchesLabelValue(std::string_view value) {
+  return value.empty() || MatchesQualifiedName(value);
+}
+
+// [A-Za-z_][A-Za-z0-9_]*
+bool MatchesCIdentifier(std::string_view value) {
+  if (value.empty() || (value.front() >= '0' && value.front() <= '9')) return false;
+  for (char c : value) {
+    if (!IsAlnum(c) && c != '_') return false;
+  }
+  return true;
+}
 
 std::string MaxLenError(size_t n) {
   return "must be no more than " + std::to_string(n) + " characters";
@@ -125,8 +161,14 @@ std::vector<std::string> IsCIdentifier(const std::string& value) {
 }
 
 bool IsLowercaseUuid(const std::string& value) {
-  static const std::regex re("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
-  return std::regex_match(value, re);
+  // 8-4-4-4-12 lowercase hex digits.
+  if (value.size() != 36) return false;
+  for (size_t i = 0; i < value.size(); ++i) {
+    char c = value[i];
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 bool IsSemver(const std::string& value) { return Semver::Parse(value).has_value(); }

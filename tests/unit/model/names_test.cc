@@ -197,5 +197,43 @@ TEST(NamesTest, SemverRejectsPrefixesLeadingZerosAndMissingParts) {
   }
 }
 
+// Client-supplied strings of any length are scanned in linear time and constant stack: a
+// megabyte-long name or label is an error, never a crash.
+TEST(NamesTest, HugeValuesAreErrorsNotCrashes) {
+  const std::string huge(1 << 20, 'a');
+  EXPECT_FALSE(IsDns1123Label(huge).empty());
+  EXPECT_FALSE(IsDns1123Subdomain(huge).empty());
+  EXPECT_FALSE(IsQualifiedName(huge).empty());
+  EXPECT_FALSE(IsQualifiedName("example.com/" + huge).empty());
+  EXPECT_FALSE(IsLabelValue(huge).empty());
+  EXPECT_TRUE(IsCIdentifier(huge).empty());  // no length limit for C identifiers
+  EXPECT_FALSE(IsCIdentifier(huge + "-").empty());
+  std::string dotted;
+  for (int i = 0; i < 100000; ++i) dotted += "a.";
+  EXPECT_FALSE(IsDns1123Subdomain(dotted).empty());
+  EXPECT_FALSE(IsLowercaseUuid(huge));
+}
+
+TEST(NamesTest, ScannersMatchTheDocumentedFormats) {
+  EXPECT_TRUE(IsDns1123Label("a").empty());
+  EXPECT_TRUE(IsDns1123Label("a-1").empty());
+  EXPECT_FALSE(IsDns1123Label("-a").empty());
+  EXPECT_FALSE(IsDns1123Label("a-").empty());
+  EXPECT_FALSE(IsDns1123Label("A").empty());
+  EXPECT_FALSE(IsDns1123Label("").empty());
+  EXPECT_TRUE(IsDns1123Subdomain("a.b-c.d").empty());
+  EXPECT_FALSE(IsDns1123Subdomain("a..b").empty());
+  EXPECT_FALSE(IsDns1123Subdomain("a.").empty());
+  EXPECT_FALSE(IsDns1123Subdomain(".a").empty());
+  EXPECT_TRUE(IsQualifiedName("My_Name.x-1").empty());
+  EXPECT_FALSE(IsQualifiedName("_a").empty());
+  EXPECT_TRUE(IsLabelValue("").empty());
+  EXPECT_TRUE(IsLabelValue("v1.2_x-y").empty());
+  EXPECT_FALSE(IsLabelValue("v1.").empty());
+  EXPECT_TRUE(IsCIdentifier("_x1").empty());
+  EXPECT_FALSE(IsCIdentifier("1x").empty());
+  EXPECT_FALSE(IsCIdentifier("").empty());
+}
+
 }  // namespace
 }  // namespace qm::model

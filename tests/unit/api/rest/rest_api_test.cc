@@ -658,5 +658,60 @@ TEST_F(CoreKindsTest, ResourceQuotaStatusIsTheControllers) {
   EXPECT_EQ(Call("POST", quotas_, quota.dump()).code, 422);
 }
 
+// Oversized and malformed client input is a 4xx with a Status body, never a crash: names,
+// label keys and values, annotations, finalizers, selectors, CEL, quantities, deep JSON.
+TEST_F(RestApiTest, MalformedAndOversizedInputIsAClientErrorNotACrash) {
+  const std::string big(40 * 1024, 'a');
+  auto claim_with = [&](const std::string& metadata_extra) {
+    return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c",)" +
+           metadata_extra +
+           R"(},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu"}}]}}})";
+  };
+  std::vector<std::pair<std::string, std::string>> bodies = {
+      {"long label value", claim_with(R"("labels":{"k":")" + big + R"("})")},
+      {"long label key", claim_with(R"("labels":{")" + big + R"(":"v"})")},
+      {"long annotation key", claim_with(R"("annotations":{")" + big + R"(":"v"})")},
+      {"long finalizer", claim_with(R"("finalizers":[")" + big + R"("])")},
+      {"long generateName", claim_with(R"("generateName":")" + big + R"(")")},
+      {"long name",
+       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":")" + big +
+           R"("}})"},
+      {"deep JSON", std::string(100000, '[') + std::string(100000, ']')},
+      {"deep CEL",
+       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"d"},)"
+       R"("spec":{"selectors":[{"cel":{"expression":")" +
+           std::string(50000, '(') + "true" + std::string(50000, ')') + R"("}}]}})"},
+      {"long CEL",
+       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"d"},)"
+       R"("spec":{"selectors":[{"cel":{"expression":"device.driver == ')" +
+           std::string(2 << 20, 'x') + R"('"}}]}})"},
+      {"deep CEL unary",
+       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"d"},)"
+       R"("spec":{"selectors":[{"cel":{"expression":")" +
+           std::string(100000, '!') + "true" + R"("}}]}})"},
+      {"huge quantity",
+       R"({"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q"},"spec":{"hard":{"pods":"1e999999999"}}})"},
+      {"not JSON", "{\"apiVersion\":"},
+  };
+  for (const auto& [name, body] : bodies) {
+    std::string path = name.find("quantity") != std::string::npos
+                           ? "/api/v1/namespaces/default/resourcequotas"
+                       : body.find("DeviceClass") != std::string::npos
+                           ? "/apis/resource.k8s.io/v1/deviceclasses"
+                           : claims_;
+    auto r = Call("POST", path, body);
+    EXPECT_GE(r.code, 400) << name;
+    EXPECT_LT(r.code, 500) << name << ": " << r.body.substr(0, 300);
+  }
+  for (const std::string& selector :
+       {big, std::string(100000, '('), "a in (" + big + ")", std::string(100000, '!'),
+        "a," + std::string(50000, ',')}) {
+    auto r = Call("GET", claims_, "", "application/json", {{"labelSelector", selector}});
+    EXPECT_EQ(r.code, 400) << selector.substr(0, 40);
+    r = Call("GET", claims_, "", "application/json", {{"fieldSelector", selector}});
+    EXPECT_EQ(r.code, 400) << selector.substr(0, 40);
+  }
+}
+
 }  // namespace
 }  // namespace qm::api
