@@ -1,14 +1,21 @@
 // quartermaster: wiring only. Parses the configuration, builds the objects, starts them and
 // stops them on SIGINT/SIGTERM.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "api/rest/http_server.h"
 #include "api/rest/metrics.h"
 #include "api/rest/rest_api.h"
+#include "auth/authenticator.h"
+#include "auth/pki.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
 #include "common/logging.h"
@@ -33,6 +40,36 @@ int Fail(const std::string& what, const absl::Status& st) {
   return 1;
 }
 
+// Idle keep-alive connections and watches hold a descriptor each: allow as many as the hard
+// limit does.
+void RaiseDescriptorLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+bool LooksLikeIp(const std::string& s) {
+  return !s.empty() && (s.find(':') != std::string::npos ||
+                        s.find_first_not_of("0123456789.") == std::string::npos);
+}
+
+// The admin's bearer token: created once (0600) under the data directory, reused after.
+absl::StatusOr<std::string> EnsureAdminToken(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[256] = {};
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    std::string token(buf, n);
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (!token.empty()) return token;
+  }
+  std::string token = qm::auth::RandomSecret(32);
+  if (auto st = qm::auth::WriteFileAtomically(path, token + "\n", 0600); !st.ok()) return st;
+  return token;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +86,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   qm::ConfigureLogging(options->log_level, options->log_format);
+  RaiseDescriptorLimit();
 
   // Handle SIGINT/SIGTERM synchronously in main; every other thread inherits the mask.
   sigset_t signals;
@@ -91,12 +129,74 @@ int main(int argc, char** argv) {
   qm::api::Metrics metrics([&pool] { return static_cast<double>(pool.InUse()); },
                            [&pool] { return static_cast<double>(pool.size()); },
                            [&hub] { return static_cast<double>(hub.watcher_count()); });
-  qm::api::HttpServer server(api, **store, metrics, qm::api::HttpServerOptions{options->http_addr});
+  // TLS material and credentials: the operator's PKI, or one created under the data directory
+  // at first start (k3s-style) with an admin token and kubeconfig.
+  if (mkdir(options->data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Fail("data directory", absl::InternalError("cannot create " + options->data_dir));
+  }
+  qm::api::HttpServerOptions http_options;
+  http_options.address = options->http_addr;
+  http_options.max_requests_inflight = options->max_requests_inflight;
+  http_options.max_connections = options->max_connections;
+  std::string ca_pem;
+  if (!options->insecure_http) {
+    if (options->tls_cert_file.empty()) {
+      std::vector<std::string> dns, ips;
+      char host[256] = {};
+      if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != 0) dns.emplace_back(host);
+      if (!options->advertise_address.empty()) {
+        (LooksLikeIp(options->advertise_address) ? ips : dns).push_back(options->advertise_address);
+      }
+      std::string bind_host = options->http_addr.substr(0, options->http_addr.rfind(':'));
+      if (LooksLikeIp(bind_host) && bind_host != "0.0.0.0" && bind_host != "::") {
+        ips.push_back(bind_host);
+      }
+      auto pki = qm::auth::EnsureServerPki(options->data_dir + "/pki", dns, ips);
+      if (!pki.ok()) return Fail("certificates", pki.status());
+      if (pki->created) spdlog::info("created a CA and a serving certificate in {}", pki->dir);
+      http_options.tls_cert_file = pki->server_cert_file;
+      http_options.tls_key_file = pki->server_key_file;
+      http_options.client_ca_file =
+          options->client_ca_file.empty() ? pki->ca_cert_file : options->client_ca_file;
+      ca_pem = pki->ca_cert_pem;
+    } else {
+      http_options.tls_cert_file = options->tls_cert_file;
+      http_options.tls_key_file = options->tls_private_key_file;
+      http_options.client_ca_file = options->client_ca_file;
+    }
+  }
+  std::map<std::string, qm::auth::UserInfo> tokens;
+  if (!options->token_auth_file.empty()) {
+    auto loaded = qm::auth::LoadTokenFile(options->token_auth_file);
+    if (!loaded.ok()) return Fail("token file", loaded.status());
+    tokens = std::move(*loaded);
+  }
+  auto admin_token = EnsureAdminToken(options->data_dir + "/admin.token");
+  if (!admin_token.ok()) return Fail("admin token", admin_token.status());
+  tokens[*admin_token] = qm::auth::WithAuthenticatedGroup(
+      qm::auth::UserInfo{"admin", "admin", {qm::auth::kGroupMasters}});
+  qm::auth::UnionAuthenticator authenticator(std::move(tokens), {});
+
+  qm::api::HttpServer server(api, **store, metrics, authenticator, http_options);
   if (auto st = server.Start(); !st.ok()) return Fail("http", st);
   auto host = options->http_addr.substr(0, options->http_addr.rfind(':'));
-  spdlog::info("quartermaster listening on http://{}:{}", host, server.port());
+  if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) {
+    host = options->advertise_address.empty() ? "127.0.0.1" : options->advertise_address;
+  }
+  std::string scheme = options->insecure_http ? "http" : "https";
+  std::string server_url = scheme + "://" + host + ":" + std::to_string(server.port());
+  std::string kubeconfig = options->data_dir + "/admin.kubeconfig";
+  if (auto st = qm::auth::WriteFileAtomically(
+          kubeconfig,
+          qm::auth::RenderKubeconfig(server_url, ca_pem, qm::auth::KubeconfigUser{"admin", *admin_token}),
+          0600);
+      !st.ok()) {
+    return Fail("admin kubeconfig", st);
+  }
+  spdlog::info("quartermaster listening on {}", server_url);
+  spdlog::info("admin credentials: KUBECONFIG={} kubectl get resourceslices", kubeconfig);
   // Machine-readable line for tests and scripts that start the server on port 0.
-  std::printf("LISTENING http://%s:%d\n", host.c_str(), server.port());
+  std::printf("LISTENING %s\n", server_url.c_str());
   std::fflush(stdout);
 
   int sig = 0;

@@ -118,6 +118,53 @@ const std::vector<Setting>& Settings() {
        [](ServerOptions& o, const std::string& v) {
          return ParseInt("watch-history", v, 1, &o.watch_history);
        }},
+      {"tls-cert-file", "serving certificate (PEM); empty: generated under <data-dir>/pki",
+       [](ServerOptions& o, const std::string& v) {
+         o.tls_cert_file = v;
+         return absl::OkStatus();
+       }},
+      {"tls-private-key-file", "private key of --tls-cert-file (PEM)",
+       [](ServerOptions& o, const std::string& v) {
+         o.tls_private_key_file = v;
+         return absl::OkStatus();
+       }},
+      {"client-ca-file",
+       "CA bundle (PEM) that signs client certificates (CN = user, O = groups); empty with "
+       "generated certificates: the generated CA",
+       [](ServerOptions& o, const std::string& v) {
+         o.client_ca_file = v;
+         return absl::OkStatus();
+       }},
+      {"advertise-address",
+       "host name or IP clients use to reach this server: added to the generated certificate",
+       [](ServerOptions& o, const std::string& v) {
+         o.advertise_address = v;
+         return absl::OkStatus();
+       }},
+      {"insecure-http", "serve plain HTTP instead of TLS (loopback addresses only; true/false)",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseBool("insecure-http", v, &o.insecure_http);
+       }},
+      {"token-auth-file", "static bearer tokens, CSV lines token,user,uid,\"group1,group2\"",
+       [](ServerOptions& o, const std::string& v) {
+         o.token_auth_file = v;
+         return absl::OkStatus();
+       }},
+      {"max-requests-inflight",
+       "requests handled at once (watches excluded); more get 429 with Retry-After",
+       [](ServerOptions& o, const std::string& v) {
+         int64_t n;
+         auto st = ParseInt("max-requests-inflight", v, 1, &n);
+         o.max_requests_inflight = static_cast<int>(n);
+         return st;
+       }},
+      {"max-connections", "open connections; more get 503",
+       [](ServerOptions& o, const std::string& v) {
+         int64_t n;
+         auto st = ParseInt("max-connections", v, 1, &n);
+         o.max_connections = static_cast<int>(n);
+         return st;
+       }},
   };
   return *settings;
 }
@@ -186,6 +233,14 @@ std::string ServerHelp() {
       {"scheduler", "true"},
       {"db-pool-size", std::to_string(defaults.db_pool_size)},
       {"watch-history", std::to_string(defaults.watch_history)},
+      {"tls-cert-file", "(generated)"},
+      {"tls-private-key-file", "(generated)"},
+      {"client-ca-file", "(generated CA)"},
+      {"advertise-address", "(none)"},
+      {"insecure-http", "false"},
+      {"token-auth-file", "(none)"},
+      {"max-requests-inflight", std::to_string(defaults.max_requests_inflight)},
+      {"max-connections", std::to_string(defaults.max_connections)},
   };
   for (const auto& s : Settings()) {
     std::string flag = "  --" + std::string(s.name) + "=VALUE";
@@ -219,7 +274,8 @@ absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& 
     if (name != "config" && FindSetting(name) == nullptr) {
       return absl::InvalidArgumentError("unknown flag --" + name + " (see --help)");
     }
-    if (!has_value && name != "sample-inventory" && name != "scheduler") {
+    if (!has_value && name != "sample-inventory" && name != "scheduler" &&
+        name != "insecure-http") {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("--" + name + " needs a value");
       value = args[++i];
     } else if (!has_value) {
@@ -246,6 +302,21 @@ absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& 
   }
   for (const auto& [name, value] : flags) {
     if (auto st = FindSetting(name)->set(o, value); !st.ok()) return st;
+  }
+  if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert-file and --tls-private-key-file go together: give both or neither");
+  }
+  if (o.insecure_http) {
+    std::string host = o.http_addr.substr(0, o.http_addr.rfind(':'));
+    bool loopback = host == "localhost" || host == "[::1]" || host == "::1" ||
+                    host.rfind("127.", 0) == 0;
+    if (!loopback) {
+      return absl::InvalidArgumentError(
+          "--insecure-http serves plain HTTP and is allowed only on a loopback --http-addr "
+          "(127.0.0.1, ::1 or localhost), got \"" +
+          host + "\"");
+    }
   }
   return o;
 }

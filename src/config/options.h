@@ -21,6 +21,19 @@ struct ServerOptions {
   bool scheduler = true;
   int db_pool_size = 16;
   int64_t watch_history = 100000;
+  // TLS (on by default). Operator PKI: both cert and key, optionally a client CA; without them
+  // the server creates a CA, a serving certificate and an admin kubeconfig under data_dir once.
+  std::string tls_cert_file;
+  std::string tls_private_key_file;
+  std::string client_ca_file;
+  // Extra name or IP for the generated serving certificate (and the kubeconfig's server URL).
+  std::string advertise_address;
+  // Plain HTTP instead of TLS: only with this flag and only on a loopback address.
+  bool insecure_http = false;
+  // Kubernetes' static token CSV (token,user,uid,"group1,group2").
+  std::string token_auth_file;
+  int max_requests_inflight = 400;
+  int max_connections = 20000;
 };
 
 // Loads options with the precedence defaults < config file < environment (QM_HTTP_ADDR, ...)

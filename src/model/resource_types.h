@@ -33,7 +33,8 @@ struct ResourceType {
   bool IsDeprecated(const std::string& version) const;
 };
 
-// Every resource type, in a stable order (core first, then resource.k8s.io by kind).
+// Every resource type, in a stable order (core first, then resource.k8s.io by kind, then
+// rbac.authorization.k8s.io by kind).
 const std::vector<ResourceType>& AllResourceTypes();
 
 // Finds a type by API group and plural name; nullptr when not served.
@@ -44,5 +45,6 @@ const ResourceType* FindResourceTypeByKey(const std::string& group_resource);
 const ResourceType* FindResourceTypeByKind(const std::string& group, const std::string& kind);
 
 inline constexpr char kResourceGroup[] = "resource.k8s.io";
+inline constexpr char kRbacGroup[] = "rbac.authorization.k8s.io";
 
 }  // namespace qm::model

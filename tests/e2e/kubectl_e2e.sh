@@ -10,7 +10,7 @@ checks=0
 # API semantics only: pods stay as written (the scheduler has its own walkthrough test).
 QM_FLAGS=(--scheduler=false)
 
-k() { kubectl -s "$URL" "$@" 2>&1; }
+k() { kubectl "$@" 2>&1; }
 
 check() {  # check <description> <haystack> <needle> [<needle>...]
   local desc=$1 out=$2; shift 2
@@ -254,7 +254,7 @@ check "quota refuses a claim over the limit" \
   "limited: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=4"
 k delete quota gpu-quota -n dra-test >/dev/null
 
-kubectl -s "$URL" get pods -n dra-test -w --output-watch-events > "$WORK/watch-pods.txt" 2>&1 &
+kubectl get pods -n dra-test -w --output-watch-events > "$WORK/watch-pods.txt" 2>&1 &
 WATCH_PID=$!
 sleep 2
 k delete pod pod1-rhel -n dra-test >/dev/null
@@ -320,7 +320,7 @@ YAML
 check "namespace must exist" "$(k apply -f "$WORK/nons.yaml")" 'namespaces "no-such-namespace" not found'
 
 # --- watch ------------------------------------------------------------------------------------
-kubectl -s "$URL" get resourceclaims -n dra-test -w --output-watch-events > "$WORK/watch.txt" 2>&1 &
+kubectl get resourceclaims -n dra-test -w --output-watch-events > "$WORK/watch.txt" 2>&1 &
 WATCH_PID=$!
 sleep 2
 k label resourceclaim gpu-claim -n dra-test watched=yes >/dev/null
@@ -331,7 +331,7 @@ kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
 out=$(cat "$WORK/watch.txt")
 check "get -w prints ADDED/MODIFIED/DELETED" "$out" "EVENT" "ADDED      gpu-claim" "MODIFIED   gpu-claim" \
   "ADDED      watched-claim" "DELETED    watched-claim"
-kubectl -s "$URL" get deviceclass a100-80g -w -o name > "$WORK/watch1.txt" 2>&1 &
+kubectl get deviceclass a100-80g -w -o name > "$WORK/watch1.txt" 2>&1 &
 WATCH_PID=$!
 sleep 2
 k label deviceclass a100-80g round=two >/dev/null

@@ -24,7 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Starts the server (reusing the data directory, so it also serves as a restart) and sets
-# SERVER_PID and URL. Exits the script when the server does not come up.
+# SERVER_PID, URL and KUBECONFIG (the admin kubeconfig written by the server). Exits the script when the server does not come up.
 start_server() {
   "$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn "$@" \
     > "$WORK/server.out" 2>> "$WORK/server.err" &
@@ -37,5 +37,7 @@ start_server() {
   done
   [ -n "$line" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
   URL=${line#LISTENING }
+  # TLS and a credential, as a user would: the admin kubeconfig the server writes.
+  export KUBECONFIG="$WORK/data/admin.kubeconfig"
   : > "$WORK/server.out"
 }

@@ -12,7 +12,7 @@ failures=0
 checks=0
 start_server
 
-k() { kubectl -s "$URL" "$@" 2>&1; }
+k() { kubectl "$@" 2>&1; }
 kd() { k -n dra-test "$@"; }
 
 pass() { checks=$((checks + 1)); echo "ok:   $1"; }
@@ -52,7 +52,7 @@ expect "classes created" "$(k get deviceclasses -o name | sort | tr '\n' ' ')" \
 # --- 04: v1beta1 claim, pending --------------------------------------------------------------
 expect_match "v1beta1 claim stored" "$(apply 04-resourceclaim-v1beta1.yaml)" "gpu-claim created"
 expect "readable as v1" "$(kd get resourceclaims.v1.resource.k8s.io gpu-claim -o jsonpath='{.apiVersion}')" "resource.k8s.io/v1"
-expect "readable as v1beta1" "$(kubectl -s "$URL" -n dra-test get resourceclaims.v1beta1.resource.k8s.io gpu-claim -o jsonpath='{.apiVersion}' 2>/dev/null)" "resource.k8s.io/v1beta1"
+expect "readable as v1beta1" "$(kubectl -n dra-test get resourceclaims.v1beta1.resource.k8s.io gpu-claim -o jsonpath='{.apiVersion}' 2>/dev/null)" "resource.k8s.io/v1beta1"
 sleep 1
 expect "no consumer: pending" "$(kd get resourceclaim gpu-claim -o jsonpath='{.status.allocation}')" ""
 

@@ -264,6 +264,31 @@ void DefaultCore(const model::ResourceType& type, json& obj) {
   }
 }
 
+// rbac/v1 defaults: roleRef.apiGroup, and each subject's apiGroup by kind (SetDefaults_Subject).
+void DefaultRbac(const model::ResourceType& type, json& obj) {
+  if (type.kind != "RoleBinding" && type.kind != "ClusterRoleBinding") return;
+  if (json* ref = Find(obj, {"roleRef"}); ref != nullptr && ref->is_object()) {
+    if (!ref->contains("apiGroup") || (*ref)["apiGroup"].is_null() || (*ref)["apiGroup"] == "") {
+      (*ref)["apiGroup"] = model::kRbacGroup;
+    }
+  }
+  json* subjects = Find(obj, {"subjects"});
+  if (subjects == nullptr || !subjects->is_array()) return;
+  for (json& subject : *subjects) {
+    if (!subject.is_object()) continue;
+    if (subject.contains("apiGroup") && !subject["apiGroup"].is_null() &&
+        subject["apiGroup"] != "") {
+      continue;
+    }
+    const json kind = subject.value("kind", json());
+    if (kind == "User" || kind == "Group") {
+      subject["apiGroup"] = model::kRbacGroup;
+    } else if (kind == "ServiceAccount") {
+      subject["apiGroup"] = "";
+    }
+  }
+}
+
 absl::Status MetaTypeError(const std::string& field, const std::string& want) {
   return absl::InvalidArgumentError("metadata." + field + " must be " + want);
 }
@@ -289,6 +314,7 @@ json ToHub(const model::ResourceType& type, const std::string& version, json obj
            const Clock& clock) {
   if (!obj.is_object()) return obj;
   DefaultCore(type, obj);
+  if (type.group == model::kRbacGroup) DefaultRbac(type, obj);
   if (type.group == model::kResourceGroup) {
     json* claim_spec = ClaimSpecOf(type, obj);
     if (version == "v1beta1") {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "model/resource_types.h"
@@ -52,6 +54,16 @@ json AggregatedVersion(const std::string& group, const std::string& version) {
   return json{{"version", version}, {"resources", resources}, {"freshness", "Current"}};
 }
 
+// The named API groups (every group but core), in order of first appearance in the type table.
+std::vector<std::string> NamedGroups() {
+  std::vector<std::string> out;
+  for (const auto& t : model::AllResourceTypes()) {
+    if (t.group.empty()) continue;
+    if (std::find(out.begin(), out.end(), t.group) == out.end()) out.push_back(t.group);
+  }
+  return out;
+}
+
 json AggregatedList(const std::vector<std::string>& groups) {
   json items = json::array();
   for (const auto& g : groups) {
@@ -81,7 +93,7 @@ json VersionInfo() {
 
 json AggregatedCoreDiscovery() { return AggregatedList({""}); }
 
-json AggregatedGroupDiscovery() { return AggregatedList({model::kResourceGroup}); }
+json AggregatedGroupDiscovery() { return AggregatedList(NamedGroups()); }
 
 json LegacyCoreVersions() {
   return json{{"kind", "APIVersions"},
@@ -103,10 +115,14 @@ json LegacyGroup(const std::string& group) {
 }
 
 json LegacyGroupList() {
-  json g = LegacyGroup(model::kResourceGroup);
-  g.erase("kind");
-  g.erase("apiVersion");
-  return json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", {g}}};
+  json groups = json::array();
+  for (const auto& name : NamedGroups()) {
+    json g = LegacyGroup(name);
+    g.erase("kind");
+    g.erase("apiVersion");
+    groups.push_back(std::move(g));
+  }
+  return json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", std::move(groups)}};
 }
 
 json LegacyResourceList(const std::string& group, const std::string& version) {

@@ -1,88 +1,64 @@
 #include "api/rest/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <sys/resource.h>
 
 #include <atomic>
-#include <cctype>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
+#include <cstdio>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "api/rest/metrics.h"
 #include "spdlog/spdlog.h"
 
-// A small HTTP/1.1 server on POSIX sockets: one thread per connection, keep-alive, Content-Length
-// and chunked request bodies, chunked streaming for watches. (Pistache, tried first, rejects
-// kubectl's `Content-Type: application/json-patch+json` with 415 in its eager header parser.)
+// Boost.Beast parses and writes HTTP/1.1; this file adds what an API server needs around it:
+// TLS with optional client certificates, authentication, deadlines per phase of a request, a
+// connection cap and an in-flight cap, handlers on a thread pool (the I/O threads never wait on
+// the database), and chunked watch streams fed from the watch hub's thread.
 namespace qm::api {
 namespace {
 
-constexpr size_t kMaxHeaderBytes = 64 * 1024;
-constexpr size_t kMaxBodyBytes = 16 * 1024 * 1024;
-constexpr size_t kMaxChunkLineBytes = 1024;
-constexpr auto kIdleTimeout = std::chrono::minutes(5);     // between requests on a connection
-constexpr auto kRequestTimeout = std::chrono::minutes(1);  // to receive one request's body
-constexpr int kMaxConnections = 4096;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+
 constexpr size_t kMaxWatchBacklogBytes = 64 * 1024 * 1024;
-constexpr int kPollSliceMs = 200;
+constexpr auto kWriteTimeout = std::chrono::seconds(30);
+constexpr auto kShutdownGrace = std::chrono::seconds(10);
 
-const char* Reason(int code) {
-  switch (code) {
-    case 200:
-      return "OK";
-    case 201:
-      return "Created";
-    case 202:
-      return "Accepted";
-    case 400:
-      return "Bad Request";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 409:
-      return "Conflict";
-    case 410:
-      return "Gone";
-    case 413:
-      return "Payload Too Large";
-    case 415:
-      return "Unsupported Media Type";
-    case 422:
-      return "Unprocessable Entity";
-    case 429:
-      return "Too Many Requests";
-    case 500:
-      return "Internal Server Error";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    default:
-      return "Unknown";
-  }
-}
+std::string Str(beast::string_view v) { return std::string(v.data(), v.size()); }
 
-std::string PercentDecode(const std::string& s) {
+std::string PercentDecode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
       i += 2;
     } else if (s[i] == '+') {
       out += ' ';
@@ -93,15 +69,23 @@ std::string PercentDecode(const std::string& s) {
   return out;
 }
 
-bool SendAll(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    len -= static_cast<size_t>(n);
+// Splits a request target into a decoded path and query parameters.
+void ParseTarget(std::string_view target, HttpRequest* req) {
+  auto q = target.find('?');
+  req->path = PercentDecode(target.substr(0, q));
+  if (q == std::string_view::npos) return;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    if (!pair.empty()) {
+      auto eq = pair.find('=');
+      req->query[PercentDecode(pair.substr(0, eq))] =
+          eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1));
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
   }
-  return true;
 }
 
 // Warning texts can carry client-chosen field names: keep them to one printable, quoted line.
@@ -123,164 +107,188 @@ std::string SanitizeWarning(const std::string& w) {
       out += c;
     }
   }
-  return out;
+  return "299 - \"" + out + "\"";
 }
 
-std::string WarningHeaders(const std::vector<std::string>& warnings) {
-  std::string out;
+std::vector<std::string> WarningValues(const std::vector<std::string>& warnings) {
+  std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& w : warnings) {
-    std::string text = SanitizeWarning(w);
-    if (seen.insert(text).second) out += "Warning: 299 - \"" + text + "\"\r\n";
+    std::string v = SanitizeWarning(w);
+    if (seen.insert(v).second) out.push_back(std::move(v));
   }
   return out;
 }
 
-// Reads one request from a connection, buffering what arrives after it.
-class RequestReader {
+std::string StatusBody(int code, const std::string& reason, const std::string& message) {
+  nlohmann::json j = {{"kind", "Status"},     {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+                      {"status", "Failure"},  {"message", message}, {"reason", reason},
+                      {"code", code}};
+  return j.dump();
+}
+
+HttpResponse StatusResponse(int code, const std::string& reason, const std::string& message) {
+  return HttpResponse{code, "application/json", StatusBody(code, reason, message), {}};
+}
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng(), b = rng();
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
+
+bool IsAnonymousPath(const std::string& path) {
+  for (const char* p : {"/healthz", "/livez", "/readyz", "/version"}) {
+    if (path == p || path == std::string(p) + "/") return true;
+  }
+  return false;
+}
+
+// The subject of a verified client certificate: CN and each O.
+auth::PeerCertificate SubjectOf(X509* cert) {
+  auth::PeerCertificate out;
+  X509_NAME* name = X509_get_subject_name(cert);
+  for (int i = 0; i < X509_NAME_entry_count(name); ++i) {
+    X509_NAME_ENTRY* e = X509_NAME_get_entry(name, i);
+    int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(e));
+    if (nid != NID_commonName && nid != NID_organizationName) continue;
+    unsigned char* utf8 = nullptr;
+    int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e));
+    if (len < 0) continue;
+    std::string value(reinterpret_cast<char*>(utf8), static_cast<size_t>(len));
+    OPENSSL_free(utf8);
+    if (nid == NID_commonName) {
+      out.common_name = value;
+    } else {
+      out.organizations.push_back(value);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// One connection. Lives as long as an operation on it is pending (shared_from_this in every
+// handler); all of its handlers run on its strand.
+class SessionBase {
  public:
-  RequestReader(int fd, const std::atomic<bool>& stopping) : fd_(fd), stopping_(stopping) {}
+  virtual ~SessionBase() = default;
+  // Asks the session to finish: idle connections close, watches end, a request being handled
+  // answers and then closes. Callable from any thread.
+  virtual void Stop() = 0;
+};
 
-  enum class Result { kOk, kClosed, kBad, kTooLarge };
+class HttpServer::Impl {
+ public:
+  Impl(RestApi& api, store::Store& store, Metrics& metrics, const auth::Authenticator& authn,
+       HttpServerOptions options)
+      : api_(api),
+        store_(store),
+        metrics_(metrics),
+        authn_(authn),
+        options_(std::move(options)),
+        ioc_(std::max(1, options_.io_threads)),
+        ssl_ctx_(ssl::context::tls_server),
+        acceptor_(ioc_) {}
 
-  // Blocks until a whole request arrived, the peer closed, the idle timeout passed or the
-  // server is stopping while no request is in progress.
-  Result Read(HttpRequest* req, bool* keep_alive) {
-    size_t header_end;
-    deadline_ = std::chrono::steady_clock::now() + kIdleTimeout;
-    while ((header_end = buf_.find("\r\n\r\n")) == std::string::npos) {
-      if (buf_.size() > kMaxHeaderBytes) return Result::kTooLarge;
-      if (buf_.empty() && stopping_.load()) return Result::kClosed;
-      if (!Fill()) return Result::kClosed;
+  ~Impl() { Shutdown(); }
+
+  absl::Status Start();
+  void Shutdown();
+  int port() const { return port_; }
+  size_t connection_count() const { return connections_.load(); }
+
+  // Shared with the sessions.
+  const HttpServerOptions& options() const { return options_; }
+  ssl::context& ssl_ctx() { return ssl_ctx_; }
+  bool stopping() const { return stopping_.load(); }
+  const auth::Authenticator& authn() const { return authn_; }
+  RestApi& api() { return api_; }
+  asio::thread_pool& pool() { return *pool_; }
+
+  // Reserves a handler slot; false when max_requests_inflight are busy.
+  bool AcquireInflight() {
+    if (inflight_.fetch_add(1) >= options_.max_requests_inflight) {
+      inflight_.fetch_sub(1);
+      return false;
     }
-    // A request that started must arrive at a reasonable pace.
-    deadline_ = std::chrono::steady_clock::now() + kRequestTimeout;
-    std::string head = buf_.substr(0, header_end);
-    buf_.erase(0, header_end + 4);
-    size_t line_end = head.find("\r\n");
-    std::string request_line = head.substr(0, line_end);
-    auto sp1 = request_line.find(' ');
-    auto sp2 = request_line.rfind(' ');
-    if (sp1 == std::string::npos || sp2 == sp1) return Result::kBad;
-    req->method = request_line.substr(0, sp1);
-    std::string target = request_line.substr(sp1 + 1, sp2 - sp1 - 1);
-    std::string version = request_line.substr(sp2 + 1);
-    auto q = target.find('?');
-    req->path = PercentDecode(target.substr(0, q));
-    if (q != std::string::npos) {
-      std::string query = target.substr(q + 1);
-      size_t start = 0;
-      while (start <= query.size()) {
-        size_t amp = query.find('&', start);
-        std::string pair =
-            query.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
-        if (!pair.empty()) {
-          auto eq = pair.find('=');
-          req->query[PercentDecode(pair.substr(0, eq))] =
-              eq == std::string::npos ? "" : PercentDecode(pair.substr(eq + 1));
-        }
-        if (amp == std::string::npos) break;
-        start = amp + 1;
-      }
+    return true;
+  }
+  void ReleaseInflight() {
+    if (inflight_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
     }
-    size_t content_length = 0;
-    bool chunked = false;
-    *keep_alive = version == "HTTP/1.1";
-    size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
-    while (pos < head.size()) {
-      size_t end = head.find("\r\n", pos);
-      if (end == std::string::npos) end = head.size();
-      std::string line = head.substr(pos, end - pos);
-      pos = end + 2;
-      auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string name = absl::AsciiStrToLower(line.substr(0, colon));
-      std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
-      if (name == "content-length") {
-        if (!absl::SimpleAtoi(value, &content_length)) return Result::kBad;
-      } else if (name == "transfer-encoding") {
-        chunked = absl::AsciiStrToLower(value).find("chunked") != std::string::npos;
-      } else if (name == "content-type") {
-        req->content_type = value;
-      } else if (name == "accept") {
-        req->accept = value;
-      } else if (name == "connection") {
-        std::string v = absl::AsciiStrToLower(value);
-        if (v == "close") *keep_alive = false;
-        if (v == "keep-alive") *keep_alive = true;
-      }
-    }
-    if (chunked) return ReadChunked(&req->body);
-    if (content_length > kMaxBodyBytes) return Result::kTooLarge;
-    while (buf_.size() < content_length) {
-      if (!Fill()) return Result::kClosed;
-    }
-    req->body = buf_.substr(0, content_length);
-    buf_.erase(0, content_length);
-    return Result::kOk;
+  }
+
+  // Answers a non-watch request (runs on the handler pool).
+  HttpResponse Route(const HttpRequest& req);
+  // Logs and counts one finished request.
+  void Observe(const HttpRequest& req, int code, std::chrono::steady_clock::time_point start);
+
+  void Register(SessionBase* s, std::weak_ptr<SessionBase> weak) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.emplace(s, std::move(weak));
+  }
+  void Unregister(SessionBase* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.erase(s);
+    connections_.fetch_sub(1);
+    cv_.notify_all();
   }
 
  private:
-  Result ReadChunked(std::string* body) {
-    while (true) {
-      size_t eol;
-      while ((eol = buf_.find("\r\n")) == std::string::npos) {
-        if (buf_.size() > kMaxChunkLineBytes) return Result::kBad;
-        if (!Fill()) return Result::kClosed;
-      }
-      size_t size = std::strtoul(buf_.substr(0, eol).c_str(), nullptr, 16);
-      buf_.erase(0, eol + 2);
-      if (body->size() + size > kMaxBodyBytes) return Result::kTooLarge;
-      while (buf_.size() < size + 2) {
-        if (!Fill()) return Result::kClosed;
-      }
-      body->append(buf_, 0, size);
-      buf_.erase(0, size + 2);
-      if (size == 0) return Result::kOk;
-    }
-  }
+  void Accept();
 
-  // Reads more bytes; false on EOF, error, the deadline, or a stop request while idle.
-  bool Fill() {
-    while (true) {
-      if (std::chrono::steady_clock::now() > deadline_) return false;
-      pollfd p{fd_, POLLIN, 0};
-      int r = poll(&p, 1, kPollSliceMs);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return false;
-      if (r == 0) {
-        if (buf_.empty() && stopping_.load()) return false;
-        continue;
-      }
-      char tmp[16384];
-      ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      buf_.append(tmp, static_cast<size_t>(n));
-      return true;
-    }
-  }
-
-  int fd_;
-  const std::atomic<bool>& stopping_;
-  std::string buf_;
-  std::chrono::steady_clock::time_point deadline_;
+  RestApi& api_;
+  store::Store& store_;
+  Metrics& metrics_;
+  const auth::Authenticator& authn_;
+  const HttpServerOptions options_;
+  asio::io_context ioc_;
+  ssl::context ssl_ctx_;
+  bool tls_ = false;
+  tcp::acceptor acceptor_;
+  std::unique_ptr<asio::thread_pool> pool_;
+  std::vector<std::thread> io_threads_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> inflight_{0};
+  std::atomic<size_t> connections_{0};
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions_;  // guarded by mu_
 };
 
-// A watch response streamed with chunked encoding. The watch hub's thread only queues frames
-// (it must never block on a slow client); the connection's own thread sends them in WaitDone.
-// A client that falls too far behind loses its watch, as with the apiserver, and re-lists.
-class SocketSink final : public WatchSink {
+namespace {
+
+// A watch response: the watch hub's thread queues frames (it must never block on a slow
+// client) and the connection's strand writes them. A client that falls too far behind loses its
+// watch, as with the apiserver, and re-lists.
+class WatchStream final : public WatchSink {
  public:
-  explicit SocketSink(int fd) : fd_(fd) {}
+  using Notify = std::function<void()>;
+  WatchStream(std::string request_id, Notify notify)
+      : request_id_(std::move(request_id)), notify_(std::move(notify)) {}
 
   void Begin(const std::vector<std::string>& warnings) override {
-    Enqueue(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
-        "chunked\r\nCache-Control: no-cache, private\r\n" +
-        WarningHeaders(warnings) + "\r\n");
-    std::lock_guard<std::mutex> lock(mu_);
-    began_ = true;
+    std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        "Cache-Control: no-cache, private\r\nAudit-Id: " +
+        request_id_ + "\r\n";
+    for (const auto& w : WarningValues(warnings)) head += "Warning: " + w + "\r\n";
+    head += "\r\n";
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      began_ = true;
+    }
+    Enqueue(std::move(head), false);
   }
 
   bool Write(const std::string& chunk) override {
@@ -290,280 +298,621 @@ class SocketSink final : public WatchSink {
     std::string frame(size, static_cast<size_t>(n));
     frame += chunk;
     frame += "\r\n";
-    return Enqueue(std::move(frame));
+    return Enqueue(std::move(frame), false);
   }
 
-  void End() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ending_ || closed_) return;
-    queue_.push_back("0\r\n\r\n");
-    ending_ = true;
-    cv_.notify_all();
-  }
+  void End() override { Enqueue("0\r\n\r\n", true); }
 
   bool began() {
     std::lock_guard<std::mutex> lock(mu_);
     return began_;
   }
 
-  // Sends queued frames until the stream ends, the client hangs up, or the server stops.
-  void WaitDone(const std::atomic<bool>& stopping) {
-    while (true) {
-      std::deque<std::string> batch;
-      bool ending;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(kPollSliceMs),
-                     [&] { return !queue_.empty() || ending_ || closed_; });
-        if (closed_) return;
-        batch.swap(queue_);
-        queued_bytes_ = 0;
-        ending = ending_;
-      }
-      for (const auto& frame : batch) {
-        if (!SendAll(fd_, frame.data(), frame.size())) {
-          Close();
-          return;
-        }
-      }
-      if (ending) {
-        Close();
-        return;
-      }
-      if (stopping.load()) {
-        End();
-        continue;
-      }
-      pollfd p{fd_, POLLIN | POLLRDHUP, 0};
-      if (poll(&p, 1, 0) > 0) {
-        char tmp[512];
-        ssize_t n = recv(fd_, tmp, sizeof(tmp), MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
-            (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-          Close();
-          return;
-        }
-      }
-    }
-  }
-
- private:
-  bool Enqueue(std::string frame) {
+  // Takes what is queued (for the strand). `ended` says the stream is complete after it,
+  // `overflowed` that the client fell behind and the connection must close.
+  std::string Take(bool* ended, bool* overflowed) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || ending_) return false;
-    queued_bytes_ += frame.size();
-    if (queued_bytes_ > kMaxWatchBacklogBytes) {
-      closed_ = true;  // the client cannot keep up
-      cv_.notify_all();
-      return false;
-    }
-    queue_.push_back(std::move(frame));
-    cv_.notify_all();
-    return true;
+    std::string out;
+    for (auto& f : queue_) out += f;
+    queue_.clear();
+    queued_bytes_ = 0;
+    notified_ = false;
+    *ended = ended_;
+    *overflowed = overflowed_;
+    return out;
   }
 
+  // The client left: later writes report failure so the hub drops the watcher.
   void Close() {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
     queue_.clear();
   }
 
-  const int fd_;
+ private:
+  bool Enqueue(std::string frame, bool end) {
+    bool notify = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_ || ended_) return false;
+      queued_bytes_ += frame.size();
+      if (queued_bytes_ > kMaxWatchBacklogBytes) {
+        overflowed_ = true;
+        closed_ = true;
+        queue_.clear();
+      } else {
+        queue_.push_back(std::move(frame));
+        ended_ = end;
+      }
+      if (!notified_) notify = notified_ = true;
+    }
+    if (notify) notify_();
+    return !overflowed_;
+  }
+
+  const std::string request_id_;
+  const Notify notify_;
   std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;
   bool began_ = false;
-  bool ending_ = false;
+  bool ended_ = false;
   bool closed_ = false;
+  bool overflowed_ = false;
+  bool notified_ = false;
+};
+
+template <bool kTls>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<kTls>> {
+ public:
+  using Stream =
+      std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+
+  Session(HttpServer::Impl& srv, tcp::socket socket, bool reject)
+      : srv_(srv), stream_(MakeStream(srv, std::move(socket))), reject_(reject) {
+    beast::error_code ec;
+    auto ep = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+    if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    beast::get_lowest_layer(stream_).socket().set_option(tcp::no_delay(true), ec);
+  }
+
+  ~Session() override { srv_.Unregister(this); }
+
+  void Run() {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->state_ = State::kHandshake;
+        self->Lowest().expires_after(self->srv_.options().header_timeout);
+        self->stream_.async_handshake(ssl::stream_base::server,
+                                      [self](beast::error_code ec) { self->OnHandshake(ec); });
+      } else {
+        self->ReadRequest();
+      }
+    });
+  }
+
+  void Stop() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      switch (self->state_) {
+        case State::kHandshake:
+        case State::kIdle:
+        case State::kReading:
+          self->Close();
+          break;
+        case State::kWatching:
+          if (self->watch_) self->watch_->End();
+          break;
+        default:
+          break;  // a request being handled answers and then closes
+      }
+    });
+  }
+
+ private:
+  enum class State { kHandshake, kIdle, kReading, kHandling, kWatching, kClosed };
+
+  static Stream MakeStream(HttpServer::Impl& srv, tcp::socket socket) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), srv.ssl_ctx());
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void OnHandshake(beast::error_code ec) {
+    if (ec) return Close();
+    if constexpr (kTls) {
+      SSL* ssl = stream_.native_handle();
+      if (X509* cert = SSL_get1_peer_certificate(ssl)) {
+        if (SSL_get_verify_result(ssl) == X509_V_OK) {
+          peer_ = SubjectOf(cert);
+        } else {
+          untrusted_cert_ = true;
+        }
+        X509_free(cert);
+      }
+    }
+    ReadRequest();
+  }
+
+  // Waits for the first byte of the next request under the idle timeout, then reads its head
+  // under the header deadline.
+  void ReadRequest() {
+    if (srv_.stopping()) return Close();
+    state_ = State::kIdle;
+    if (buffer_.size() > 0) return ReadHeader();
+    Lowest().expires_after(srv_.options().idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](
+                                                       beast::error_code ec, size_t n) {
+      if (ec) return self->Close();
+      self->buffer_.commit(n);
+      self->ReadHeader();
+    });
+  }
+
+  void ReadHeader() {
+    state_ = State::kReading;
+    started_ = std::chrono::steady_clock::now();
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(srv_.options().max_header_bytes));
+    parser_->body_limit(srv_.options().max_body_bytes);
+    Lowest().expires_after(srv_.options().header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    auto& msg = parser_->get();
+    header_fields_ = static_cast<size_t>(std::distance(msg.begin(), msg.end()));
+    // Only `chunked` alone is a framing this server accepts for a body of unknown length;
+    // anything else (gzip, chunked twice, an unknown coding) is a smuggling risk.
+    if (auto te = msg.find(http::field::transfer_encoding); te != msg.end()) {
+      if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(Str(te->value())),
+                                  "chunked") ||
+          msg.count(http::field::transfer_encoding) > 1) {
+        return Fail(400, "unsupported Transfer-Encoding");
+      }
+    }
+    // Beast merges repeated equal Content-Length headers; a proxy in front may not, so any
+    // repetition is refused.
+    if (msg.count(http::field::content_length) > 1) {
+      return Fail(400, "duplicate Content-Length");
+    }
+    if (parser_->content_length() && *parser_->content_length() > srv_.options().max_body_bytes) {
+      return Fail(413, "the request body is too large");
+    }
+    Lowest().expires_after(srv_.options().body_timeout);
+    auto read_body = [self = this->shared_from_this()] {
+      http::async_read(
+          self->stream_, self->buffer_, *self->parser_,
+          [self](beast::error_code ec, size_t) { self->OnBody(ec); });
+    };
+    if (absl::EqualsIgnoreCase(Str(msg[http::field::expect]), "100-continue")) {
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *cont, [self = this->shared_from_this(), cont, read_body](
+                                            beast::error_code ec, size_t) {
+        if (ec) return self->Close();
+        read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    auto& msg = parser_->get();
+    if (static_cast<size_t>(std::distance(msg.begin(), msg.end())) != header_fields_) {
+      return Fail(400, "chunk trailers are not accepted");
+    }
+    Dispatch(parser_->release());
+  }
+
+  void OnReadError(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec.category() == asio::error::get_ssl_category() ||
+        ec == ssl::error::stream_truncated) {
+      return Close();
+    }
+    if (ec == http::error::header_limit) return Fail(431, "request headers too large");
+    if (ec == http::error::body_limit) return Fail(413, "the request body is too large");
+    Fail(400, "malformed HTTP request: " + ec.message());
+  }
+
+  // Answers a framing error with a Status and closes: the rest of the stream cannot be trusted.
+  void Fail(int code, const std::string& message) {
+    std::string reason = code == 413   ? "RequestEntityTooLarge"
+                         : code == 431 ? "RequestHeaderFieldsTooLarge"
+                                       : "BadRequest";
+    HttpRequest req;
+    req.request_id = NewRequestId();
+    req.remote_address = remote_;
+    srv_.Observe(req, code, started_);
+    Write(StatusResponse(code, reason, message), false, req.request_id);
+  }
+
+  void Dispatch(http::request<http::string_body> msg) {
+    state_ = State::kHandling;
+    HttpRequest req;
+    req.method = Str(msg.method_string());
+    ParseTarget(Str(msg.target()), &req);
+    req.content_type = Str(msg[http::field::content_type]);
+    req.accept = Str(msg[http::field::accept]);
+    req.user_agent = Str(msg[http::field::user_agent]);
+    req.request_id = NewRequestId();
+    req.remote_address = remote_;
+    req.body = std::move(msg.body());
+    bool keep_alive = msg.keep_alive();
+    for (const auto& f : msg) {
+      std::string name = absl::AsciiStrToLower(Str(f.name_string()));
+      if (absl::StartsWith(name, "impersonate-")) {
+        req.impersonation.emplace_back(std::move(name), Str(f.value()));
+      }
+    }
+    if (reject_) {
+      srv_.Observe(req, 503, started_);
+      return Write(StatusResponse(503, "ServiceUnavailable", "too many open connections"), false,
+                   req.request_id);
+    }
+
+    auth::Credentials creds;
+    std::string authz = Str(msg[http::field::authorization]);
+    if (authz.size() > 7 && absl::EqualsIgnoreCase(authz.substr(0, 7), "bearer ")) {
+      creds.bearer_token = std::string(absl::StripAsciiWhitespace(authz.substr(7)));
+    }
+    creds.client_certificate = peer_;
+    creds.untrusted_client_certificate = untrusted_cert_;
+    auto user = srv_.authn().Authenticate(creds);
+    if (!user.ok() || (!user->has_value() && !IsAnonymousPath(req.path))) {
+      if (!user.ok()) {
+        spdlog::info("request_id={} remote={} authentication failed: {}", req.request_id,
+                     remote_, std::string(user.status().message()));
+      }
+      srv_.Observe(req, 401, started_);
+      return Write(StatusResponse(401, "Unauthorized", "Unauthorized"), keep_alive,
+                   req.request_id);
+    }
+    req.user = std::move(*user);
+
+    if (RestApi::IsWatch(req)) return StartWatch(std::move(req), keep_alive);
+    if (!srv_.AcquireInflight()) {
+      srv_.Observe(req, 429, started_);
+      HttpResponse r = StatusResponse(429, "TooManyRequests",
+                                      "too many requests, please try again later");
+      return Write(std::move(r), keep_alive, req.request_id, /*retry_after=*/true);
+    }
+    asio::post(srv_.pool(), [self = this->shared_from_this(), req = std::move(req), keep_alive] {
+      HttpResponse r = self->srv_.Route(req);
+      self->srv_.ReleaseInflight();
+      self->srv_.Observe(req, r.code, self->started_);
+      asio::post(self->stream_.get_executor(),
+                 [self, r = std::move(r), keep_alive, id = req.request_id]() mutable {
+                   self->Write(std::move(r), keep_alive, id);
+                 });
+    });
+  }
+
+  void Write(HttpResponse r, bool keep_alive, const std::string& request_id,
+             bool retry_after = false) {
+    if (state_ == State::kClosed) return;
+    state_ = State::kHandling;
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.code), 11);
+    res->set(http::field::content_type, r.content_type);
+    res->set(http::field::cache_control, "no-cache, private");
+    res->set("Audit-Id", request_id);
+    if (retry_after) res->set(http::field::retry_after, "1");
+    for (const auto& w : WarningValues(r.warnings)) res->insert(http::field::warning, w);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep_alive && !srv_.stopping());
+    res->prepare_payload();
+    Lowest().expires_after(kWriteTimeout);
+    http::async_write(stream_, *res,
+                      [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
+                        if (ec || !res->keep_alive()) return self->Close();
+                        self->ReadRequest();
+                      });
+  }
+
+  void StartWatch(HttpRequest req, bool keep_alive) {
+    std::weak_ptr<Session> weak = this->shared_from_this();
+    auto executor = stream_.get_executor();
+    watch_ = std::make_shared<WatchStream>(req.request_id, [weak, executor] {
+      asio::post(executor, [weak] {
+        if (auto self = weak.lock()) self->FlushWatch();
+      });
+    });
+    auto start = started_;
+    asio::post(srv_.pool(), [self = this->shared_from_this(), req = std::move(req), keep_alive,
+                             start] {
+      std::optional<HttpResponse> err;
+      try {
+        err = self->srv_.api().StartWatch(req, self->watch_);
+      } catch (const std::exception& e) {
+        spdlog::error("request_id={} watch failed to start: {}", req.request_id, e.what());
+        err = StatusResponse(500, "InternalError",
+                             "Internal error occurred: see the server log for request " +
+                                 req.request_id);
+      }
+      self->srv_.Observe(req, err && !self->watch_->began() ? err->code : 200, start);
+      asio::post(self->stream_.get_executor(), [self, err = std::move(err), keep_alive,
+                                                id = req.request_id]() mutable {
+        if (err && !self->watch_->began()) {
+          self->watch_.reset();
+          return self->Write(std::move(*err), keep_alive, id);
+        }
+        self->state_ = State::kWatching;
+        self->Lowest().expires_never();
+        self->ReadWhileWatching();
+        self->FlushWatch();
+        if (self->srv_.stopping()) self->watch_->End();
+      });
+    });
+  }
+
+  // A watching client sends nothing; a read that completes means it left (or misbehaves).
+  void ReadWhileWatching() {
+    stream_.async_read_some(buffer_.prepare(512), [self = this->shared_from_this()](
+                                                      beast::error_code ec, size_t n) {
+      if (self->state_ == State::kClosed) return;
+      if (ec) {
+        if (self->watch_) self->watch_->Close();
+        return self->Close();
+      }
+      self->buffer_.commit(n);
+      self->buffer_.consume(self->buffer_.size());
+      self->ReadWhileWatching();
+    });
+  }
+
+  void FlushWatch() {
+    if (writing_ || state_ != State::kWatching || !watch_) return;
+    bool ended = false, overflowed = false;
+    auto batch = std::make_shared<std::string>(watch_->Take(&ended, &overflowed));
+    if (overflowed) {
+      spdlog::warn("watch client {} fell too far behind; closing its watch", remote_);
+      return Close();
+    }
+    if (batch->empty()) {
+      if (ended) Close();
+      return;
+    }
+    writing_ = true;
+    asio::async_write(stream_, asio::buffer(*batch),
+                      [self = this->shared_from_this(), batch, ended](beast::error_code ec,
+                                                                     size_t) {
+                        self->writing_ = false;
+                        if (ec) {
+                          if (self->watch_) self->watch_->Close();
+                          return self->Close();
+                        }
+                        if (ended) return self->Close();
+                        self->FlushWatch();
+                      });
+  }
+
+  void Close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    if (watch_) watch_->Close();
+    beast::error_code ec;
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+    Lowest().close();
+  }
+
+  HttpServer::Impl& srv_;
+  Stream stream_;
+  const bool reject_;
+  std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  size_t header_fields_ = 0;
+  std::optional<auth::PeerCertificate> peer_;
+  bool untrusted_cert_ = false;
+  State state_ = State::kIdle;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::shared_ptr<WatchStream> watch_;
+  bool writing_ = false;
 };
 
 }  // namespace
 
-class HttpServer::Impl {
- public:
-  Impl(RestApi& api, store::Store& store, Metrics& metrics, HttpServerOptions options)
-      : api_(api), store_(store), metrics_(metrics), options_(std::move(options)) {}
-
-  ~Impl() { Shutdown(); }
-
-  absl::Status Start() {
-    auto colon = options_.address.rfind(':');
-    int port = 0;
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(options_.address.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError("address must be host:port: " + options_.address);
-    }
-    std::string host = options_.address.substr(0, colon);
-    if (host == "localhost") host = "127.0.0.1";
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-      return absl::InvalidArgumentError("cannot parse IPv4 address " + host);
-    }
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        listen(listen_fd_, 512) != 0) {
-      std::string err = std::strerror(errno);
-      close(listen_fd_);
-      listen_fd_ = -1;
-      return absl::UnavailableError("cannot listen on " + options_.address + ": " + err);
-    }
-    socklen_t len = sizeof(addr);
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    accept_thread_ = std::thread([this] { AcceptLoop(); });
-    return absl::OkStatus();
+absl::Status HttpServer::Impl::Start() {
+  auto colon = options_.address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(options_.address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError("address must be host:port: " + options_.address);
   }
-
-  void Shutdown() {
-    if (stopping_.exchange(true)) return;
-    if (accept_thread_.joinable()) accept_thread_.join();
-    if (listen_fd_ >= 0) close(listen_fd_);
-    // Requests in progress finish and answer; idle connections and watches notice `stopping_`
-    // within one poll slice. Stop reading from everyone so no new request starts.
-    std::unique_lock<std::mutex> lock(mu_);
-    for (int fd : open_fds_) shutdown(fd, SHUT_RD);
-    while (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return open_fds_.empty(); })) {
-      spdlog::info("waiting for {} connections to finish", open_fds_.size());
-    }
+  std::string host = options_.address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
+  if (host == "localhost") host = "127.0.0.1";
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return absl::InvalidArgumentError("cannot parse IP address " + host);
 
-  int port() const { return port_; }
-
- private:
-  void AcceptLoop() {
-    while (!stopping_.load()) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (poll(&p, 1, kPollSliceMs) <= 0) continue;
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        // Out of descriptors (EMFILE/ENFILE) or a transient error: back off instead of spinning.
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
+  tls_ = !options_.tls_cert_file.empty();
+  if (tls_) {
+    ssl_ctx_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                         ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                         ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+    ssl_ctx_.use_certificate_chain_file(options_.tls_cert_file, ec);
+    if (ec) return absl::InvalidArgumentError("cannot load TLS certificate " + options_.tls_cert_file);
+    ssl_ctx_.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
+    if (ec) return absl::InvalidArgumentError("cannot load TLS key " + options_.tls_key_file);
+    if (!options_.client_ca_file.empty()) {
+      ssl_ctx_.load_verify_file(options_.client_ca_file, ec);
+      if (ec) return absl::InvalidArgumentError("cannot load client CA " + options_.client_ca_file);
+      if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options_.client_ca_file.c_str())) {
+        SSL_CTX_set_client_CA_list(ssl_ctx_.native_handle(), names);
       }
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      timeval tv{10, 0};  // a client that stops reading cannot block a writer forever
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (open_fds_.size() >= static_cast<size_t>(kMaxConnections)) {
-          WriteResponse(fd, HttpResponse{503, "text/plain", "too many connections", {}}, false);
-          close(fd);
-          continue;
+      // Ask for a certificate but let the handshake succeed without one or with an untrusted
+      // one: the authenticator answers 401 (as kube-apiserver does), and tokens still work.
+      ssl_ctx_.set_verify_mode(ssl::verify_peer);
+      ssl_ctx_.set_verify_callback([](bool, ssl::verify_context&) { return true; });
+    }
+  }
+
+  tcp::endpoint endpoint(addr, static_cast<uint16_t>(port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(1024, ec);
+  if (ec) {
+    return absl::UnavailableError("cannot listen on " + options_.address + ": " + ec.message());
+  }
+  port_ = acceptor_.local_endpoint().port();
+  pool_ = std::make_unique<asio::thread_pool>(std::max(1, options_.handler_threads));
+  started_ = true;
+  Accept();
+  for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
+    io_threads_.emplace_back([this] {
+      while (true) {
+        try {
+          ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          // Last-resort catch for this transport: log and keep serving.
+          spdlog::error("http I/O thread: {}", e.what());
         }
-        open_fds_.insert(fd);
       }
-      std::thread([this, fd] {
-        Serve(fd);
-        std::lock_guard<std::mutex> lock(mu_);
-        open_fds_.erase(fd);
-        close(fd);
-        cv_.notify_all();
-      }).detach();
-    }
+    });
   }
+  return absl::OkStatus();
+}
 
-  void Serve(int fd) {
-    RequestReader reader(fd, stopping_);
-    while (true) {
-      HttpRequest req;
-      bool keep_alive = false;
-      auto result = reader.Read(&req, &keep_alive);
-      if (result == RequestReader::Result::kClosed) return;
-      if (result != RequestReader::Result::kOk) {
-        int code = result == RequestReader::Result::kTooLarge ? 413 : 400;
-        WriteResponse(fd, HttpResponse{code, "text/plain", Reason(code), {}}, false);
-        return;
+void HttpServer::Impl::Accept() {
+  acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
+    if (stopping_) return;
+    if (ec) {
+      // Out of descriptors or a transient error: back off instead of spinning.
+      if (ec != asio::error::operation_aborted) {
+        spdlog::warn("accept: {}", ec.message());
+        auto timer = std::make_shared<asio::steady_timer>(ioc_, std::chrono::milliseconds(50));
+        timer->async_wait([this, timer](beast::error_code) { Accept(); });
       }
-      auto start = std::chrono::steady_clock::now();
-      int code = 500;
-      bool streamed = false;
-      try {
-        code = Dispatch(fd, req, keep_alive, &streamed);
-      } catch (const std::exception& e) {
-        // Last-resort catch for this transport: one bad request never takes the server down.
-        spdlog::error("request {} {} failed: {}", req.method, req.path, e.what());
-        WriteResponse(fd,
-                      HttpResponse{500,
-                                   "application/json",
-                                   R"({"kind":"Status","apiVersion":"v1","metadata":{},)"
-                                   R"("status":"Failure","reason":"InternalError","code":500,)"
-                                   R"("message":"internal error"})",
-                                   {}},
-                      false);
-        return;
-      }
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      auto [verb, resource] = RestApi::Describe(req);
-      metrics_.ObserveRequest(verb, resource, code, secs);
-      spdlog::info("http method={} path={} verb={} resource={} code={} latency_ms={:.3f}",
-                   req.method, req.path, verb, resource, code, secs * 1000);
-      if (streamed || !keep_alive || stopping_.load()) return;
+      return;
     }
-  }
+    size_t open = connections_.fetch_add(1) + 1;
+    size_t cap = static_cast<size_t>(std::max(1, options_.max_connections));
+    if (open > cap + cap / 10 + 16) {
+      // Far past the cap: not even a 503 (that would cost a handshake per attacker connection).
+      connections_.fetch_sub(1);
+      beast::error_code ignored;
+      s.close(ignored);
+    } else {
+      std::shared_ptr<SessionBase> session;
+      if (tls_) {
+        auto t = std::make_shared<Session<true>>(*this, std::move(s), open > cap);
+        session = t;
+        Register(t.get(), t);
+        t->Run();
+      } else {
+        auto t = std::make_shared<Session<false>>(*this, std::move(s), open > cap);
+        session = t;
+        Register(t.get(), t);
+        t->Run();
+      }
+    }
+    Accept();
+  });
+}
 
-  int Dispatch(int fd, const HttpRequest& req, bool keep_alive, bool* streamed) {
-    HttpResponse r;
+HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
+  HttpResponse r;
+  try {
     if (req.method == "GET" && (req.path == "/healthz" || req.path == "/livez")) {
       r = HttpResponse{200, "text/plain", "ok", {}};
     } else if (req.method == "GET" && req.path == "/readyz") {
       absl::Status st = store_.Ping();
-      r = st.ok() ? HttpResponse{200, "text/plain", "ok", {}}
-                  : HttpResponse{503, "text/plain", "database unreachable: " + st.ToString(), {}};
+      if (st.ok()) {
+        r = HttpResponse{200, "text/plain", "ok", {}};
+      } else {
+        spdlog::warn("request_id={} readyz: database unreachable: {}", req.request_id,
+                     std::string(st.message()));
+        // Detail only for authenticated callers; never the database's own error text.
+        r = HttpResponse{503, "text/plain",
+                         req.user ? "[-]database failed: unreachable\nreadyz check failed"
+                                  : "readyz check failed",
+                         {}};
+      }
+      return r;
     } else if (req.method == "GET" && req.path == "/metrics") {
       r = HttpResponse{200, "text/plain; version=0.0.4", metrics_.Render(), {}};
-    } else if (RestApi::IsWatch(req)) {
-      auto sink = std::make_shared<SocketSink>(fd);
-      auto err = api_.StartWatch(req, sink);
-      if (err) {
-        if (sink->began()) {
-          *streamed = true;
-          return err->code;
-        }
-        r = *err;
-      } else {
-        *streamed = true;
-        sink->WaitDone(stopping_);
-        return 200;
-      }
     } else {
       r = api_.Handle(req);
     }
-    WriteResponse(fd, r, keep_alive);
-    return r.code;
+  } catch (const std::exception& e) {
+    // Last-resort catch for this transport: one bad request never takes the server down.
+    spdlog::error("request_id={} {} {} failed: {}", req.request_id, req.method, req.path,
+                  e.what());
+    r = StatusResponse(500, "InternalError", "");
   }
-
-  static void WriteResponse(int fd, const HttpResponse& r, bool keep_alive) {
-    std::string head = "HTTP/1.1 " + std::to_string(r.code) + " " + Reason(r.code) +
-                       "\r\nContent-Type: " + r.content_type +
-                       "\r\nContent-Length: " + std::to_string(r.body.size()) +
-                       "\r\nCache-Control: no-cache, private\r\n" + WarningHeaders(r.warnings) +
-                       (keep_alive ? "" : "Connection: close\r\n") + "\r\n";
-    head += r.body;
-    SendAll(fd, head.data(), head.size());
+  if (r.code >= 500) {
+    // Internal error text (database messages, exceptions) goes to the log, never to the client.
+    if (!r.body.empty() && r.body.find("\"message\":\"\"") == std::string::npos) {
+      spdlog::error("request_id={} {} {} answered {}: {}", req.request_id, req.method, req.path,
+                    r.code, r.body);
+    }
+    std::string reason = r.code == 503 ? "ServiceUnavailable"
+                         : r.code == 504 ? "Timeout"
+                                         : "InternalError";
+    r = StatusResponse(r.code, reason,
+                       "Internal error occurred: the request failed; the server log has the "
+                       "details under request id " +
+                           req.request_id);
   }
+  return r;
+}
 
-  RestApi& api_;
-  store::Store& store_;
-  Metrics& metrics_;
-  const HttpServerOptions options_;
-  std::atomic<bool> stopping_{false};
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread accept_thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<int> open_fds_;  // guarded by mu_
-};
+void HttpServer::Impl::Observe(const HttpRequest& req, int code,
+                               std::chrono::steady_clock::time_point start) {
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto [verb, resource] = RestApi::Describe(req);
+  metrics_.ObserveRequest(verb, resource, code, secs);
+  spdlog::info(
+      "http request_id={} method={} path={} verb={} resource={} user={} remote={} code={} "
+      "latency_ms={:.3f}",
+      req.request_id, req.method, req.path, verb, resource, req.user ? req.user->name : "",
+      req.remote_address, code, secs * 1000);
+}
+
+void HttpServer::Impl::Shutdown() {
+  if (!started_ || stopping_.exchange(true)) return;
+  asio::post(acceptor_.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+  });
+  std::vector<std::shared_ptr<SessionBase>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [ptr, weak] : sessions_) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->Stop();
+  live.clear();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, kShutdownGrace, [&] { return sessions_.empty(); })) {
+      spdlog::warn("{} connections still open at shutdown; closing them", sessions_.size());
+    }
+  }
+  pool_->join();
+  ioc_.stop();
+  for (auto& t : io_threads_) t.join();
+}
 
 HttpServer::HttpServer(RestApi& api, store::Store& store, Metrics& metrics,
-                       HttpServerOptions options)
-    : impl_(std::make_unique<Impl>(api, store, metrics, std::move(options))) {}
+                       const auth::Authenticator& authenticator, HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(api, store, metrics, authenticator, std::move(options))) {}
 
 HttpServer::~HttpServer() = default;
 
@@ -572,5 +921,7 @@ absl::Status HttpServer::Start() { return impl_->Start(); }
 void HttpServer::Shutdown() { impl_->Shutdown(); }
 
 int HttpServer::port() const { return impl_->port(); }
+
+size_t HttpServer::connection_count() const { return impl_->connection_count(); }
 
 }  // namespace qm::api

@@ -1,10 +1,13 @@
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "api/rest/rest_api.h"
+#include "auth/authenticator.h"
 #include "store/store.h"
 
 namespace qm::api {
@@ -13,25 +16,57 @@ class Metrics;
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1:8080";  // port 0 picks a free one
+  // TLS: the serving certificate and key (PEM files). Both empty: plain HTTP, which the caller
+  // allows only on loopback. `client_ca_file` (PEM) verifies client certificates when given.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string client_ca_file;
+  // Threads that run the sockets (asynchronous I/O; connections and watches need no thread of
+  // their own) and threads that run request handlers (which may wait on the database).
+  int io_threads = 2;
+  int handler_threads = 64;
+  // Requests being handled at once (watches excluded, as kube-apiserver's
+  // --max-requests-inflight); more get 429 with Retry-After.
+  int max_requests_inflight = 400;
+  // Open connections; more get 503 and are closed.
+  int max_connections = 20000;
+  // A request's headers must arrive within `header_timeout` of its first byte (slow clients are
+  // cut), its body within `body_timeout`; a keep-alive connection may idle `idle_timeout`
+  // between requests.
+  std::chrono::milliseconds header_timeout = std::chrono::seconds(10);
+  std::chrono::milliseconds body_timeout = std::chrono::seconds(60);
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds(120);
+  size_t max_header_bytes = 64 * 1024;
+  size_t max_body_bytes = 16 * 1024 * 1024;
 };
 
-// The HTTP/1.1 front door: routes health, metrics and everything else to RestApi, streams
-// watches with chunked encoding, writes one log line per request. Thread-safe.
+// The HTTP/1.1 front door on Boost.Beast: TLS, authentication (client certificates and bearer
+// tokens through `authenticator`), limits, and routing of health, metrics and everything else
+// to RestApi; watches stream with chunked encoding. Anonymous callers reach only /healthz,
+// /livez, /readyz and /version; everything else answers 401 without credentials. A 500 never
+// carries internal error text: the body names the request id under which the error was logged.
+// Malformed framing (conflicting or duplicate Content-Length, Transfer-Encoding with
+// Content-Length, bad chunk sizes, chunk trailers) is a 400 and closes the connection.
+// Thread-safe.
 class HttpServer {
  public:
-  HttpServer(RestApi& api, store::Store& store, Metrics& metrics, HttpServerOptions options);
+  HttpServer(RestApi& api, store::Store& store, Metrics& metrics,
+             const auth::Authenticator& authenticator, HttpServerOptions options);
   ~HttpServer();
 
-  // Binds and starts serving in background threads. InvalidArgument for a bad address,
+  // Binds and starts serving. InvalidArgument for a bad address or unreadable TLS files,
   // Unavailable when the port cannot be bound.
   absl::Status Start();
-  // Stops accepting, lets in-flight requests finish, closes open watches.
+  // Stops accepting, lets in-flight requests finish, ends open watches, closes connections.
   void Shutdown();
   // The bound port (after Start).
   int port() const;
+  // Connections open now (for tests and metrics).
+  size_t connection_count() const;
+
+  class Impl;  // defined in the .cc; public so its connection types can name it
 
  private:
-  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

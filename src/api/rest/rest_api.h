@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/user.h"
 #include "common/clock.h"
 #include "model/field_error.h"
 #include "model/resource_types.h"
@@ -25,6 +26,13 @@ struct HttpRequest {
   std::string content_type;
   std::string accept;
   std::string body;
+  // Set by the transport: the authenticated user (nullopt: anonymous), a request id for logs
+  // and audit, where the request came from, and the Impersonate-* headers (names lowercased).
+  std::optional<auth::UserInfo> user;
+  std::string request_id;
+  std::string remote_address;
+  std::string user_agent;
+  std::vector<std::pair<std::string, std::string>> impersonation;
 };
 
 struct HttpResponse {

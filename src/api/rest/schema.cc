@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+
 namespace qm::api {
 namespace {
 
@@ -32,7 +34,26 @@ unsigned ShapeFor(const std::string& group, const std::string& version) {
 }
 
 std::string PackageOf(const model::ResourceType& type) {
-  return type.group.empty() ? "core" : "resource";
+  return schema_internal::PackageOf(type.group);
+}
+
+// The prefix of tags and operation ids, as Kubernetes derives it from the group:
+// "core", "resource", "rbacAuthorization".
+std::string GroupTag(const std::string& group) {
+  if (group.empty()) return "core";
+  std::string name = group;
+  if (absl::EndsWith(name, ".k8s.io")) name.resize(name.size() - std::string(".k8s.io").size());
+  std::string tag;
+  bool upper = false;
+  for (char c : name) {
+    if (c == '.') {
+      upper = true;
+      continue;
+    }
+    tag += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return tag;
 }
 
 // "resource.Device" served as resource.k8s.io/v1beta2 -> "io.k8s.api.resource.v1beta2.Device",
@@ -43,6 +64,7 @@ std::string SchemaKey(const std::string& id, const std::string& version) {
   const std::string name = id.substr(dot + 1);
   if (package == "resource") return "io.k8s.api.resource." + version + "." + name;
   if (package == "core") return "io.k8s.api.core.v1." + name;
+  if (package == "rbac") return "io.k8s.api.rbac.v1." + name;
   return "io.k8s.apimachinery.pkg.apis.meta.v1." + name;
 }
 
@@ -142,7 +164,7 @@ class DocumentBuilder {
       : group_(std::move(group)),
         version_(std::move(version)),
         shape_(ShapeFor(group_, version_)),
-        tag_((group_.empty() ? "core" : "resource") + std::string("_") + version_) {}
+        tag_(GroupTag(group_) + "_" + version_) {}
 
   json Build() {
     AddDef("meta.Status");
@@ -276,9 +298,8 @@ class DocumentBuilder {
     const std::string status_key = SchemaKey("meta.Status", version_);
     const std::string delete_options_key = SchemaKey("meta.DeleteOptions", version_);
     // "ResourceV1beta1NamespacedResourceClaim", as Kubernetes names its operations.
-    const std::string what = UpperFirst(type.group.empty() ? "core" : "resource") +
-                             UpperFirst(version_) + (type.namespaced ? "Namespaced" : "") +
-                             type.kind;
+    const std::string what = UpperFirst(GroupTag(type.group)) + UpperFirst(version_) +
+                             (type.namespaced ? "Namespaced" : "") + type.kind;
 
     json path_params = json::array();
     if (type.namespaced) {
@@ -311,8 +332,8 @@ class DocumentBuilder {
       paths_[all]["parameters"] = json::array({pretty});
       paths_[all]["get"] =
           Operation("list", "list", type.kind,
-                    UpperFirst(type.group.empty() ? "core" : "resource") + UpperFirst(version_) +
-                        type.kind + "ForAllNamespaces",
+                    UpperFirst(GroupTag(type.group)) + UpperFirst(version_) + type.kind +
+                        "ForAllNamespaces",
                     "List or watch objects of kind " + type.kind + " in every namespace.",
                     ListParams(), json{{"200", Response("OK", list_key)}});
     }
@@ -427,6 +448,16 @@ void CheckObject(const Def& def, const json& obj, const std::string& path, unsig
 }
 
 }  // namespace
+
+namespace schema_internal {
+
+std::string PackageOf(const std::string& group) {
+  if (group.empty()) return "core";
+  if (group == model::kRbacGroup) return "rbac";
+  return "resource";
+}
+
+}  // namespace schema_internal
 
 nlohmann::json OpenApiIndex() {
   json paths = json::object();

@@ -51,7 +51,7 @@ struct Prop {
   Shape shape = Shape::kOne;
   ValueType type = ValueType::kString;
   // kRef only: "<package>.<Name>" with package resource (the version being served), core (core
-  // v1) or meta (apimachinery meta v1).
+  // v1), rbac (rbac.authorization.k8s.io v1) or meta (apimachinery meta v1).
   std::string ref;
   std::string description;
   bool required = false;
@@ -73,6 +73,10 @@ struct Def {
   // such as a Pod's spec and containers.
   bool preserve_unknown = false;
 };
+
+// The package of the definitions of a group's kinds: "core" for the core group, "resource"
+// for resource.k8s.io, "rbac" for rbac.authorization.k8s.io.
+std::string PackageOf(const std::string& group);
 
 // Every definition, including one "<Kind>List" per served kind. Built once; thread-safe.
 const std::vector<Def>& SchemaDefs();

@@ -1,4 +1,5 @@
 // The schema table: every type of every served kind, in every served version.
+// rbac.authorization.k8s.io (package "rbac") is served in v1 only.
 //
 // resource.k8s.io v1 and v1beta2 share one shape (kV1Shape). v1beta1 (kV1beta1Shape) differs
 // only in Device (attributes and the rest sit under `basic`) and DeviceRequest (the fields of
@@ -176,6 +177,26 @@ std::vector<Def> MetaDefs() {
            Req(Time("lastTransitionTime", "When the condition last changed status.")),
            Req(Str("reason", "Machine-readable reason for the last transition, in CamelCase.")),
            Req(Str("message", "Human-readable details about the last transition.")),
+       }},
+      {"meta.LabelSelector",
+       kAllShapes,
+       "A label query over a set of objects. The requirements are ANDed; an empty selector "
+       "matches every object.",
+       {
+           Map("matchLabels", ValueType::kString,
+               "key=value pairs, each equivalent to a matchExpressions entry with operator In "
+               "and that single value."),
+           ListOf("matchExpressions", "meta.LabelSelectorRequirement",
+                  "Requirements on labels, ANDed."),
+       }},
+      {"meta.LabelSelectorRequirement",
+       kAllShapes,
+       "A key, an operator and values that a label must satisfy.",
+       {
+           Req(Str("key", "The label key the requirement applies to.")),
+           Req(Str("operator", "One of In, NotIn, Exists, DoesNotExist.")),
+           List("values", ValueType::kString,
+                "Values for In and NotIn (non-empty); empty for Exists and DoesNotExist."),
        }},
       {"meta.Status",
        kAllShapes,
@@ -386,8 +407,9 @@ std::vector<Def> CoreDefs() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// core/v1 Pod, Event and ResourceQuota. Only what scheduling, claims and quota need is modelled
-// field by field; a pod's spec, containers and status keep every other field as sent.
+// core/v1 Pod, Event, ResourceQuota and ServiceAccount. Only what scheduling, claims and quota
+// need is modelled field by field; a pod's spec, containers and status keep every other field as
+// sent.
 
 std::vector<Def> PodDefs() {
   return {
@@ -631,6 +653,104 @@ std::vector<Def> PodDefs() {
        {
            Map("hard", ValueType::kQuantity, "Limits in force, by resource name."),
            Map("used", ValueType::kQuantity, "Current usage, by resource name."),
+       }},
+
+      {"core.ServiceAccount", kAllShapes,
+       "An identity for processes: bound to roles like a user, and named in bearer tokens "
+       "issued for it.",
+       Cat(KindHead(),
+           {
+               ListOf("secrets", "core.ObjectReference",
+                      "Secrets in the same namespace that pods running as this account may use."),
+               ListOf("imagePullSecrets", "core.LocalObjectReference",
+                      "Secrets in the same namespace used to pull the images of pods running as "
+                      "this account."),
+               Bool("automountServiceAccountToken",
+                    "Whether pods running as this account get an API token mounted "
+                    "automatically."),
+           })},
+      {"core.LocalObjectReference",
+       kAllShapes,
+       "Names an object in the same namespace.",
+       {
+           Str("name", "Name of the referent."),
+       }},
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// rbac.authorization.k8s.io/v1
+
+std::vector<Def> RbacDefs() {
+  const Prop rules = ListOf("rules", "rbac.PolicyRule", "The permissions this role grants.");
+  const Prop role_ref = Req(Obj("roleRef", "rbac.RoleRef",
+                                "The role being granted. Cannot be changed once the binding "
+                                "exists."));
+  const Prop subjects =
+      ListOf("subjects", "rbac.Subject", "Users, groups and service accounts granted the role.");
+  return {
+      {"rbac.Role", kAllShapes,
+       "A namespaced set of permissions, granted within its namespace by a RoleBinding.",
+       Cat(KindHead(), {rules})},
+      {"rbac.ClusterRole", kAllShapes,
+       "A cluster-wide set of permissions, granted by a ClusterRoleBinding or, within one "
+       "namespace, by a RoleBinding.",
+       Cat(KindHead(),
+           {rules, Obj("aggregationRule", "rbac.AggregationRule",
+                       "How the rules of this role are built from other ClusterRoles. Accepted "
+                       "and stored; this server does not aggregate.")})},
+      {"rbac.RoleBinding", kAllShapes,
+       "Grants the permissions of a Role or ClusterRole to subjects, within the binding's "
+       "namespace.",
+       Cat(KindHead(), {subjects, role_ref})},
+      {"rbac.ClusterRoleBinding", kAllShapes,
+       "Grants the permissions of a ClusterRole to subjects across the cluster.",
+       Cat(KindHead(), {subjects, role_ref})},
+      {"rbac.PolicyRule",
+       kAllShapes,
+       "Verbs allowed on resources or non-resource URLs. A rule names resources (with "
+       "apiGroups) or nonResourceURLs, not both.",
+       {
+           Req(List("verbs", ValueType::kString,
+                    "Verbs the rule allows, e.g. get, list, create; '*' allows every verb.")),
+           List("apiGroups", ValueType::kString,
+                "API groups of the resources; \"\" is the core group, '*' every group."),
+           List("resources", ValueType::kString,
+                "Resources the rule applies to, e.g. pods or resourceclaims/status; '*' every "
+                "resource, '*/status' a subresource of every resource."),
+           List("resourceNames", ValueType::kString,
+                "When set, only these object names match."),
+           List("nonResourceURLs", ValueType::kString,
+                "URL paths the rule applies to, e.g. /healthz; a trailing '*' matches a prefix. "
+                "Only in ClusterRoles."),
+       }},
+      {"rbac.AggregationRule",
+       kAllShapes,
+       "Selects the ClusterRoles whose rules are combined into this one.",
+       {
+           ListOf("clusterRoleSelectors", "meta.LabelSelector",
+                  "Selectors of the ClusterRoles to aggregate; ORed."),
+       }},
+      {"rbac.RoleRef",
+       kAllShapes,
+       "The role a binding grants.",
+       {
+           Req(Str("apiGroup", "Group of the role: rbac.authorization.k8s.io.")),
+           Req(Str("kind", "Role or ClusterRole.")),
+           Req(Str("name", "Name of the role.")),
+       }},
+      {"rbac.Subject",
+       kAllShapes,
+       "Who a binding grants a role to: a user, a group or a service account.",
+       {
+           Req(Str("kind", "User, Group or ServiceAccount.")),
+           Str("apiGroup",
+               "rbac.authorization.k8s.io for User and Group, \"\" for ServiceAccount (the "
+               "defaults)."),
+           Req(Str("name", "Name of the user, group or service account.")),
+           Str("namespace",
+               "Namespace of a ServiceAccount; required in ClusterRoleBindings, defaults to the "
+               "binding's namespace in RoleBindings."),
        }},
   };
 }
@@ -1107,7 +1227,7 @@ std::vector<Def> ResourceDefs() {
 std::vector<Def> ListDefs(const std::vector<Def>& defs) {
   std::vector<Def> lists;
   for (const model::ResourceType& type : model::AllResourceTypes()) {
-    const std::string id = (type.group.empty() ? "core." : "resource.") + type.kind;
+    const std::string id = PackageOf(type.group) + "." + type.kind;
     unsigned shapes = 0;
     for (const Def& d : defs) {
       if (d.id == id) shapes |= d.shapes;
@@ -1125,7 +1245,7 @@ std::vector<Def> ListDefs(const std::vector<Def>& defs) {
 
 std::vector<Def> BuildDefs() {
   std::vector<Def> defs = MetaDefs();
-  for (auto* part : {&CoreDefs, &PodDefs, &ResourceDefs}) {
+  for (auto* part : {&CoreDefs, &PodDefs, &ResourceDefs, &RbacDefs}) {
     std::vector<Def> more = part();
     defs.insert(defs.end(), std::make_move_iterator(more.begin()),
                 std::make_move_iterator(more.end()));
