@@ -1,7 +1,10 @@
 // REST load driver: measures creates/s, gets/s, request latency, the time to list 10,000
 // objects, and watch delivery lag with many concurrent watchers, against a running server.
 //
-//   rest_load --url http://127.0.0.1:8080 [--objects 10000] [--concurrency 8] [--watchers 100]
+//   rest_load --url https://127.0.0.1:PORT --token-file DATA/admin.token --ca-file DATA/pki/ca.crt
+//             [--objects 10000] [--concurrency 8] [--watchers 100] [--watch-events 200]
+//
+// --token TOKEN instead of --token-file; with an http:// URL the connections are plain TCP.
 //
 // Uses raw HTTP/1.1 keep-alive connections (no client library) so the numbers are the server's.
 
@@ -21,6 +24,7 @@
 
 namespace {
 
+using qm::bench::ClientConfig;
 using qm::bench::Connection;
 using qm::bench::Percentile;
 using Clock = std::chrono::steady_clock;
@@ -46,8 +50,7 @@ std::string ClaimBody(const std::string& name, int64_t stamp = 0) {
 }
 
 struct Args {
-  std::string host = "127.0.0.1";
-  int port = 8080;
+  ClientConfig client;  // --url, --token-file / --token, --ca-file
   int objects = 10000;
   int concurrency = 8;
   int watchers = 100;
@@ -78,7 +81,7 @@ PhaseResult RunPhase(const Args& a, Fn one) {
   std::vector<std::thread> ts;
   for (int w = 0; w < a.concurrency; ++w) {
     ts.emplace_back([&, w] {
-      Connection c(a.host, a.port);
+      Connection c(a.client);
       std::string out;
       for (int i; (i = next++) < a.objects;) {
         auto s = Clock::now();
@@ -103,10 +106,8 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--url") {
-      auto hp = v.substr(v.find("//") + 2);
-      a.host = hp.substr(0, hp.find(':'));
-      a.port = std::atoi(hp.substr(hp.find(':') + 1).c_str());
+    if (ClientConfig::IsFlag(k)) {
+      a.client.Set(k, v);
     } else if (k == "--objects") {
       a.objects = std::atoi(v.c_str());
     } else if (k == "--concurrency") {
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   const std::string ns = "bench-" + std::to_string(NowNs() % 1000000);
   const std::string base = "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims";
   {
-    Connection c(a.host, a.port);
+    Connection c(a.client);
     std::string out;
     int code = c.Request(
         "POST", "/api/v1/namespaces",
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
 
   // Phase 3: list everything.
   {
-    Connection c(a.host, a.port);
+    Connection c(a.client);
     std::vector<double> times;
     size_t bytes = 0;
     for (int i = 0; i < 5; ++i) {
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
   // Phase 4: watch delivery lag.
   std::string rv;
   {
-    Connection c(a.host, a.port);
+    Connection c(a.client);
     std::string out;
     c.Request("GET", base + "?limit=1", "", &out);
     rv = json::parse(out)["metadata"]["resourceVersion"];
@@ -176,7 +177,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> watchers;
   for (int w = 0; w < a.watchers; ++w) {
     watchers.emplace_back([&] {
-      Connection c(a.host, a.port);
+      Connection c(a.client);
       c.StartStream(base + "?watch=true&resourceVersion=" + rv);
       ready++;
       std::string chunk;
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
   while (ready.load() < a.watchers) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   {
-    Connection c(a.host, a.port);
+    Connection c(a.client);
     std::string out;
     for (int i = 0; i < a.watch_events; ++i) {
       c.Request("POST", base, ClaimBody("watched-" + std::to_string(i), NowNs()), &out);
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
 
   // Clean up: deleting the namespace deletes its claims.
   if (!a.keep) {
-    Connection c(a.host, a.port);
+    Connection c(a.client);
     std::string out;
     c.Request("DELETE", "/api/v1/namespaces/" + ns, "", &out);
   }

@@ -11,4 +11,5 @@ pid=$!
 trap 'kill -TERM $pid; wait $pid; rm -rf "$work"' EXIT
 for _ in $(seq 1 300); do grep -q '^LISTENING ' "$work/out" && break; sleep 0.1; done
 url=$(sed -n 's/^LISTENING //p' "$work/out")
-build/bench/rest_load --url "$url" "$@"
+build/bench/rest_load --url "$url" --token-file "$work/data/admin.token" \
+  --ca-file "$work/data/pki/ca.crt" "$@"

@@ -22,7 +22,8 @@ cpu() {
   echo "$s $p"
 }
 read -r s0 p0 < <(cpu)
-build/bench/scheduler_load --url "$url" "$@"
+build/bench/scheduler_load --url "$url" --token-file "$work/data/admin.token" \
+  --ca-file "$work/data/pki/ca.crt" "$@"
 read -r s1 p1 < <(cpu)
 hz=$(getconf CLK_TCK)
 echo "cpu: server $(( (s1 - s0) * 1000 / hz )) ms, postgres $(( (p1 - p0) * 1000 / hz )) ms"

@@ -13,7 +13,9 @@
 //
 // Every binding is a durable commit.
 //
-//   scheduler_load --url http://127.0.0.1:8080 [--workload 5000pods_500nodes]
+//   scheduler_load --url https://127.0.0.1:PORT --token-file DATA/admin.token
+//                  --ca-file DATA/pki/ca.crt    (or --token TOKEN; http:// URLs are plain TCP)
+//                  [--workload 5000pods_500nodes]
 //                  [--nodes 500] [--devices 10] [--concurrency 64]
 //                  [--warmup 2500] [--measured 2500]    (5000pods_500nodes)
 //                  [--steady-pods 10] [--duration 10]   (steady_*)
@@ -39,6 +41,7 @@
 namespace {
 
 using nlohmann::json;
+using qm::bench::ClientConfig;
 using qm::bench::Connection;
 using qm::bench::Percentile;
 using Clock = std::chrono::steady_clock;
@@ -49,8 +52,7 @@ constexpr char kDriver[] = "test-driver.cdi.k8s.io";
 constexpr int kWatchSeconds = 300;
 
 struct Args {
-  std::string host = "127.0.0.1";
-  int port = 8080;
+  ClientConfig client;  // --url, --token-file / --token, --ca-file
   std::string workload = "5000pods_500nodes";
   int nodes = 500;
   int devices = 10;
@@ -91,7 +93,7 @@ void ParallelFor(const Args& a, int count, const std::function<void(Connection&,
   std::vector<std::thread> threads;
   for (int w = 0; w < std::min(a.concurrency, count); ++w) {
     threads.emplace_back([&] {
-      Connection c(a.host, a.port);
+      Connection c(a.client);
       for (int i = next++; i < count; i = next++) fn(c, i);
     });
   }
@@ -133,7 +135,7 @@ void CreateNodeAndSlice(const Args& a, Connection& c, int n) {
 }
 
 void Setup(const Args& a) {
-  Connection c(a.host, a.port);
+  Connection c(a.client);
   std::string out;
   Must(c.Request(
            "POST", "/api/v1/namespaces",
@@ -227,7 +229,7 @@ void AllocateClaims(const Args& a, int count) {
 // How many of the `count` pre-allocated claims are still allocated.
 int StillAllocated(const Args& a, int count) {
   if (count == 0) return 0;
-  Connection c(a.host, a.port);
+  Connection c(a.client);
   int allocated = 0;
   std::string cont;
   do {
@@ -289,7 +291,7 @@ void CreatePods(const Args& a, int first, int count,
 // false. Returns the revision of the last event, to resume from.
 int64_t WatchBindings(const Args& a, int64_t from_rv, int timeout_s,
                       const std::function<bool(const std::string&)>& on_bound) {
-  Connection c(a.host, a.port);
+  Connection c(a.client);
   c.StartStream("/api/v1" + NamespacePath("pods") + "?watch=true&resourceVersion=" +
                 std::to_string(from_rv) + "&timeoutSeconds=" + std::to_string(timeout_s));
   int64_t rv = from_rv;
@@ -335,7 +337,7 @@ std::map<std::string, Clock::time_point> WaitBound(
 }
 
 int64_t PodListRevision(const Args& a) {
-  Connection c(a.host, a.port);
+  Connection c(a.client);
   std::string out;
   Must(c.Request("GET", "/api/v1" + NamespacePath("pods?limit=1"), "", &out), out, 200, "list");
   return std::stoll(json::parse(out)["metadata"]["resourceVersion"].get<std::string>());
@@ -413,7 +415,7 @@ Result RunSteady(const Args& a) {
   std::vector<std::thread> workers;
   for (int w = 0; w < std::min(a.concurrency, a.steady_pods); ++w) {
     workers.emplace_back([&] {
-      Connection c(a.host, a.port);
+      Connection c(a.client);
       std::string out;
       std::unique_lock<std::mutex> lock(mu);
       while (true) {
@@ -485,11 +487,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (arg == "--url") {
-      std::string url = next();
-      auto hp = url.substr(url.find("//") + 2);
-      a.host = hp.substr(0, hp.find(':'));
-      a.port = std::stoi(hp.substr(hp.find(':') + 1));
+    if (ClientConfig::IsFlag(arg)) {
+      a.client.Set(arg, next());
     } else if (arg == "--workload") {
       a.workload = next();
     } else if (arg == "--nodes") {

@@ -9,18 +9,23 @@
 #include <cerrno>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <memory>
 
+#include "api/rest/auth_endpoints.h"
 #include "api/rest/http_server.h"
 #include "api/rest/metrics.h"
+#include "api/rest/request_gate.h"
 #include "api/rest/rest_api.h"
 #include "auth/authenticator.h"
 #include "auth/pki.h"
+#include "auth/service_account_token.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
 #include "common/logging.h"
 #include "config/options.h"
 #include "service/object_service.h"
+#include "service/authorizer.h"
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "spdlog/spdlog.h"
@@ -55,8 +60,9 @@ bool LooksLikeIp(const std::string& s) {
                         s.find_first_not_of("0123456789.") == std::string::npos);
 }
 
-// The admin's bearer token: created once (0600) under the data directory, reused after.
-absl::StatusOr<std::string> EnsureAdminToken(const std::string& path) {
+// A secret (the admin's bearer token, the ServiceAccount token key): created once (0600) under
+// the data directory, reused after.
+absl::StatusOr<std::string> EnsureSecretFile(const std::string& path) {
   if (FILE* f = std::fopen(path.c_str(), "r")) {
     char buf[256] = {};
     size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
@@ -70,10 +76,79 @@ absl::StatusOr<std::string> EnsureAdminToken(const std::string& path) {
   return token;
 }
 
+// `quartermaster credential`: mints a client certificate signed by the generated CA and prints
+// (or writes, 0600) a kubeconfig that uses it. For node agents: --node NAME gives
+// system:node:NAME in group system:nodes.
+int MintCredential(const std::vector<std::string>& args) {
+  std::string data_dir = "qm-data", user, out, server;
+  std::vector<std::string> groups;
+  int days = 365;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+      if (args[i] == flag && i + 1 < args.size()) return args[++i];
+      if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value("--data-dir")) {
+      data_dir = *v;
+    } else if (auto v = value("--user")) {
+      user = *v;
+    } else if (auto v = value("--node")) {
+      user = std::string(qm::auth::kNodeUserPrefix) + *v;
+      groups.push_back(qm::auth::kGroupNodes);
+    } else if (auto v = value("--group")) {
+      groups.push_back(*v);
+    } else if (auto v = value("--server")) {
+      server = *v;
+    } else if (auto v = value("--out")) {
+      out = *v;
+    } else if (auto v = value("--days")) {
+      days = std::atoi(v->c_str());
+    } else {
+      std::fprintf(stderr,
+                   "usage: quartermaster credential (--node NAME | --user NAME [--group G]...)\n"
+                   "         [--data-dir DIR] [--server https://HOST:PORT] [--days N] "
+                   "[--out FILE]\n");
+      return 2;
+    }
+  }
+  if (user.empty() || days <= 0) {
+    std::fprintf(stderr, "quartermaster credential: --node or --user is required\n");
+    return 2;
+  }
+  auto pki = qm::auth::LoadServerPki(data_dir + "/pki");
+  if (!pki.ok()) {
+    std::fprintf(stderr, "quartermaster credential: %s (start the server once first)\n",
+                 std::string(pki.status().message()).c_str());
+    return 1;
+  }
+  auto cert = qm::auth::IssueClientCertificate(*pki, user, groups, days);
+  if (!cert.ok()) {
+    std::fprintf(stderr, "quartermaster credential: %s\n",
+                 std::string(cert.status().message()).c_str());
+    return 1;
+  }
+  if (server.empty()) server = "https://127.0.0.1:8080";
+  std::string kubeconfig = qm::auth::RenderKubeconfig(
+      server, pki->ca_cert_pem, qm::auth::KubeconfigUser{user, "", cert->cert_pem, cert->key_pem});
+  if (out.empty()) {
+    std::fputs(kubeconfig.c_str(), stdout);
+    return 0;
+  }
+  if (auto st = qm::auth::WriteFileAtomically(out, kubeconfig, 0600); !st.ok()) {
+    std::fprintf(stderr, "quartermaster credential: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "credential") {
+    return MintCredential(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   auto options = qm::config::LoadServerOptions(args, env);
@@ -171,13 +246,30 @@ int main(int argc, char** argv) {
     if (!loaded.ok()) return Fail("token file", loaded.status());
     tokens = std::move(*loaded);
   }
-  auto admin_token = EnsureAdminToken(options->data_dir + "/admin.token");
+  auto admin_token = EnsureSecretFile(options->data_dir + "/admin.token");
   if (!admin_token.ok()) return Fail("admin token", admin_token.status());
   tokens[*admin_token] = qm::auth::WithAuthenticatedGroup(
       qm::auth::UserInfo{"admin", "admin", {qm::auth::kGroupMasters}});
-  qm::auth::UnionAuthenticator authenticator(std::move(tokens), {});
+  auto sa_key = EnsureSecretFile(options->data_dir + "/service-account.key");
+  if (!sa_key.ok()) return Fail("service account key", sa_key.status());
+  auto sa_verifier = qm::auth::MakeServiceAccountVerifier(
+      *sa_key, [&clock] { return clock.Now(); },
+      [&hub](const std::string& ns, const std::string& name) -> std::optional<std::string> {
+        auto sa = hub.Find(qm::model::ResourceKey{"serviceaccounts", ns, name});
+        if (!sa.has_value()) return std::nullopt;
+        return sa->meta.uid;
+      });
+  qm::auth::UnionAuthenticator authenticator(std::move(tokens), {std::move(sa_verifier)});
 
-  qm::api::HttpServer server(api, **store, metrics, authenticator, http_options);
+  // RBAC over the cached Role/ClusterRole/bindings plus the built-in roles.
+  qm::service::Authorizer authorizer;
+  if (auto st = authorizer.Follow(hub); !st.ok()) return Fail("authorizer", st);
+  qm::api::AuthEndpoints auth_endpoints(objects, authorizer, clock,
+                                        qm::api::AuthEndpointsOptions{*sa_key});
+  api.SetAuthEndpoints(&auth_endpoints);
+  qm::api::RequestGate gate(authorizer);
+
+  qm::api::HttpServer server(api, **store, metrics, authenticator, &gate, http_options);
   if (auto st = server.Start(); !st.ok()) return Fail("http", st);
   auto host = options->http_addr.substr(0, options->http_addr.rfind(':'));
   if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) {

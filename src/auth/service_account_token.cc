@@ -89,3 +89,27 @@ absl::StatusOr<std::optional<ServiceAccountClaims>> VerifyServiceAccountToken(
 }
 
 }  // namespace qm::auth
+
+namespace qm::auth {
+
+TokenVerifier MakeServiceAccountVerifier(std::string key,
+                                         std::function<std::chrono::system_clock::time_point()> now,
+                                         ServiceAccountLookup lookup) {
+  return [key = std::move(key), now = std::move(now), lookup = std::move(lookup)](
+             const std::string& token) -> absl::StatusOr<std::optional<UserInfo>> {
+    auto claims = VerifyServiceAccountToken(key, token, now());
+    if (!claims.ok()) return claims.status();
+    if (!claims->has_value()) return std::optional<UserInfo>();
+    const ServiceAccountClaims& c = **claims;
+    auto uid = lookup(c.namespace_name, c.name);
+    if (!uid.has_value() || *uid != c.uid) {
+      return absl::UnauthenticatedError("the token's service account no longer exists");
+    }
+    return std::optional<UserInfo>(UserInfo{
+        std::string(kServiceAccountUserPrefix) + c.namespace_name + ":" + c.name,
+        c.uid,
+        {kGroupServiceAccounts, std::string(kGroupServiceAccounts) + ":" + c.namespace_name}});
+  };
+}
+
+}  // namespace qm::auth

@@ -8,11 +8,13 @@
 // invalidates its tokens.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "auth/authenticator.h"
 
 namespace qm::auth {
 
@@ -35,5 +37,21 @@ std::string SignServiceAccountToken(const std::string& key, const ServiceAccount
 // `now`) is wrong. The message never quotes the token.
 absl::StatusOr<std::optional<ServiceAccountClaims>> VerifyServiceAccountToken(
     const std::string& key, const std::string& token, std::chrono::system_clock::time_point now);
+
+}  // namespace qm::auth
+
+namespace qm::auth {
+
+// The uid of ServiceAccount `namespace_name/name` as it exists now, nullopt when it does not.
+using ServiceAccountLookup = std::function<std::optional<std::string>(
+    const std::string& namespace_name, const std::string& name)>;
+
+// A TokenVerifier (see authenticator.h) for ServiceAccount tokens signed with `key`: the user
+// `system:serviceaccount:<ns>:<name>` in groups `system:serviceaccounts` and
+// `system:serviceaccounts:<ns>`; Unauthenticated when the ServiceAccount is gone or was
+// re-created (another uid).
+TokenVerifier MakeServiceAccountVerifier(std::string key,
+                                         std::function<std::chrono::system_clock::time_point()> now,
+                                         ServiceAccountLookup lookup);
 
 }  // namespace qm::auth

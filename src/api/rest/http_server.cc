@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/rest/metrics.h"
+#include "api/rest/request_gate.h"
 #include "spdlog/spdlog.h"
 
 // Boost.Beast parses and writes HTTP/1.1; this file adds what an API server needs around it:
@@ -186,11 +187,12 @@ class SessionBase {
 class HttpServer::Impl {
  public:
   Impl(RestApi& api, store::Store& store, Metrics& metrics, const auth::Authenticator& authn,
-       HttpServerOptions options)
+       const RequestGate* gate, HttpServerOptions options)
       : api_(api),
         store_(store),
         metrics_(metrics),
         authn_(authn),
+        gate_(gate),
         options_(std::move(options)),
         ioc_(std::max(1, options_.io_threads)),
         ssl_ctx_(ssl::context::tls_server),
@@ -208,6 +210,7 @@ class HttpServer::Impl {
   ssl::context& ssl_ctx() { return ssl_ctx_; }
   bool stopping() const { return stopping_.load(); }
   const auth::Authenticator& authn() const { return authn_; }
+  const RequestGate* gate() const { return gate_; }
   RestApi& api() { return api_; }
   asio::thread_pool& pool() { return *pool_; }
 
@@ -249,6 +252,7 @@ class HttpServer::Impl {
   store::Store& store_;
   Metrics& metrics_;
   const auth::Authenticator& authn_;
+  const RequestGate* const gate_;
   const HttpServerOptions options_;
   asio::io_context ioc_;
   ssl::context ssl_ctx_;
@@ -578,6 +582,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                    req.request_id);
     }
     req.user = std::move(*user);
+    if (srv_.gate() != nullptr) {
+      if (auto denied = srv_.gate()->Admit(&req)) {
+        srv_.Observe(req, denied->code, started_);
+        return Write(std::move(*denied), keep_alive, req.request_id);
+      }
+    }
 
     if (RestApi::IsWatch(req)) return StartWatch(std::move(req), keep_alive);
     if (!srv_.AcquireInflight()) {
@@ -911,8 +921,9 @@ void HttpServer::Impl::Shutdown() {
 }
 
 HttpServer::HttpServer(RestApi& api, store::Store& store, Metrics& metrics,
-                       const auth::Authenticator& authenticator, HttpServerOptions options)
-    : impl_(std::make_unique<Impl>(api, store, metrics, authenticator, std::move(options))) {}
+                       const auth::Authenticator& authenticator, const RequestGate* gate,
+                       HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(api, store, metrics, authenticator, gate, std::move(options))) {}
 
 HttpServer::~HttpServer() = default;
 

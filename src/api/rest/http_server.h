@@ -13,6 +13,7 @@
 namespace qm::api {
 
 class Metrics;
+class RequestGate;
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1:8080";  // port 0 picks a free one
@@ -50,8 +51,11 @@ struct HttpServerOptions {
 // Thread-safe.
 class HttpServer {
  public:
+  // `gate` (optional: null serves every authenticated request) applies impersonation and
+  // authorization to each authenticated request before it is routed.
   HttpServer(RestApi& api, store::Store& store, Metrics& metrics,
-             const auth::Authenticator& authenticator, HttpServerOptions options);
+             const auth::Authenticator& authenticator, const RequestGate* gate,
+             HttpServerOptions options);
   ~HttpServer();
 
   // Binds and starts serving. InvalidArgument for a bad address or unreadable TLS files,

@@ -1,5 +1,7 @@
 #include "api/rest/rest_api.h"
 
+#include "api/rest/auth_endpoints.h"
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -12,12 +14,14 @@
 #include "api/rest/codec.h"
 #include "api/rest/discovery.h"
 #include "api/rest/patch.h"
+#include "api/rest/protobuf.h"
 #include "api/rest/schema.h"
 #include "api/rest/status.h"
 #include "api/rest/table.h"
 #include "api/rest/validation.h"
 #include "common/quantity.h"
 #include "common/status.h"
+#include "service/node_restriction.h"
 #include "service/quota.h"
 
 namespace qm::api {
@@ -427,6 +431,18 @@ std::pair<std::string, std::string> RestApi::Describe(const HttpRequest& r) {
 
 HttpResponse RestApi::Handle(const HttpRequest& req) {
   const std::string& p = req.path;
+  // Typed Kubernetes clients (kubectl create namespace/serviceaccount/token, auth can-i) send
+  // protobuf and do not fall back to JSON: decode the kinds they send.
+  if ((req.method == "POST" || req.method == "PUT") &&
+      req.content_type.rfind(kProtobufContentType, 0) == 0) {
+    auto decoded = DecodeKubernetesProtobuf(req.body);
+    if (!decoded.ok()) return ErrorResponse(ToHttpError(decoded.status(), StatusDetails{}));
+    HttpRequest as_json = req;
+    as_json.content_type = "application/json";
+    as_json.body = decoded->dump();
+    return Handle(as_json);
+  }
+  if (auth_endpoints_ != nullptr && AuthEndpoints::Serves(p)) return auth_endpoints_->Handle(req);
   if (req.method == "GET") {
     if (p == "/version" || p == "/version/") return JsonResponse(200, VersionInfo());
     if (p == "/api" || p == "/apis") {
@@ -617,6 +633,10 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     }
     if (errors->empty() && !status_only) CheckAdminAccess(type, hub, errors);
     if (!errors->empty()) return absl::InvalidArgumentError("invalid");
+    if (req.user.has_value()) {
+      QM_RETURN_IF_ERROR(
+          service::AdmitNodeWrite(*req.user, type.kind, status_only ? "status" : "", old, &hub));
+    }
     return ToObject(type, hub);
   };
 
@@ -789,7 +809,18 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
         }
       }
     }
+    // A node identity deletes only what node restriction lets it (checked on the stored object).
+    auto admit_delete = [&](const model::Object& o) -> absl::Status {
+      if (!req.user.has_value() || !service::NodeNameOf(*req.user)) return absl::OkStatus();
+      json stored = FromObject(type, o);
+      return service::AdmitNodeWrite(*req.user, type.kind, "", &stored, nullptr);
+    };
     if (!collection && t.subresource.empty()) {
+      if (req.user.has_value() && service::NodeNameOf(*req.user)) {
+        auto existing = objects_.Get(key);
+        if (!existing.ok()) return fail(existing.status());
+        if (auto st = admit_delete(*existing); !st.ok()) return fail(st);
+      }
       auto result = objects_.Delete(key, options);
       if (!result.ok()) return fail(result.status());
       return ok_object(200, result->object);
@@ -801,6 +832,9 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       auto list = objects_.List(*lr);
       if (!list.ok()) return fail(list.status());
       json items = json::array();
+      for (const auto& o : list->items) {
+        if (auto st = admit_delete(o); !st.ok()) return fail(st);
+      }
       for (const auto& o : list->items) {
         auto result = objects_.Delete(o.Key(), options);
         if (absl::IsNotFound(result.status())) continue;

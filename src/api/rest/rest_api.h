@@ -18,6 +18,8 @@
 
 namespace qm::api {
 
+class AuthEndpoints;
+
 // A transport-neutral HTTP request as the REST API sees it.
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -81,6 +83,10 @@ class RestApi {
   // Names the verb and resource of a request for metrics ("list", "resourceclaims").
   static std::pair<std::string, std::string> Describe(const HttpRequest& request);
 
+  // Serves the authentication/authorization review endpoints and the ServiceAccount token
+  // subresource through `endpoints` (not owned; null: they are 404).
+  void SetAuthEndpoints(const AuthEndpoints* endpoints) { auth_endpoints_ = endpoints; }
+
   // Creates the "default" namespace when it is missing (as a Kubernetes cluster always has it).
   absl::Status EnsureDefaultNamespace();
 
@@ -104,6 +110,7 @@ class RestApi {
   service::ObjectService& objects_;
   service::WatchHub& hub_;
   const Clock& clock_;
+  const AuthEndpoints* auth_endpoints_ = nullptr;
 };
 
 }  // namespace qm::api

@@ -330,12 +330,11 @@ class DocumentBuilder {
     if (type.namespaced) {
       const std::string all = prefix + "/" + type.plural;
       paths_[all]["parameters"] = json::array({pretty});
-      paths_[all]["get"] =
-          Operation("list", "list", type.kind,
-                    UpperFirst(GroupTag(type.group)) + UpperFirst(version_) + type.kind +
-                        "ForAllNamespaces",
-                    "List or watch objects of kind " + type.kind + " in every namespace.",
-                    ListParams(), json{{"200", Response("OK", list_key)}});
+      paths_[all]["get"] = Operation(
+          "list", "list", type.kind,
+          UpperFirst(GroupTag(type.group)) + UpperFirst(version_) + type.kind + "ForAllNamespaces",
+          "List or watch objects of kind " + type.kind + " in every namespace.", ListParams(),
+          json{{"200", Response("OK", list_key)}});
     }
 
     AddItemPaths(item, item_params, type.kind, what, kind_key, delete_options_key, false);

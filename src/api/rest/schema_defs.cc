@@ -718,8 +718,7 @@ std::vector<Def> RbacDefs() {
            List("resources", ValueType::kString,
                 "Resources the rule applies to, e.g. pods or resourceclaims/status; '*' every "
                 "resource, '*/status' a subresource of every resource."),
-           List("resourceNames", ValueType::kString,
-                "When set, only these object names match."),
+           List("resourceNames", ValueType::kString, "When set, only these object names match."),
            List("nonResourceURLs", ValueType::kString,
                 "URL paths the rule applies to, e.g. /healthz; a trailing '*' matches a prefix. "
                 "Only in ClusterRoles."),

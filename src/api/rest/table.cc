@@ -378,6 +378,94 @@ json QuotaCells(const json& quota, std::chrono::system_clock::time_point now) {
                       Since(Str(quota, {"metadata", "creationTimestamp"}), now), request, limit});
 }
 
+// Kubernetes' role printers: the name and the creation time (RFC 3339, type "date").
+json RoleColumns() {
+  return json::array(
+      {Column("Name",
+              "Name must be unique within a namespace. Is required when creating resources.",
+              "name"),
+       Column("Created At", "The time the object was created.", "", 0, "date")});
+}
+
+json RoleCells(const json& role) {
+  return json::array(
+      {Str(role, {"metadata", "name"}), Str(role, {"metadata", "creationTimestamp"})});
+}
+
+// Kubernetes' binding printers: ROLE is "<kind>/<name>"; the wide columns list the subjects by
+// kind, service accounts as "<namespace>/<name>".
+json BindingColumns() {
+  return json::array(
+      {Column("Name",
+              "Name must be unique within a namespace. Is required when creating resources.",
+              "name"),
+       Column("Role", "RoleRef can reference a Role in the current namespace or a ClusterRole."),
+       Column("Age", "Time since the object was created."),
+       Column("Users", "Users in the roleBinding", "", 1),
+       Column("Groups", "Groups in the roleBinding", "", 1),
+       Column("ServiceAccounts", "ServiceAccounts in the roleBinding", "", 1)});
+}
+
+json BindingCells(const json& binding, std::chrono::system_clock::time_point now) {
+  std::vector<std::string> users, groups, service_accounts;
+  if (const json* subjects = At(binding, {"subjects"}); subjects && subjects->is_array()) {
+    for (const json& subject : *subjects) {
+      const std::string kind = Str(subject, {"kind"});
+      const std::string name = Str(subject, {"name"});
+      if (kind == "User") {
+        users.push_back(name);
+      } else if (kind == "Group") {
+        groups.push_back(name);
+      } else if (kind == "ServiceAccount") {
+        const std::string ns = Str(subject, {"namespace"});
+        service_accounts.push_back(ns.empty() ? name : ns + "/" + name);
+      }
+    }
+  }
+  auto join = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+    return out;
+  };
+  return json::array({Str(binding, {"metadata", "name"}),
+                      Str(binding, {"roleRef", "kind"}) + "/" + Str(binding, {"roleRef", "name"}),
+                      Since(Str(binding, {"metadata", "creationTimestamp"}), now), join(users),
+                      join(groups), join(service_accounts)});
+}
+
+// Kubernetes' printServiceAccount: the number of secrets.
+json ServiceAccountColumns() {
+  return json::array(
+      {Column("Name",
+              "Name must be unique within a namespace. Is required when creating resources.",
+              "name"),
+       Column("Secrets",
+              "Secrets is a list of the secrets in the same namespace that pods running using "
+              "this ServiceAccount are allowed to use."),
+       Column("Age", "Time since the object was created.")});
+}
+
+json ServiceAccountCells(const json& sa, std::chrono::system_clock::time_point now) {
+  const json* secrets = At(sa, {"secrets"});
+  const int64_t count =
+      secrets != nullptr && secrets->is_array() ? static_cast<int64_t>(secrets->size()) : 0;
+  return json::array({Str(sa, {"metadata", "name"}), count,
+                      Since(Str(sa, {"metadata", "creationTimestamp"}), now)});
+}
+
+bool IsRole(const model::ResourceType& type) {
+  return type.group == model::kRbacGroup && (type.kind == "Role" || type.kind == "ClusterRole");
+}
+
+bool IsBinding(const model::ResourceType& type) {
+  return type.group == model::kRbacGroup &&
+         (type.kind == "RoleBinding" || type.kind == "ClusterRoleBinding");
+}
+
+bool IsServiceAccount(const model::ResourceType& type) {
+  return type.group.empty() && type.kind == "ServiceAccount";
+}
+
 // Name, the kind-specific columns, Age (and a Node's version) for the remaining kinds.
 json GenericCells(const model::ResourceType& type, const json& obj,
                   std::chrono::system_clock::time_point now) {
@@ -408,6 +496,9 @@ json TableColumns(const model::ResourceType& type) {
   if (type.group.empty() && type.kind == "Pod") return PodColumns();
   if (type.group.empty() && type.kind == "Event") return EventColumns();
   if (type.group.empty() && type.kind == "ResourceQuota") return QuotaColumns();
+  if (IsRole(type)) return RoleColumns();
+  if (IsBinding(type)) return BindingColumns();
+  if (IsServiceAccount(type)) return ServiceAccountColumns();
   json cols = json::array();
   cols.push_back(Column("Name",
                         "Name must be unique within a namespace. Is required when creating "
@@ -445,6 +536,12 @@ json TableRow(const model::ResourceType& type, const json& obj,
     cells = EventCells(obj, now);
   } else if (type.group.empty() && type.kind == "ResourceQuota") {
     cells = QuotaCells(obj, now);
+  } else if (IsRole(type)) {
+    cells = RoleCells(obj);
+  } else if (IsBinding(type)) {
+    cells = BindingCells(obj, now);
+  } else if (IsServiceAccount(type)) {
+    cells = ServiceAccountCells(obj, now);
   } else {
     cells = GenericCells(type, obj, now);
   }

@@ -190,7 +190,7 @@ class HttpServerTest : public ::testing::Test {
     authn_ = std::make_unique<auth::UnionAuthenticator>(std::move(tokens),
                                                        std::vector<auth::TokenVerifier>{});
     options.address = "127.0.0.1:0";
-    server_ = std::make_unique<HttpServer>(*api_, store_, metrics_, *authn_, options);
+    server_ = std::make_unique<HttpServer>(*api_, store_, metrics_, *authn_, nullptr, options);
     ASSERT_TRUE(server_->Start().ok());
   }
 

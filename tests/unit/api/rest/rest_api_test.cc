@@ -87,7 +87,9 @@ TEST_F(RestApiTest, VersionAndDiscovery) {
                   "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
   EXPECT_EQ(agg.content_type, kAggregatedDiscoveryContentType);
   auto groups = Body(agg);
-  ASSERT_EQ(groups["items"].size(), 1u);
+  ASSERT_EQ(groups["items"].size(), 2u);
+  EXPECT_EQ(groups["items"][0]["metadata"]["name"], "resource.k8s.io");
+  EXPECT_EQ(groups["items"][1]["metadata"]["name"], "rbac.authorization.k8s.io");
   EXPECT_EQ(groups["items"][0]["versions"][0]["version"], "v1");
   bool found_status = false;
   for (const auto& r : groups["items"][0]["versions"][0]["resources"]) {
@@ -97,7 +99,10 @@ TEST_F(RestApiTest, VersionAndDiscovery) {
   EXPECT_TRUE(found_status);
   auto legacy = Body(Call("GET", "/apis"));
   EXPECT_EQ(legacy["kind"], "APIGroupList");
+  ASSERT_EQ(legacy["groups"].size(), 2u);
   EXPECT_EQ(legacy["groups"][0]["preferredVersion"]["version"], "v1");
+  EXPECT_EQ(legacy["groups"][1]["preferredVersion"]["groupVersion"],
+            "rbac.authorization.k8s.io/v1");
   auto core = Body(Call("GET", "/api/v1"));
   EXPECT_EQ(core["kind"], "APIResourceList");
   EXPECT_EQ(Call("GET", "/openapi/v2").code, 404);
@@ -711,6 +716,112 @@ TEST_F(RestApiTest, MalformedAndOversizedInputIsAClientErrorNotACrash) {
     r = Call("GET", claims_, "", "application/json", {{"fieldSelector", selector}});
     EXPECT_EQ(r.code, 400) << selector.substr(0, 40);
   }
+}
+
+// ---- rbac.authorization.k8s.io and core ServiceAccount ---------------------------------------
+
+class RbacKindsTest : public RestApiTest {
+ protected:
+  const std::string rbac_ = "/apis/rbac.authorization.k8s.io/v1";
+  const std::string roles_ = rbac_ + "/namespaces/default/roles";
+  const std::string bindings_ = rbac_ + "/namespaces/default/rolebindings";
+};
+
+TEST_F(RbacKindsTest, DiscoveryListsTheRbacKindsAndServiceAccounts) {
+  auto agg = Body(Call("GET", "/apis", "", "", {},
+                       "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"));
+  std::map<std::string, json> by_name;
+  for (const auto& group : agg["items"]) {
+    if (group["metadata"]["name"] != "rbac.authorization.k8s.io") continue;
+    for (const auto& r : group["versions"][0]["resources"]) by_name[r["resource"]] = r;
+  }
+  ASSERT_EQ(by_name.size(), 4u);
+  EXPECT_EQ(by_name["roles"]["scope"], "Namespaced");
+  EXPECT_EQ(by_name["rolebindings"]["scope"], "Namespaced");
+  EXPECT_EQ(by_name["clusterroles"]["scope"], "Cluster");
+  EXPECT_EQ(by_name["clusterrolebindings"]["responseKind"]["kind"], "ClusterRoleBinding");
+  for (const auto& [name, r] : by_name) {
+    EXPECT_FALSE(r.contains("shortNames")) << name;
+    EXPECT_FALSE(r.contains("subresources")) << name;
+  }
+  auto legacy = Body(Call("GET", rbac_));
+  EXPECT_EQ(legacy["kind"], "APIResourceList");
+  EXPECT_EQ(legacy["resources"].size(), 4u);
+  auto core = Body(Call("GET", "/api", "", "", {},
+                        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"));
+  bool found = false;
+  for (const auto& r : core["items"][0]["versions"][0]["resources"]) {
+    if (r["resource"] != "serviceaccounts") continue;
+    found = true;
+    EXPECT_EQ(r["shortNames"], json::array({"sa"}));
+    EXPECT_EQ(r["scope"], "Namespaced");
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(RbacKindsTest, KubectlCreateRoleAndRoleBinding) {
+  // `kubectl create role r --verb=get --resource=pods`
+  auto role = Call("POST", roles_, R"({"kind":"Role","apiVersion":"rbac.authorization.k8s.io/v1",
+      "metadata":{"name":"r","creationTimestamp":null},
+      "rules":[{"verbs":["get"],"apiGroups":[""],"resources":["pods"]}]})",
+                   "application/json", {{"fieldValidation", "Strict"}});
+  ASSERT_EQ(role.code, 201) << role.body;
+  EXPECT_EQ(Body(role)["rules"][0]["resources"], json::array({"pods"}));
+  // A binding written by hand without apiGroups gets Kubernetes' defaults.
+  auto binding = Call("POST", bindings_, R"({"kind":"RoleBinding",
+      "apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"alice-view"},
+      "roleRef":{"kind":"ClusterRole","name":"view"},
+      "subjects":[{"kind":"User","name":"alice"},{"kind":"ServiceAccount","name":"ci"}]})",
+                      "application/json", {{"fieldValidation", "Strict"}});
+  ASSERT_EQ(binding.code, 201) << binding.body;
+  json b = Body(binding);
+  EXPECT_EQ(b["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
+  EXPECT_EQ(b["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
+  EXPECT_EQ(b["subjects"][1]["apiGroup"], "");
+  // The role reference never changes; the subjects may.
+  b["subjects"].push_back(json{{"kind", "Group"}, {"name", "devs"}});
+  auto updated = Call("PUT", bindings_ + "/alice-view", b.dump());
+  ASSERT_EQ(updated.code, 200) << updated.body;
+  b = Body(updated);
+  b["roleRef"]["name"] = "edit";
+  auto changed = Call("PUT", bindings_ + "/alice-view", b.dump());
+  EXPECT_EQ(changed.code, 422) << changed.body;
+  EXPECT_NE(Body(changed)["message"].get<std::string>().find("cannot change roleRef"),
+            std::string::npos)
+      << changed.body;
+  auto table =
+      Body(Call("GET", roles_, "", "", {}, "application/json;as=Table;v=v1;g=meta.k8s.io"));
+  EXPECT_EQ(table["columnDefinitions"][1]["name"], "Created At");
+  EXPECT_EQ(table["rows"][0]["cells"][0], "r");
+}
+
+TEST_F(RbacKindsTest, ClusterRoleBindingsRefuseRolesAndNamespacelessServiceAccounts) {
+  auto created = Call("POST", rbac_ + "/clusterrolebindings",
+                      R"({"kind":"ClusterRoleBinding","apiVersion":"rbac.authorization.k8s.io/v1",
+      "metadata":{"name":"system:ci"},"roleRef":{"kind":"Role","name":"r"},
+      "subjects":[{"kind":"ServiceAccount","name":"ci"}]})");
+  ASSERT_EQ(created.code, 422) << created.body;
+  const json status = Body(created);
+  std::set<std::string> fields;
+  for (const auto& c : status["details"]["causes"]) fields.insert(c["field"]);
+  EXPECT_EQ(fields, (std::set<std::string>{"roleRef.kind", "subjects[0].namespace"}));
+  // Names may hold colons, unlike most kinds.
+  auto role = Call("POST", rbac_ + "/clusterroles",
+                   R"({"kind":"ClusterRole","apiVersion":"rbac.authorization.k8s.io/v1",
+      "metadata":{"name":"system:gpu-viewer"},
+      "rules":[{"verbs":["get"],"nonResourceURLs":["/metrics"]}]})");
+  EXPECT_EQ(role.code, 201) << role.body;
+}
+
+TEST_F(RbacKindsTest, ServiceAccountsCreateAndPrint) {
+  auto created = Call("POST", "/api/v1/namespaces/default/serviceaccounts",
+                      R"({"kind":"ServiceAccount","apiVersion":"v1",
+      "metadata":{"name":"ci","creationTimestamp":null}})",
+                      "application/json", {{"fieldValidation", "Strict"}});
+  ASSERT_EQ(created.code, 201) << created.body;
+  auto table = Body(Call("GET", "/api/v1/namespaces/default/serviceaccounts", "", "", {},
+                         "application/json;as=Table;v=v1;g=meta.k8s.io"));
+  EXPECT_EQ(table["rows"][0]["cells"], json::parse(R"(["ci", 0, "0s"])"));
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ using Paths = std::vector<std::string>;
 constexpr char kRefPrefix[] = "#/components/schemas/";
 
 const std::vector<std::string> kGroupVersions = {
-    "v1", "resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1"};
+    "v1", "resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1",
+    "rbac.authorization.k8s.io/v1"};
 
 const model::ResourceType& Type(const std::string& group, const std::string& plural) {
   const model::ResourceType* type = model::FindResourceType(group, plural);
@@ -190,7 +191,7 @@ std::vector<std::string> Unknown(const std::string& group, const std::string& pl
 // ---------------------------------------------------------------------------------------------
 // OpenAPI documents
 
-TEST(OpenApiTest, IndexListsTheFourGroupVersions) {
+TEST(OpenApiTest, IndexListsEveryServedGroupVersion) {
   const json index = OpenApiIndex();
   ASSERT_TRUE(index["paths"].is_object());
   std::set<std::string> keys;
@@ -198,9 +199,9 @@ TEST(OpenApiTest, IndexListsTheFourGroupVersions) {
     keys.insert(key);
     EXPECT_EQ(entry["serverRelativeURL"], "/openapi/v3/" + key);
   }
-  EXPECT_EQ(keys, (std::set<std::string>{"api/v1", "apis/resource.k8s.io/v1",
-                                         "apis/resource.k8s.io/v1beta2",
-                                         "apis/resource.k8s.io/v1beta1"}));
+  EXPECT_EQ(keys, (std::set<std::string>{
+                      "api/v1", "apis/resource.k8s.io/v1", "apis/resource.k8s.io/v1beta2",
+                      "apis/resource.k8s.io/v1beta1", "apis/rbac.authorization.k8s.io/v1"}));
 }
 
 TEST(OpenApiTest, EveryIndexedGroupVersionHasADocument) {
@@ -253,8 +254,9 @@ TEST(OpenApiTest, EveryServedKindHasPatchWithGvkAndFieldValidation) {
       ++checked;
     }
   }
-  // Namespace, Node, Pod, Event, ResourceQuota, 4 kinds in 3 versions, DeviceTaintRule in 2.
-  EXPECT_EQ(checked, 5 + 4 * 3 + 2);
+  // Namespace, Node, Pod, Event, ResourceQuota, ServiceAccount, 4 resource.k8s.io kinds in 3
+  // versions, DeviceTaintRule in 2, the 4 rbac kinds in v1.
+  EXPECT_EQ(checked, 6 + 4 * 3 + 2 + 4);
 }
 
 // kubectl picks whichever PATCH op with the GVK it meets first, status subresource included.
@@ -314,8 +316,10 @@ TEST(OpenApiTest, ResourceClaimSchemaCarriesGvkArray) {
 TEST(OpenApiTest, EveryKindAndListSchemaCarriesItsGvk) {
   for (const model::ResourceType& type : model::AllResourceTypes()) {
     for (const std::string& version : type.versions) {
-      const std::string base =
-          type.group.empty() ? "io.k8s.api.core.v1." : "io.k8s.api.resource." + version + ".";
+      const std::string base = type.group.empty() ? "io.k8s.api.core.v1."
+                               : type.group == "rbac.authorization.k8s.io"
+                                   ? "io.k8s.api.rbac.v1."
+                                   : "io.k8s.api.resource." + version + ".";
       const json& schemas = Schemas(type.ApiVersion(version));
       for (const std::string& kind : {type.kind, type.kind + "List"}) {
         ASSERT_TRUE(schemas.contains(base + kind)) << base + kind;
@@ -700,6 +704,66 @@ TEST(OpenApiTest, CorePathsForPodsEventsAndQuotas) {
   EXPECT_EQ(core["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
                 ["x-kubernetes-group-version-kind"],
             (json{{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}));
+}
+
+// rbac.authorization.k8s.io and core ServiceAccount
+
+TEST(OpenApiTest, RbacPathsSchemasAndOperationIdsFollowKubernetes) {
+  const json& doc = OpenApiDocument("rbac.authorization.k8s.io/v1");
+  const json& paths = doc["paths"];
+  const std::string prefix = "/apis/rbac.authorization.k8s.io/v1";
+  EXPECT_TRUE(paths.contains(prefix + "/namespaces/{namespace}/roles/{name}"));
+  EXPECT_TRUE(paths.contains(prefix + "/namespaces/{namespace}/rolebindings/{name}"));
+  EXPECT_TRUE(paths.contains(prefix + "/rolebindings"));  // across namespaces
+  EXPECT_TRUE(paths.contains(prefix + "/clusterroles/{name}"));
+  EXPECT_TRUE(paths.contains(prefix + "/clusterrolebindings/{name}"));
+  EXPECT_FALSE(paths.contains(prefix + "/namespaces/{namespace}/clusterroles/{name}"));
+  EXPECT_FALSE(paths.contains(prefix + "/clusterroles/{name}/status"));
+  const json& patch = paths[prefix + "/namespaces/{namespace}/roles/{name}"]["patch"];
+  EXPECT_EQ(patch["operationId"], "patchRbacAuthorizationV1NamespacedRole");
+  EXPECT_EQ(patch["tags"], json::array({"rbacAuthorization_v1"}));
+  EXPECT_EQ(paths[prefix + "/clusterrolebindings/{name}"]["get"]["operationId"],
+            "readRbacAuthorizationV1ClusterRoleBinding");
+  const json& schemas = doc["components"]["schemas"];
+  const json& binding = schemas["io.k8s.api.rbac.v1.RoleBinding"];
+  EXPECT_EQ(binding["required"], json::array({"roleRef"}));
+  EXPECT_EQ(binding["properties"]["subjects"]["items"]["$ref"],
+            "#/components/schemas/io.k8s.api.rbac.v1.Subject");
+  EXPECT_EQ(schemas["io.k8s.api.rbac.v1.PolicyRule"]["required"], json::array({"verbs"}));
+  EXPECT_EQ(Resolve(schemas, schemas["io.k8s.api.rbac.v1.AggregationRule"]["properties"]
+                                    ["clusterRoleSelectors"])["properties"]
+                .contains("matchExpressions"),
+            true);
+  // Only the rbac group's kinds are in its document.
+  EXPECT_FALSE(schemas.contains("io.k8s.api.core.v1.Pod"));
+}
+
+TEST(UnknownFieldsTest, RbacKindsAndServiceAccountsAreStrict) {
+  // What `kubectl create rolebinding --clusterrole=view --user=alice` sends.
+  EXPECT_EQ(Unknown("rbac.authorization.k8s.io", "rolebindings", "v1", R"({
+      "kind": "RoleBinding", "apiVersion": "rbac.authorization.k8s.io/v1",
+      "metadata": {"name": "alice-view", "creationTimestamp": null},
+      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+      "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]})"),
+            Paths{});
+  EXPECT_EQ(Unknown("rbac.authorization.k8s.io", "clusterroles", "v1", R"({
+      "metadata": {"name": "r"},
+      "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
+                 "resourceNames": ["p"], "verb": ["x"]},
+                {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+      "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}, "x": 1}]},
+      "spec": {}})"),
+            (Paths{".aggregationRule.clusterRoleSelectors[0].x", ".rules[0].verb", ".spec"}));
+  EXPECT_EQ(Unknown("rbac.authorization.k8s.io", "clusterrolebindings", "v1", R"({
+      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "v",
+                  "namespace": "x"},
+      "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": "tools", "uid": "u"}]})"),
+            (Paths{".roleRef.namespace", ".subjects[0].uid"}));
+  EXPECT_EQ(Unknown("", "serviceaccounts", "v1", R"({
+      "metadata": {"name": "ci"}, "secrets": [{"name": "t", "namespace": "n"}],
+      "imagePullSecrets": [{"name": "r", "key": "k"}], "automountServiceAccountToken": true,
+      "spec": {}})"),
+            (Paths{".imagePullSecrets[0].key", ".spec"}));
 }
 
 }  // namespace

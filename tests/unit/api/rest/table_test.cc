@@ -156,5 +156,47 @@ TEST(TableTest, OtherKindsKeepTheirColumns) {
   EXPECT_EQ(ColumnNames(Core("Namespace"), 0), (std::vector<std::string>{"Name", "Status", "Age"}));
 }
 
+const model::ResourceType& Rbac(const std::string& kind) {
+  const model::ResourceType* type = model::FindResourceTypeByKind(model::kRbacGroup, kind);
+  EXPECT_NE(type, nullptr) << kind;
+  return *type;
+}
+
+TEST(RbacTableTest, RolesShowTheirCreationTime) {
+  for (const char* kind : {"Role", "ClusterRole"}) {
+    EXPECT_EQ(ColumnNames(Rbac(kind), 0), (std::vector<std::string>{"Name", "Created At"}));
+    EXPECT_EQ(TableColumns(Rbac(kind))[1]["type"], "date");
+    EXPECT_EQ(TableRow(Rbac(kind), json::parse(R"({"metadata":{"name":"r",
+                                   "creationTimestamp":"2026-11-22T02:05:17Z"}})"),
+                       kNow)["cells"],
+              json::parse(R"(["r","2026-11-22T02:05:17Z"])"));
+  }
+}
+
+TEST(RbacTableTest, BindingsShowRoleAndSubjectsByKind) {
+  for (const char* kind : {"RoleBinding", "ClusterRoleBinding"}) {
+    EXPECT_EQ(ColumnNames(Rbac(kind), 0), (std::vector<std::string>{"Name", "Role", "Age"}));
+    EXPECT_EQ(ColumnNames(Rbac(kind), 1),
+              (std::vector<std::string>{"Users", "Groups", "ServiceAccounts"}));
+  }
+  EXPECT_EQ(TableRow(Rbac("RoleBinding"), json::parse(R"({
+      "metadata":{"name":"b","namespace":"team-a","creationTimestamp":"2026-11-22T02:05:17Z"},
+      "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},
+      "subjects":[{"kind":"User","name":"alice"},{"kind":"User","name":"bob"},
+                  {"kind":"Group","name":"devs"},{"kind":"ServiceAccount","name":"ci"},
+                  {"kind":"ServiceAccount","name":"deployer","namespace":"tools"}]})"),
+                     kNow)["cells"],
+            json::parse(R"(["b","ClusterRole/view","60s","alice, bob","devs",
+                            "ci, tools/deployer"])"));
+}
+
+TEST(ServiceAccountTableTest, CountsSecrets) {
+  EXPECT_EQ(ColumnNames(Core("ServiceAccount"), 0),
+            (std::vector<std::string>{"Name", "Secrets", "Age"}));
+  EXPECT_EQ(Cells("ServiceAccount", R"({"metadata":{"name":"ci",
+      "creationTimestamp":"2026-11-22T02:05:17Z"},"secrets":[{"name":"a"},{"name":"b"}]})"),
+            json::parse(R"(["ci",2,"60s"])"));
+}
+
 }  // namespace
 }  // namespace qm::api

@@ -1769,5 +1769,181 @@ TEST(ResourceQuotaValidationTest, ScopesAreImmutableAndStatusIsChecked) {
                                              "must be greater than or equal to 0"}));
 }
 
+// ---- rbac.authorization.k8s.io and core ServiceAccount -------------------------------------
+
+json Role() {
+  return R"({
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+    "metadata": {"name": "claim-reader", "namespace": "team-a"},
+    "rules": [{"verbs": ["get", "list"], "apiGroups": ["resource.k8s.io"],
+               "resources": ["resourceclaims", "resourceclaims/status"],
+               "resourceNames": ["rc1"]}]
+  })"_json;
+}
+
+json ClusterRole() {
+  return R"({
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+    "metadata": {"name": "system:metrics-reader"},
+    "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics", "/debug/*"]},
+              {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+    "aggregationRule": {"clusterRoleSelectors": [
+      {"matchLabels": {"rbac.example.com/aggregate": "true"},
+       "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}]}
+  })"_json;
+}
+
+json RoleBinding() {
+  return R"({
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+    "metadata": {"name": "viewers", "namespace": "team-a"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+    "subjects": [
+      {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+      {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "team-a-devs"},
+      {"kind": "ServiceAccount", "apiGroup": "", "name": "ci"}]
+  })"_json;
+}
+
+json ClusterRoleBinding() {
+  json b = RoleBinding();
+  b["kind"] = "ClusterRoleBinding";
+  b["metadata"] = R"({"name": "system:viewers"})"_json;
+  b["subjects"][2]["namespace"] = "tools";
+  return b;
+}
+
+TEST(RbacValidationTest, ValidObjects) {
+  EXPECT_EQ(Check(Role()), Errors{});
+  EXPECT_EQ(Check(ClusterRole()), Errors{});
+  EXPECT_EQ(Check(RoleBinding()), Errors{});
+  EXPECT_EQ(Check(ClusterRoleBinding()), Errors{});
+  json sa = R"({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "ci", "namespace": "team-a"},
+                "secrets": [{"name": "ci-token"}], "imagePullSecrets": [{"name": "registry"}],
+                "automountServiceAccountToken": false})"_json;
+  EXPECT_EQ(Check(sa), Errors{});
+}
+
+TEST(RbacValidationTest, NamesArePathSegmentsNotSubdomains) {
+  json role = ClusterRole();
+  role["metadata"]["name"] = "system:Node Reader";  // colons, capitals and spaces are fine
+  EXPECT_EQ(Check(role), Errors{});
+  role["metadata"]["name"] = "a/b%c";
+  EXPECT_EQ(Check(role), (Errors{"metadata.name: Invalid value: \"a/b%c\": may not contain '/'",
+                                 "metadata.name: Invalid value: \"a/b%c\": may not contain '%'"}));
+  role["metadata"]["name"] = "..";
+  EXPECT_EQ(Check(role), (Errors{"metadata.name: Invalid value: \"..\": may not be '..'"}));
+  json sa = R"({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "CI", "namespace": "team-a"}})"_json;
+  EXPECT_EQ(Check(sa), (Errors{Bad("metadata.name", "\"CI\"", kSubdomainMsg)}));
+}
+
+TEST(RbacValidationTest, PolicyRules) {
+  json role = Role();
+  role["rules"] = R"([
+    {"apiGroups": [""], "resources": ["pods"]},
+    {"verbs": ["get"]},
+    {"verbs": ["get"], "nonResourceURLs": ["/healthz"]},
+    {"verbs": ["get"], "nonResourceURLs": ["/healthz"], "resources": ["pods"]}
+  ])"_json;
+  EXPECT_EQ(Check(role),
+            (Errors{
+                "rules[0].verbs: Required value: verbs must contain at least one value",
+                "rules[1].apiGroups: Required value: resource rules must supply at least one api "
+                "group",
+                "rules[1].resources: Required value: resource rules must supply at least one "
+                "resource",
+                "rules[2].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced "
+                "rules cannot apply to non-resource URLs",
+                "rules[3].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced "
+                "rules cannot apply to non-resource URLs",
+                "rules[3].nonResourceURLs: Invalid value: []string{\"/healthz\"}: rules cannot "
+                "apply to both regular resources and non-resource URLs",
+            }));
+  json cluster = ClusterRole();
+  cluster["rules"][0]["apiGroups"] = R"([""])"_json;
+  EXPECT_EQ(Check(cluster),
+            (Errors{"rules[0].nonResourceURLs: Invalid value: []string{\"/metrics\", "
+                    "\"/debug/*\"}: rules cannot apply to both regular resources and "
+                    "non-resource URLs"}));
+  cluster = ClusterRole();
+  cluster["rules"][1]["verbs"] = R"(["get", 7])"_json;
+  EXPECT_EQ(Check(cluster),
+            (Errors{"rules[1].verbs[1]: Invalid value: 7: must be of type string"}));
+}
+
+TEST(RbacValidationTest, AggregationRuleSelectors) {
+  json role = ClusterRole();
+  role["aggregationRule"] = R"({"clusterRoleSelectors": []})"_json;
+  EXPECT_EQ(Check(role), (Errors{"aggregationRule.clusterRoleSelectors: Required value: at least "
+                                 "one clusterRoleSelector required if aggregationRule is "
+                                 "non-nil"}));
+  role["aggregationRule"] = R"({"clusterRoleSelectors": [
+    {"matchExpressions": [{"key": "tier", "operator": "In"},
+                          {"key": "tier", "operator": "Exists", "values": ["a"]},
+                          {"key": "tier", "operator": "Near"}]}]})"_json;
+  EXPECT_EQ(Check(role),
+            (Errors{
+                "aggregationRule.clusterRoleSelectors[0].matchExpressions[0].values: Required "
+                "value: must be specified when `operator` is 'In' or 'NotIn'",
+                "aggregationRule.clusterRoleSelectors[0].matchExpressions[1].values: Forbidden: "
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "aggregationRule.clusterRoleSelectors[0].matchExpressions[2].operator: Invalid "
+                "value: \"Near\": not a valid selector operator",
+            }));
+}
+
+TEST(RbacValidationTest, RoleRefAndSubjects) {
+  json b = RoleBinding();
+  b["roleRef"] = R"({"apiGroup": "example.com", "kind": "Secret", "name": ""})"_json;
+  b["subjects"] = R"([
+    {"kind": "User", "name": "alice"},
+    {"kind": "ServiceAccount", "apiGroup": "rbac.authorization.k8s.io", "name": "Bad_SA"},
+    {"kind": "Robot", "name": "r2"},
+    {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io"}
+  ])"_json;
+  EXPECT_EQ(
+      Check(b),
+      (Errors{
+          "roleRef.apiGroup: Unsupported value: \"example.com\": supported values: "
+          "\"rbac.authorization.k8s.io\"",
+          "roleRef.kind: Unsupported value: \"Secret\": supported values: \"Role\", "
+          "\"ClusterRole\"",
+          "roleRef.name: Required value",
+          "subjects[0].apiGroup: Unsupported value: \"\": supported values: "
+          "\"rbac.authorization.k8s.io\"",
+          Bad("subjects[1].name", "\"Bad_SA\"", kSubdomainMsg),
+          "subjects[1].apiGroup: Unsupported value: \"rbac.authorization.k8s.io\": supported "
+          "values: \"\"",
+          "subjects[2].kind: Unsupported value: \"Robot\": supported values: \"ServiceAccount\", "
+          "\"User\", \"Group\"",
+          "subjects[3].name: Required value",
+      }));
+}
+
+TEST(RbacValidationTest, ClusterRoleBindingsNeedClusterRolesAndServiceAccountNamespaces) {
+  json b = ClusterRoleBinding();
+  b["roleRef"]["kind"] = "Role";
+  b["subjects"][2].erase("namespace");
+  EXPECT_EQ(Check(b),
+            (Errors{"roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\"",
+                    "subjects[2].namespace: Required value"}));
+  // A RoleBinding may refer to a ClusterRole, and its service accounts default to its namespace.
+  EXPECT_EQ(Check(RoleBinding()), Errors{});
+}
+
+TEST(RbacValidationTest, RoleRefIsImmutable) {
+  json old = RoleBinding();
+  json b = RoleBinding();
+  b["subjects"].push_back(R"({"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                              "name": "bob"})"_json);
+  EXPECT_EQ(Check(b, &old), Errors{});  // subjects may change
+  b["roleRef"]["name"] = "edit";
+  EXPECT_EQ(Check(b, &old),
+            (Errors{"roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", "
+                    "Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"}));
+}
+
 }  // namespace
 }  // namespace qm::api

@@ -1,0 +1,30 @@
+#pragma once
+
+// Node restriction (Kubernetes' NodeRestriction admission plugin), applied to every write a
+// node identity makes, whatever the route: a user `system:node:<name>` in group `system:nodes`
+// may create, update and delete only the ResourceSlices whose spec.nodeName is its own node,
+// only its own Node object, only the status of pods bound to it, and only the status of
+// ResourceClaims allocated to it (status.allocation.nodeSelector names the node). Other users
+// are not restricted here (RBAC decides).
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "auth/user.h"
+#include "nlohmann/json.hpp"
+
+namespace qm::service {
+
+// The node a user acts for, when it is a node identity.
+std::optional<std::string> NodeNameOf(const auth::UserInfo& user);
+
+// OK, or PermissionDenied saying what the node may do. `kind` is the object's kind ("Node",
+// "ResourceSlice", ...), `subresource` "" or "status"; `old_obj` is the stored object (null on
+// create), `new_obj` the object as it would be stored (null on delete), both in the hub
+// version's JSON.
+absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
+                            const std::string& subresource, const nlohmann::json* old_obj,
+                            const nlohmann::json* new_obj);
+
+}  // namespace qm::service

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# End-to-end security: the real kubectl over verified TLS against a real quartermaster with
+# certificates generated at first start. Identities (admin token, client certificates minted by
+# `quartermaster credential`, ServiceAccount tokens from `kubectl create token`), RBAC with
+# Kubernetes' 403 wording, `kubectl auth whoami` / `can-i`, impersonation, bad credentials.
+# Usage: security_e2e.sh <path to quartermaster> <seeds dir>
+set -u
+QM_BIN=$(realpath "$1")
+SEEDS=$(realpath "$2")
+source "$(dirname "$0")/lib.sh" qm-sec-e2e
+failures=0
+checks=0
+
+pass() { checks=$((checks + 1)); echo "ok:   $1"; }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
+
+# expect <description> <actual> <expected>: the whole output, exactly.
+expect() {
+  if [ "$2" == "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi
+}
+# expect_line <description> <actual> <line>: one line of the output is exactly <line>.
+expect_line() {
+  if grep -qxF -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want a line: $3" "got: $2"; fi
+}
+
+start_server --scheduler=false
+ADMIN="$WORK/data/admin.kubeconfig"
+k() { kubectl --kubeconfig "$ADMIN" "$@" 2>&1; }
+
+# --- TLS material written at first start ------------------------------------------------------
+expect "admin kubeconfig is 0600" "$(stat -c %a "$ADMIN")" "600"
+expect "CA key is 0600" "$(stat -c %a "$WORK/data/pki/ca.key")" "600"
+expect "serving key is 0600" "$(stat -c %a "$WORK/data/pki/server.key")" "600"
+expect "https URL" "${URL%%://*}" "https"
+expect_line "serving certificate verifies against the CA" \
+  "$(openssl verify -CAfile "$WORK/data/pki/ca.crt" "$WORK/data/pki/server.crt" 2>&1)" \
+  "$WORK/data/pki/server.crt: OK"
+
+# --- who am I ---------------------------------------------------------------------------------
+out=$(k auth whoami)
+expect_line "whoami: admin" "$(tr -s ' ' <<<"$out")" "Username admin"
+expect_line "whoami: groups" "$(tr -s ' ' <<<"$out")" "Groups [system:masters system:authenticated]"
+
+# --- anonymous and bad credentials ------------------------------------------------------------
+expect "anonymous /version" "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/data/pki/ca.crt" "$URL/version")" "200"
+expect "anonymous /readyz" "$(curl -s --cacert "$WORK/data/pki/ca.crt" "$URL/readyz")" "ok"
+expect "anonymous list is 401" "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/data/pki/ca.crt" "$URL/api/v1/namespaces")" "401"
+expect "anonymous /metrics is 401" "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/data/pki/ca.crt" "$URL/metrics")" "401"
+expect "401 body is a Status" \
+  "$(curl -s --cacert "$WORK/data/pki/ca.crt" "$URL/api/v1/namespaces" | jq -c '[.kind,.reason,.code]')" \
+  '["Status","Unauthorized",401]'
+# kubectl's last line for a 401: discovery (cold cache) or the request itself answered it.
+unauthorized() { tail -1 <<<"$1" | grep -qxE 'error: You must be logged in to the server \((Unauthorized|the server has asked for the client to provide credentials)\)'; }
+for token in wrong "$(head -c 3000 /dev/zero | tr '\0' x)" "a.b.c" "eyJhbGciOiJIUzI1NiJ9.e30.sig"; do
+  out=$(kubectl --kubeconfig "$ADMIN" --token "$token" get namespaces 2>&1)
+  if unauthorized "$out"; then pass "bad token is Unauthorized (${token:0:12})"; else fail "bad token (${token:0:12})" "$out"; fi
+  expect "bad token is a 401 (${token:0:12})" \
+    "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/data/pki/ca.crt" -H "Authorization: Bearer $token" "$URL/api/v1/namespaces")" "401"
+done
+expect "plain HTTP on the TLS port is refused" \
+  "$(curl -s -o /dev/null -w '%{http_code}' "http://${URL#https://}/version")" "000"
+
+# An untrusted client certificate (its own CA) is 401, not a handshake failure.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=evil-ca" \
+  -keyout "$WORK/evil-ca.key" -out "$WORK/evil-ca.crt" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=system:masters/CN=mallory" \
+  -keyout "$WORK/evil.key" -out "$WORK/evil.csr" 2>/dev/null
+openssl x509 -req -in "$WORK/evil.csr" -CA "$WORK/evil-ca.crt" -CAkey "$WORK/evil-ca.key" \
+  -CAcreateserial -days 1 -out "$WORK/evil.crt" 2>/dev/null
+expect "untrusted client certificate is 401" \
+  "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/data/pki/ca.crt" --cert "$WORK/evil.crt" --key "$WORK/evil.key" "$URL/api/v1/namespaces")" "401"
+
+# --- client certificates minted by the CLI ----------------------------------------------------
+"$QM_BIN" credential --data-dir "$WORK/data" --user alice --group team-a-devs --server "$URL" \
+  --out "$WORK/alice.kubeconfig"
+expect "minted kubeconfig is 0600" "$(stat -c %a "$WORK/alice.kubeconfig")" "600"
+alice() { kubectl --kubeconfig "$WORK/alice.kubeconfig" "$@" 2>&1; }
+out=$(alice auth whoami)
+expect_line "whoami: alice by certificate" "$(tr -s ' ' <<<"$out")" "Username alice"
+expect_line "whoami: certificate O is a group" "$(tr -s ' ' <<<"$out")" "Groups [team-a-devs system:authenticated]"
+
+# --- RBAC: a view user ------------------------------------------------------------------------
+k create namespace team-a >/dev/null
+k create namespace team-b >/dev/null
+expect "alice cannot list before any binding" "$(alice get resourceclaims -n team-a)" \
+  'Error from server (Forbidden): resourceclaims.resource.k8s.io is forbidden: User "alice" cannot list resource "resourceclaims" in API group "resource.k8s.io" in the namespace "team-a"'
+expect "admin binds view" "$(k create rolebinding alice-view --clusterrole=view --user=alice -n team-a)" \
+  "rolebinding.rbac.authorization.k8s.io/alice-view created"
+expect "alice lists in team-a" "$(alice get resourceclaims -n team-a)" "No resources found in team-a namespace."
+expect "alice cannot list in team-b" "$(alice get resourceclaims -n team-b)" \
+  'Error from server (Forbidden): resourceclaims.resource.k8s.io is forbidden: User "alice" cannot list resource "resourceclaims" in API group "resource.k8s.io" in the namespace "team-b"'
+sed 's/namespace: dra-test/namespace: team-a/' "$SEEDS/07-resourceclaim-v1.yaml" > "$WORK/claim-a.yaml"
+expect "view user cannot create (exact wording)" "$(alice create -f "$WORK/claim-a.yaml")" \
+  'Error from server (Forbidden): error when creating "'"$WORK"'/claim-a.yaml": resourceclaims.resource.k8s.io is forbidden: User "alice" cannot create resource "resourceclaims" in API group "resource.k8s.io" in the namespace "team-a"'
+expect "cluster-scoped create denied (exact wording)" "$(alice create -f "$SEEDS/03-deviceclass-gpu.yaml")" \
+  'Error from server (Forbidden): error when creating "'"$SEEDS"'/03-deviceclass-gpu.yaml": deviceclasses.resource.k8s.io is forbidden: User "alice" cannot create resource "deviceclasses" in API group "resource.k8s.io" at the cluster scope'
+
+# --- kubectl auth can-i: a matrix (admin asks as others through impersonation) ----------------
+can() { kubectl --kubeconfig "$ADMIN" auth can-i "$@" 2>/dev/null; }
+expect "can-i: alice list claims in team-a" "$(can list resourceclaims -n team-a --as alice)" "yes"
+expect "can-i: alice get claims in team-a" "$(can get resourceclaims -n team-a --as alice)" "yes"
+expect "can-i: alice create claims in team-a" "$(can create resourceclaims -n team-a --as alice)" "no"
+expect "can-i: alice list claims in team-b" "$(can list resourceclaims -n team-b --as alice)" "no"
+expect "can-i: alice create deviceclasses" "$(can create deviceclasses --as alice)" "no"
+expect "can-i: alice list rolebindings (view has no rbac)" "$(can list rolebindings -n team-a --as alice)" "no"
+expect "can-i: admin anything" "$(can '*' '*')" "yes"
+expect "can-i: bob nothing" "$(can list pods -n team-a --as bob)" "no"
+k create rolebinding bob-edit --clusterrole=edit --user=bob -n team-a >/dev/null
+expect "can-i: edit user creates claims" "$(can create resourceclaims -n team-a --as bob)" "yes"
+expect "can-i: edit user cannot create roles" "$(can create roles -n team-a --as bob)" "no"
+expect "can-i: group grant" "$(k create clusterrolebinding devs-view --clusterrole=view --group=team-a-devs >/dev/null; can list deviceclasses --as carol --as-group team-a-devs)" "yes"
+expect "can-i as alice herself" "$(kubectl --kubeconfig "$WORK/alice.kubeconfig" auth can-i list resourceclaims -n team-a 2>/dev/null)" "yes"
+out=$(kubectl --kubeconfig "$WORK/alice.kubeconfig" auth can-i --list -n team-a 2>&1)
+expect_line "can-i --list shows the view rule" "$(tr -s ' ' <<<"$out" | grep '^resourceclaims.resource.k8s.io ' | sed 's/ $//')" \
+  "resourceclaims.resource.k8s.io [] [] [get list watch]"
+expect "impersonation needs the verb" "$(alice get namespaces --as bob)" \
+  'Error from server (Forbidden): users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope'
+
+# --- ServiceAccounts and kubectl create token -------------------------------------------------
+expect "create serviceaccount" "$(k create serviceaccount builder -n team-a)" "serviceaccount/builder created"
+token=$(k create token builder -n team-a --duration 20m)
+sa() { kubectl --kubeconfig "$ADMIN" --token "$token" "$@" 2>&1; }
+out=$(sa auth whoami)
+expect_line "token user" "$(tr -s ' ' <<<"$out")" "Username system:serviceaccount:team-a:builder"
+expect "token without a binding is forbidden" "$(sa get pods -n team-a)" \
+  'Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:team-a:builder" cannot list resource "pods" in API group "" in the namespace "team-a"'
+k create rolebinding builder-edit --clusterrole=edit --serviceaccount=team-a:builder -n team-a >/dev/null
+expect "token with an edit binding creates" "$(sa create -f "$WORK/claim-a.yaml")" \
+  "resourceclaim.resource.k8s.io/gpu-claim-v1 created"
+expect "too short a token is refused" "$(k create token builder -n team-a --duration 1m)" \
+  'error: failed to create token: TokenRequest.authentication.k8s.io "builder" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes'
+k delete serviceaccount builder -n team-a >/dev/null
+out=$(sa get resourceclaims -n team-a)
+if unauthorized "$out"; then pass "deleting the ServiceAccount invalidates its token"; else fail "deleted ServiceAccount's token" "$out"; fi
+
+# --- kubectl over TLS: watch, json patch, server-side apply as a token user -------------------
+k apply -f "$SEEDS/03-deviceclass-gpu.yaml" >/dev/null
+kubectl --kubeconfig "$ADMIN" get deviceclasses -w -o name > "$WORK/watch.txt" 2>&1 &
+wpid=$!
+sleep 1
+k patch deviceclass gpu.nvidia.com --type json -p '[{"op":"add","path":"/metadata/labels","value":{"w":"1"}}]' >/dev/null
+for _ in $(seq 1 50); do [ "$(grep -c . "$WORK/watch.txt")" -ge 2 ] && break; sleep 0.1; done
+kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
+expect "watch over TLS sees the patch" "$(grep -c 'deviceclass.resource.k8s.io/gpu.nvidia.com' "$WORK/watch.txt")" "2"
+
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
