@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
   qm::api::AuthEndpoints auth_endpoints(objects, authorizer, clock,
                                         qm::api::AuthEndpointsOptions{*sa_key});
   api.SetAuthEndpoints(&auth_endpoints);
+  api.SetAuthorizer(&authorizer);
   qm::api::RequestGate gate(authorizer);
 
   qm::api::HttpServer server(api, **store, metrics, authenticator, &gate, http_options);

@@ -133,6 +133,57 @@ k delete serviceaccount builder -n team-a >/dev/null
 out=$(sa get resourceclaims -n team-a)
 if unauthorized "$out"; then pass "deleting the ServiceAccount invalidates its token"; else fail "deleted ServiceAccount's token" "$out"; fi
 
+# --- RBAC escalation prevention -------------------------------------------------------------
+k create rolebinding dave-admin --clusterrole=admin --user=dave -n team-a >/dev/null
+dave() { kubectl --kubeconfig "$ADMIN" --as dave "$@" 2>&1; }
+expect "namespace admin binds view" "$(dave create rolebinding erin-view --clusterrole=view --user=erin -n team-a)" \
+  "rolebinding.rbac.authorization.k8s.io/erin-view created"
+out=$(dave create rolebinding dave-root --clusterrole=cluster-admin --user=dave -n team-a)
+expect_line "namespace admin cannot bind cluster-admin" "$(head -1 <<<"$out")" \
+  'error: failed to create rolebinding: rolebindings.rbac.authorization.k8s.io "dave-root" is forbidden: user "dave" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:'
+expect_line "the refusal lists what is not held" "$out" '{APIGroups:["*"], Resources:["*"], Verbs:["*"]}'
+expect "namespace admin creates a role it holds" "$(dave create role pod-reader --verb=get --resource=pods -n team-a)" \
+  "role.rbac.authorization.k8s.io/pod-reader created"
+out=$(dave create role too-much --verb='*' --resource=nodes -n team-a)
+expect_line "namespace admin cannot create a role beyond its rights" "$(head -1 <<<"$out")" \
+  'Error from server (Forbidden): roles.rbac.authorization.k8s.io "too-much" is forbidden: user "dave" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:'
+
+# --- node restriction: node A may touch only its own slices -----------------------------------
+"$QM_BIN" credential --data-dir "$WORK/data" --node gpu-node-a --server "$URL" --out "$WORK/node-a.kubeconfig"
+nodea() { kubectl --kubeconfig "$WORK/node-a.kubeconfig" "$@" 2>&1; }
+slice() {  # slice <name> <node>
+  printf 'apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: %s\nspec:\n  driver: gpu.example.com\n  nodeName: %s\n  pool:\n    name: %s\n    generation: 1\n    resourceSliceCount: 1\n  devices:\n  - name: gpu-0\n' "$1" "$2" "$2"
+}
+slice slice-a gpu-node-a > "$WORK/slice-a.yaml"
+slice slice-b gpu-node-b > "$WORK/slice-b.yaml"
+slice slice-a gpu-node-b > "$WORK/slice-a-moved.yaml"
+expect_line "whoami: node identity" "$(nodea auth whoami | tr -s ' ')" "Username system:node:gpu-node-a"
+expect "node A publishes its own slice" "$(nodea create -f "$WORK/slice-a.yaml")" \
+  "resourceslice.resource.k8s.io/slice-a created"
+expect "node A cannot publish node B's slice" "$(nodea create -f "$WORK/slice-b.yaml")" \
+  'Error from server (Forbidden): error when creating "'"$WORK"'/slice-b.yaml": resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+k create -f "$WORK/slice-b.yaml" >/dev/null
+expect "node A cannot patch node B's slice" \
+  "$(nodea patch resourceslice slice-b --type merge -p '{"metadata":{"labels":{"x":"y"}}}')" \
+  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+expect "node A cannot replace node B's slice" "$(nodea replace -f "$WORK/slice-b.yaml")" \
+  'Error from server (Forbidden): error when replacing "'"$WORK"'/slice-b.yaml": resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+# Moving a slice to another node is refused before admission: nodeName is immutable.
+expect "node A cannot move its slice to node B (json patch)" \
+  "$(nodea patch resourceslice slice-a --type json -p '[{"op":"replace","path":"/spec/nodeName","value":"gpu-node-b"}]')" \
+  'The ResourceSlice "slice-a" is invalid: spec.nodeName: Invalid value: field is immutable'
+expect "node A cannot delete node B's slice" "$(nodea delete resourceslice slice-b)" \
+  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+expect "node A cannot delete the collection" "$(nodea delete --raw /apis/resource.k8s.io/v1/resourceslices)" \
+  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+expect "delete --all removes only node A's own slice" "$(nodea delete resourceslices --all)" \
+  'resourceslice.resource.k8s.io "slice-a" deleted
+Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+expect "node B's slice survived" "$(k get resourceslice slice-b -o jsonpath='{.spec.nodeName}')" "gpu-node-b"
+out=$(nodea create -f "$SEEDS/02-deviceclass-a100-80g.yaml")
+expect "node cannot create device classes" "$out" \
+  'Error from server (Forbidden): error when creating "'"$SEEDS"'/02-deviceclass-a100-80g.yaml": deviceclasses.resource.k8s.io is forbidden: User "system:node:gpu-node-a" cannot create resource "deviceclasses" in API group "resource.k8s.io" at the cluster scope'
+
 # --- kubectl over TLS: watch, json patch, server-side apply as a token user -------------------
 k apply -f "$SEEDS/03-deviceclass-gpu.yaml" >/dev/null
 kubectl --kubeconfig "$ADMIN" get deviceclasses -w -o name > "$WORK/watch.txt" 2>&1 &

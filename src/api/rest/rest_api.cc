@@ -634,8 +634,16 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     if (errors->empty() && !status_only) CheckAdminAccess(type, hub, errors);
     if (!errors->empty()) return absl::InvalidArgumentError("invalid");
     if (req.user.has_value()) {
-      QM_RETURN_IF_ERROR(
-          service::AdmitNodeWrite(*req.user, type.kind, status_only ? "status" : "", old, &hub));
+      // Admission refusals read as Kubernetes' NewForbidden: `<resource> "<name>" is forbidden: `.
+      auto forbidden = [&](absl::Status st) {
+        if (!absl::IsPermissionDenied(st)) return st;
+        return absl::PermissionDeniedError(type.GroupResource() + " \"" +
+                                           StringAt(hub["metadata"], "name") +
+                                           "\" is forbidden: " + std::string(st.message()));
+      };
+      QM_RETURN_IF_ERROR(forbidden(
+          service::AdmitNodeWrite(*req.user, type.kind, status_only ? "status" : "", old, &hub)));
+      if (!status_only) QM_RETURN_IF_ERROR(forbidden(AdmitRbac(type, hub, req)));
     }
     return ToObject(type, hub);
   };
@@ -813,7 +821,10 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     auto admit_delete = [&](const model::Object& o) -> absl::Status {
       if (!req.user.has_value() || !service::NodeNameOf(*req.user)) return absl::OkStatus();
       json stored = FromObject(type, o);
-      return service::AdmitNodeWrite(*req.user, type.kind, "", &stored, nullptr);
+      auto st = service::AdmitNodeWrite(*req.user, type.kind, "", &stored, nullptr);
+      if (st.ok()) return st;
+      return absl::PermissionDeniedError(type.GroupResource() + " \"" + o.meta.name +
+                                         "\" is forbidden: " + std::string(st.message()));
     };
     if (!collection && t.subresource.empty()) {
       if (req.user.has_value() && service::NodeNameOf(*req.user)) {

@@ -13,6 +13,7 @@
 #include "model/field_error.h"
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
+#include "service/authorizer.h"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
 
@@ -86,6 +87,9 @@ class RestApi {
   // Serves the authentication/authorization review endpoints and the ServiceAccount token
   // subresource through `endpoints` (not owned; null: they are 404).
   void SetAuthEndpoints(const AuthEndpoints* endpoints) { auth_endpoints_ = endpoints; }
+  // Applies RBAC escalation prevention to writes of the RBAC kinds by authenticated users
+  // (not owned; null: no check, for in-process callers without users).
+  void SetAuthorizer(const service::Authorizer* authorizer) { authorizer_ = authorizer; }
 
   // Creates the "default" namespace when it is missing (as a Kubernetes cluster always has it).
   absl::Status EnsureDefaultNamespace();
@@ -110,7 +114,13 @@ class RestApi {
   service::ObjectService& objects_;
   service::WatchHub& hub_;
   const Clock& clock_;
+  // Escalation prevention for a Role/ClusterRole/binding about to be stored (rbac_admission.cc):
+  // OK for other kinds or without an authorizer or user.
+  absl::Status AdmitRbac(const model::ResourceType& type, const nlohmann::json& hub,
+                         const HttpRequest& req);
+
   const AuthEndpoints* auth_endpoints_ = nullptr;
+  const service::Authorizer* authorizer_ = nullptr;
 };
 
 }  // namespace qm::api
