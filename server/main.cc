@@ -25,6 +25,7 @@
 #include "common/logging.h"
 #include "config/options.h"
 #include "service/object_service.h"
+#include "service/audit_log.h"
 #include "service/authorizer.h"
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
@@ -270,7 +271,12 @@ int main(int argc, char** argv) {
   api.SetAuthorizer(&authorizer);
   qm::api::RequestGate gate(authorizer);
 
+  // Audit: changes commit with their records; denials are written by this log's thread.
+  qm::service::AuditLog audit(**store, std::chrono::seconds(options->audit_retention_seconds));
+  audit.Start();
+
   qm::api::HttpServer server(api, **store, metrics, authenticator, &gate, http_options);
+  server.SetAuditLog(&audit);
   if (auto st = server.Start(); !st.ok()) return Fail("http", st);
   auto host = options->http_addr.substr(0, options->http_addr.rfind(':'));
   if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) {
@@ -298,6 +304,7 @@ int main(int argc, char** argv) {
   scheduler.Stop();
   hub.Stop();
   server.Shutdown();
+  audit.Stop();
   store->reset();
   if (embedded) {
     if (auto st = embedded->Stop(); !st.ok()) spdlog::warn("{}", std::string(st.message()));

@@ -150,6 +150,25 @@ const std::vector<Setting>& Settings() {
          o.token_auth_file = v;
          return absl::OkStatus();
        }},
+      {"audit-retention", "how long audit records are kept: <n>d, <n>h, <n>m or 0 (forever)",
+       [](ServerOptions& o, const std::string& v) {
+         int64_t n = 0;
+         int64_t unit = 0;
+         if (v == "0") {
+           o.audit_retention_seconds = 0;
+           return absl::OkStatus();
+         }
+         if (!v.empty()) {
+           unit = v.back() == 'd' ? 86400 : v.back() == 'h' ? 3600 : v.back() == 'm' ? 60 : 0;
+         }
+         if (unit == 0 || !absl::SimpleAtoi(v.substr(0, v.size() - 1), &n) || n < 1) {
+           return absl::InvalidArgumentError(
+               "--audit-retention: want a duration like 30d, 720h or 90m (or 0), got \"" + v +
+               "\"");
+         }
+         o.audit_retention_seconds = n * unit;
+         return absl::OkStatus();
+       }},
       {"max-requests-inflight",
        "requests handled at once (watches excluded); more get 429 with Retry-After",
        [](ServerOptions& o, const std::string& v) {
@@ -239,6 +258,7 @@ std::string ServerHelp() {
       {"advertise-address", "(none)"},
       {"insecure-http", "false"},
       {"token-auth-file", "(none)"},
+      {"audit-retention", "30d"},
       {"max-requests-inflight", std::to_string(defaults.max_requests_inflight)},
       {"max-connections", std::to_string(defaults.max_connections)},
   };

@@ -32,6 +32,8 @@ struct ServerOptions {
   bool insecure_http = false;
   // Kubernetes' static token CSV (token,user,uid,"group1,group2").
   std::string token_auth_file;
+  // How long audit records are kept (0: forever).
+  int64_t audit_retention_seconds = 30LL * 24 * 3600;
   int max_requests_inflight = 400;
   int max_connections = 20000;
 };

@@ -24,3 +24,26 @@ absl::Status DeviceTakenError(const DeviceClaim& row) {
 }
 
 }  // namespace qm::store
+
+namespace qm::store {
+namespace {
+thread_local const AuditRecord* current_audit = nullptr;
+}  // namespace
+
+AuditScope::AuditScope(const AuditRecord* record) : previous_(current_audit) {
+  current_audit = record;
+}
+
+AuditScope::~AuditScope() { current_audit = previous_; }
+
+const AuditRecord* AuditScope::Current() { return current_audit; }
+
+absl::Status Store::AppendAudit(const std::vector<AuditRecord>&) { return absl::OkStatus(); }
+
+absl::StatusOr<std::vector<AuditRecord>> Store::QueryAudit(const AuditQuery&) {
+  return absl::UnimplementedError("this store keeps no audit trail");
+}
+
+absl::StatusOr<int64_t> Store::PruneAudit(std::chrono::system_clock::time_point) { return 0; }
+
+}  // namespace qm::store

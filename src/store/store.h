@@ -57,6 +57,54 @@ struct Transaction {
   std::vector<std::string> release_claims;  // claim uids whose rows are deleted first
 };
 
+// One entry of the audit trail: who did what to which object, and the answer.
+struct AuditRecord {
+  int64_t id = 0;  // assigned by the store; increasing
+  std::chrono::system_clock::time_point time;
+  std::string request_id;
+  std::string user;
+  std::vector<std::string> groups;
+  std::string verb;  // create, update, patch, delete, deletecollection, get, ...
+  std::string api_group;
+  std::string resource;
+  std::string subresource;
+  std::string namespace_;
+  std::string name;
+  int code = 0;
+  std::string source;  // client address
+  std::string user_agent;
+};
+
+// Filters of an audit query; empty fields match everything. Results are oldest first, at most
+// `limit`, starting after id `after_id` (the continue token).
+struct AuditQuery {
+  std::string user;
+  std::string resource;
+  std::string namespace_;
+  std::string name;
+  std::optional<std::chrono::system_clock::time_point> since;
+  std::optional<std::chrono::system_clock::time_point> until;
+  int64_t limit = 500;
+  int64_t after_id = 0;
+};
+
+// While an AuditScope lives on a thread, every Create, Update and Delete that thread submits is
+// recorded in the audit trail with `record` (the object's namespace and name filled in from the
+// write when the record has none), in the same transaction as the write: the change and its
+// record commit together or not at all. Scopes do not nest.
+class AuditScope {
+ public:
+  explicit AuditScope(const AuditRecord* record);
+  ~AuditScope();
+  AuditScope(const AuditScope&) = delete;
+  AuditScope& operator=(const AuditScope&) = delete;
+  // The record of the innermost live scope on this thread, or null.
+  static const AuditRecord* Current();
+
+ private:
+  const AuditRecord* previous_;
+};
+
 // The errors every Store returns for a missing key and a stale revision, worded as the
 // Kubernetes apiserver words them.
 absl::Status NotFoundError(const model::ResourceKey& key);
@@ -124,6 +172,13 @@ class Store {
   virtual absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() = 0;
   // Cheap liveness probe of the backend (for /readyz).
   virtual absl::Status Ping() = 0;
+
+  // The audit trail. AppendAudit stores records now (denials, which change nothing);
+  // QueryAudit reads them back; PruneAudit drops those older than `before` and says how many.
+  // Stores without an audit trail keep nothing and answer Unimplemented to queries.
+  virtual absl::Status AppendAudit(const std::vector<AuditRecord>& records);
+  virtual absl::StatusOr<std::vector<AuditRecord>> QueryAudit(const AuditQuery& query);
+  virtual absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before);
 };
 
 }  // namespace qm::store

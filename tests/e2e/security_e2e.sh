@@ -194,5 +194,31 @@ for _ in $(seq 1 50); do [ "$(grep -c . "$WORK/watch.txt")" -ge 2 ] && break; sl
 kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
 expect "watch over TLS sees the patch" "$(grep -c 'deviceclass.resource.k8s.io/gpu.nvidia.com' "$WORK/watch.txt")" "2"
 
+# --- audit trail ------------------------------------------------------------------------------
+audit() { kubectl --kubeconfig "$ADMIN" get --raw "/apis/audit.quartermaster.io/v1/events?$1" 2>&1; }
+sleep 0.5  # denials are written asynchronously (within ~200 ms)
+expect "a change is audited with its user, verb, object and code" \
+  "$(audit 'resource=namespaces&name=team-a' | jq -c '[.items[] | [.user.username, .verb, .resource, .name, .code]]')" \
+  '[["admin","create","namespaces","team-a",201]]'
+expect "a denial is audited" \
+  "$(audit 'user=alice&resource=deviceclasses' | jq -c '[.items[] | [.verb, .code]]')" '[["create",403]]'
+expect "node restriction denials are audited" \
+  "$(audit 'user=system:node:gpu-node-a&name=slice-b' | jq -c '[.items[] | .code] | unique')" '[403]'
+expect "a bad token is audited as anonymous 401" \
+  "$(audit 'user=system:anonymous' | jq -c '[.items[] | .code] | unique')" '[401]'
+expect "deletes are audited (delete --all by node A)" \
+  "$(audit 'user=system:node:gpu-node-a&name=slice-a' | jq -c '[.items[] | [.verb, .code]]')" \
+  '[["create",201],["delete",200]]'
+page1=$(audit 'user=admin&limit=2')
+expect "paging: limit" "$(jq '.items | length' <<<"$page1")" "2"
+token=$(jq -r '.metadata.continue' <<<"$page1")
+page2=$(audit "user=admin&limit=2&continue=$token")
+expect "paging: continue starts after the last id" \
+  "$(jq -n --argjson a "$page1" --argjson b "$page2" '$b.items[0].id > $a.items[1].id')" "true"
+expect "time filter: nothing before 2000" "$(audit 'until=2000-01-01T00:00:00Z' | jq '.items | length')" "0"
+expect "a view user cannot read the audit trail" \
+  "$(alice get --raw /apis/audit.quartermaster.io/v1/events)" \
+  'Error from server (Forbidden): events.audit.quartermaster.io is forbidden: User "alice" cannot list resource "events" in API group "audit.quartermaster.io" at the cluster scope'
+
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -97,5 +97,62 @@ TEST(EmbeddedPostgresTest, MissingBinariesGiveAnInstallHint) {
   EXPECT_FALSE(pg.running());
 }
 
+// A change and its audit record commit together: a write that succeeds leaves exactly its
+// record, one that fails (a conflict) leaves none; deletes are recorded too.
+TEST(PgStoreTest, AuditRecordsCommitWithTheirChanges) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  auto store = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(store.ok()) << store.status();
+  AuditRecord record;
+  record.time = std::chrono::system_clock::now();
+  record.request_id = "req-1";
+  record.user = "alice";
+  record.groups = {"team-a", "system:authenticated"};
+  record.verb = "create";
+  record.resource = "things";
+  record.code = 201;
+  record.source = "127.0.0.1:5";
+  int64_t rv = 0;
+  {
+    AuditScope scope(&record);
+    auto created = (*store)->Create(MakeObject("audited"));
+    ASSERT_TRUE(created.ok()) << created.status();
+    rv = created->meta.resource_version;
+    EXPECT_FALSE((*store)->Create(MakeObject("audited")).ok());  // exists: no record
+    EXPECT_FALSE((*store)->Update(MakeObject("audited"), rv + 100).ok());  // conflict: none
+  }
+  ASSERT_TRUE((*store)->Create(MakeObject("unaudited")).ok());  // no scope: no record
+  record.verb = "delete";
+  record.request_id = "req-2";
+  {
+    AuditScope scope(&record);
+    ASSERT_TRUE((*store)->Delete(model::ResourceKey{"things", "", "audited"}, rv).ok());
+  }
+  auto all = (*store)->QueryAudit(AuditQuery{});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].request_id, "req-1");
+  EXPECT_EQ((*all)[0].name, "audited");
+  EXPECT_EQ((*all)[0].user, "alice");
+  EXPECT_EQ((*all)[0].groups, record.groups);
+  EXPECT_EQ((*all)[0].code, 201);
+  EXPECT_EQ((*all)[1].verb, "delete");
+  EXPECT_LT((*all)[0].id, (*all)[1].id);
+  AuditQuery by_user;
+  by_user.user = "bob";
+  EXPECT_TRUE((*store)->QueryAudit(by_user)->empty());
+  AuditQuery page;
+  page.limit = 1;
+  page.after_id = (*all)[0].id;
+  auto second = (*store)->QueryAudit(page);
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].request_id, "req-2");
+  // Retention: everything is newer than an hour ago, older than an hour from now.
+  EXPECT_EQ(*(*store)->PruneAudit(std::chrono::system_clock::now() - std::chrono::hours(1)), 0);
+  EXPECT_EQ(*(*store)->PruneAudit(std::chrono::system_clock::now() + std::chrono::hours(1)), 2);
+  EXPECT_TRUE((*store)->QueryAudit(AuditQuery{})->empty());
+}
+
 }  // namespace
 }  // namespace qm::store::pg

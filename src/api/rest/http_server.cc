@@ -25,7 +25,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/rest/audit_api.h"
 #include "api/rest/metrics.h"
+#include "service/audit_log.h"
 #include "api/rest/request_gate.h"
 #include "spdlog/spdlog.h"
 
@@ -211,6 +213,11 @@ class HttpServer::Impl {
   bool stopping() const { return stopping_.load(); }
   const auth::Authenticator& authn() const { return authn_; }
   const RequestGate* gate() const { return gate_; }
+  void set_audit(service::AuditLog* log) { audit_ = log; }
+  // Queues the record of a denied request.
+  void AuditDenied(const HttpRequest& req, int code) {
+    if (audit_ != nullptr) audit_->Record(AuditRecordFor(req, code));
+  }
   RestApi& api() { return api_; }
   asio::thread_pool& pool() { return *pool_; }
 
@@ -253,6 +260,7 @@ class HttpServer::Impl {
   Metrics& metrics_;
   const auth::Authenticator& authn_;
   const RequestGate* const gate_;
+  service::AuditLog* audit_ = nullptr;
   const HttpServerOptions options_;
   asio::io_context ioc_;
   ssl::context ssl_ctx_;
@@ -578,6 +586,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                      remote_, std::string(user.status().message()));
       }
       srv_.Observe(req, 401, started_);
+      srv_.AuditDenied(req, 401);
       return Write(StatusResponse(401, "Unauthorized", "Unauthorized"), keep_alive,
                    req.request_id);
     }
@@ -585,6 +594,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (srv_.gate() != nullptr) {
       if (auto denied = srv_.gate()->Admit(&req)) {
         srv_.Observe(req, denied->code, started_);
+        srv_.AuditDenied(req, denied->code);
         return Write(std::move(*denied), keep_alive, req.request_id);
       }
     }
@@ -856,9 +866,19 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
       return r;
     } else if (req.method == "GET" && req.path == "/metrics") {
       r = HttpResponse{200, "text/plain; version=0.0.4", metrics_.Render(), {}};
+    } else if (req.path == kAuditEventsPath) {
+      r = HandleAuditQuery(store_, req);
+    } else if (audit_ != nullptr && req.user.has_value() && req.method != "GET" &&
+               req.method != "HEAD") {
+      // A change commits together with its audit record (the same transaction).
+      store::AuditRecord record =
+          AuditRecordFor(req, req.method == "POST" ? 201 : 200);
+      store::AuditScope scope(&record);
+      r = api_.Handle(req);
     } else {
       r = api_.Handle(req);
     }
+    if (r.code == 403) AuditDenied(req, 403);
   } catch (const std::exception& e) {
     // Last-resort catch for this transport: one bad request never takes the server down.
     spdlog::error("request_id={} {} {} failed: {}", req.request_id, req.method, req.path,
@@ -932,6 +952,8 @@ absl::Status HttpServer::Start() { return impl_->Start(); }
 void HttpServer::Shutdown() { impl_->Shutdown(); }
 
 int HttpServer::port() const { return impl_->port(); }
+
+void HttpServer::SetAuditLog(service::AuditLog* log) { impl_->set_audit(log); }
 
 size_t HttpServer::connection_count() const { return impl_->connection_count(); }
 

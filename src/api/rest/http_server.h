@@ -10,6 +10,10 @@
 #include "auth/authenticator.h"
 #include "store/store.h"
 
+namespace qm::service {
+class AuditLog;
+}  // namespace qm::service
+
 namespace qm::api {
 
 class Metrics;
@@ -57,6 +61,10 @@ class HttpServer {
              const auth::Authenticator& authenticator, const RequestGate* gate,
              HttpServerOptions options);
   ~HttpServer();
+
+  // Records denied requests (401/403) through `log` and commits each change with its audit
+  // record; serves the audit trail's read API (audit_api.h). Call before Start; not owned.
+  void SetAuditLog(service::AuditLog* log);
 
   // Binds and starts serving. InvalidArgument for a bad address or unreadable TLS files,
   // Unavailable when the port cannot be bound.

@@ -89,6 +89,8 @@ struct PendingWrite {
   // `async` instead of `done`.
   Transaction owned_txn;
   std::unique_ptr<std::promise<absl::StatusOr<std::vector<model::Object>>>> async;
+  // The audit record committed with this write when it succeeds (AuditScope at submission).
+  std::optional<AuditRecord> audit;
 
   // Hands the outcome to the caller.
   void Finish(absl::StatusOr<model::Object> result) {
@@ -362,6 +364,50 @@ absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) 
   return w.txn_results.empty() ? model::Object() : w.txn_results.back();
 }
 
+int64_t Micros(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// A PostgreSQL array literal with every element quoted.
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char ch : items[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+// Inserts audit records inside `tx` (one statement for all of them).
+void InsertAudit(pqxx::work& tx, const std::vector<AuditRecord>& records) {
+  std::vector<std::string> cols[13];
+  for (const AuditRecord& r : records) {
+    nlohmann::json groups = r.groups;
+    cols[0].push_back(std::to_string(Micros(r.time)));
+    cols[1].push_back(r.request_id);
+    cols[2].push_back(r.user);
+    cols[3].push_back(groups.dump());
+    cols[4].push_back(r.verb);
+    cols[5].push_back(r.api_group);
+    cols[6].push_back(r.resource);
+    cols[7].push_back(r.subresource);
+    cols[8].push_back(r.namespace_);
+    cols[9].push_back(r.name);
+    cols[10].push_back(std::to_string(r.code));
+    cols[11].push_back(r.source);
+    cols[12].push_back(r.user_agent);
+  }
+  tx.exec_prepared("insert_audit", TextArray(cols[0]), TextArray(cols[1]), TextArray(cols[2]),
+                   TextArray(cols[3]), TextArray(cols[4]), TextArray(cols[5]), TextArray(cols[6]),
+                   TextArray(cols[7]), TextArray(cols[8]), TextArray(cols[9]),
+                   TextArray(cols[10]), TextArray(cols[11]), TextArray(cols[12]));
+}
+
 // Statements prepared on every pooled connection: parsed and planned once per connection.
 const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
   static const auto* statements = new std::vector<std::pair<std::string, std::string>>{
@@ -379,6 +425,9 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"release_device_claims", queries::kReleaseDeviceClaims},
       {"list_device_claims", queries::kListDeviceClaims},
       {"apply_batch", queries::kApplyBatch},
+      {"insert_audit", queries::kInsertAudit},
+      {"query_audit", queries::kQueryAudit},
+      {"prune_audit", queries::kPruneAudit},
   };
   return *statements;
 }
@@ -438,6 +487,14 @@ absl::StatusOr<model::Object> PgStore::Submit(WriteKind kind, model::Object obj,
   w.obj = std::move(obj);
   w.key = std::move(key);
   w.expected_rv = expected_rv;
+  if (const AuditRecord* audit = AuditScope::Current()) {
+    w.audit = *audit;
+    const model::ResourceKey& k = kind == WriteKind::kDelete ? w.key : w.obj.Key();
+    if (w.audit->name.empty()) {
+      w.audit->name = k.name;
+      w.audit->namespace_ = k.namespace_;
+    }
+  }
   auto result = w.done.get_future();
   if (!Enqueue(&w)) return absl::UnavailableError("store is shutting down");
   return result.get();
@@ -512,6 +569,11 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     for (const auto& r : results) {
       if (r.ok()) newest = std::max(newest, r->meta.resource_version);
     }
+    std::vector<AuditRecord> audit;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (results[i].ok() && batch[i]->audit.has_value()) audit.push_back(*batch[i]->audit);
+    }
+    if (!audit.empty()) InsertAudit(tx, audit);
     if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
@@ -664,6 +726,60 @@ absl::Status PgStore::Compact(int64_t through_rv) {
     return true;
   });
   return r.status();
+}
+
+absl::Status PgStore::AppendAudit(const std::vector<AuditRecord>& records) {
+  if (records.empty()) return absl::OkStatus();
+  auto r = WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<bool> {
+    pqxx::work tx(c);
+    InsertAudit(tx, records);
+    tx.commit();
+    return true;
+  });
+  return r.status();
+}
+
+absl::StatusOr<std::vector<AuditRecord>> PgStore::QueryAudit(const AuditQuery& q) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<std::vector<AuditRecord>> {
+    pqxx::nontransaction tx(c);
+    auto rows = tx.exec_prepared("query_audit", q.user, q.resource, q.namespace_, q.name,
+                                 q.since ? Micros(*q.since) : int64_t{0},
+                                 q.until ? Micros(*q.until) : int64_t{0}, q.after_id, q.limit);
+    std::vector<AuditRecord> out;
+    for (const auto& row : rows) {
+      AuditRecord r;
+      r.id = row[0].as<int64_t>();
+      r.time = std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
+      r.request_id = row[2].as<std::string>();
+      r.user = row[3].as<std::string>();
+      auto groups = nlohmann::json::parse(row[4].as<std::string>(), nullptr, false);
+      if (groups.is_array()) {
+        for (const auto& g : groups) {
+          if (g.is_string()) r.groups.push_back(g.get<std::string>());
+        }
+      }
+      r.verb = row[5].as<std::string>();
+      r.api_group = row[6].as<std::string>();
+      r.resource = row[7].as<std::string>();
+      r.subresource = row[8].as<std::string>();
+      r.namespace_ = row[9].as<std::string>();
+      r.name = row[10].as<std::string>();
+      r.code = row[11].as<int>();
+      r.source = row[12].as<std::string>();
+      r.user_agent = row[13].as<std::string>();
+      out.push_back(std::move(r));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::PruneAudit(std::chrono::system_clock::time_point before) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::work tx(c);
+    auto r = tx.exec_prepared("prune_audit", Micros(before));
+    tx.commit();
+    return static_cast<int64_t>(r.affected_rows());
+  });
 }
 
 absl::Status PgStore::Ping() {

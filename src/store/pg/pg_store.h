@@ -45,6 +45,9 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
   absl::Status Compact(int64_t through_rv) override;
   absl::Status Ping() override;
+  absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
+  absl::StatusOr<std::vector<AuditRecord>> QueryAudit(const AuditQuery& query) override;
+  absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before) override;
 
   ConnectionPool& pool() { return *pool_; }
 

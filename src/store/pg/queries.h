@@ -148,4 +148,30 @@ FROM device_allocations
 ORDER BY driver, pool, device, share_id, claim_uid
 )sql";
 
+// The audit trail (migrations/0004). Times are microseconds since the epoch; groups a JSON
+// array per row.
+inline constexpr char kInsertAudit[] = R"sql(
+INSERT INTO audit_events (at, request_id, username, groups, verb, api_group, resource,
+                          subresource, namespace, name, code, source, user_agent)
+SELECT to_timestamp(t / 1e6), r, u, ARRAY(SELECT jsonb_array_elements_text(g::jsonb)), v, ag,
+       res, sub, ns, n, c, s, ua
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::text[],
+            $13::text[]) AS x(t, r, u, g, v, ag, res, sub, ns, n, c, s, ua)
+)sql";
+
+inline constexpr char kQueryAudit[] = R"sql(
+SELECT id, (extract(epoch FROM at) * 1000000)::bigint, request_id, username,
+       array_to_json(groups)::text, verb, api_group, resource, subresource, namespace, name,
+       code, source, user_agent
+FROM audit_events
+WHERE ($1 = '' OR username = $1) AND ($2 = '' OR resource = $2) AND ($3 = '' OR namespace = $3)
+  AND ($4 = '' OR name = $4) AND ($5::bigint = 0 OR at >= to_timestamp($5::bigint / 1e6))
+  AND ($6::bigint = 0 OR at < to_timestamp($6::bigint / 1e6)) AND id > $7::bigint
+ORDER BY id
+LIMIT $8::bigint
+)sql";
+
+inline constexpr char kPruneAudit[] = "DELETE FROM audit_events WHERE at < to_timestamp($1::bigint / 1e6)";
+
 }  // namespace qm::store::pg::queries

@@ -1,0 +1,97 @@
+#include "service/audit_log.h"
+
+#include <vector>
+
+#include "spdlog/spdlog.h"
+
+namespace qm::service {
+namespace {
+
+constexpr size_t kMaxQueued = 100000;
+constexpr size_t kMaxBatch = 1000;
+constexpr auto kPruneEvery = std::chrono::minutes(10);
+
+}  // namespace
+
+AuditLog::AuditLog(store::Store& store, std::chrono::seconds retention)
+    : store_(store), retention_(retention) {}
+
+AuditLog::~AuditLog() { Stop(); }
+
+void AuditLog::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void AuditLog::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AuditLog::Record(store::AuditRecord record) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() < kMaxQueued) {
+      queue_.push_back(std::move(record));
+      cv_.notify_one();
+      return;
+    }
+  }
+  dropped_.fetch_add(1);
+  spdlog::error(
+      "audit: queue full (database unreachable?); record not kept: request_id={} user={} "
+      "verb={} resource={} code={}",
+      record.request_id, record.user, record.verb, record.resource, record.code);
+}
+
+void AuditLog::Run() {
+  auto next_prune = std::chrono::steady_clock::now();
+  int failures = 0;
+  while (true) {
+    std::vector<store::AuditRecord> batch;
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200),
+                   [&] { return stopping_ || !queue_.empty(); });
+      stopping = stopping_;
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    if (!batch.empty()) {
+      absl::Status st = store_.AppendAudit(batch);
+      if (st.ok()) {
+        written_.fetch_add(batch.size());
+        failures = 0;
+      } else {
+        // Put them back in order and retry; give up on them only when stopping after retries.
+        spdlog::warn("audit: cannot write {} records: {}", batch.size(), st.ToString());
+        if (stopping && ++failures > 10) {
+          dropped_.fetch_add(batch.size());
+          spdlog::error("audit: {} records not written at shutdown", batch.size());
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (auto it = batch.rbegin(); it != batch.rend(); ++it) queue_.push_front(*it);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+    }
+    if (retention_.count() > 0 && std::chrono::steady_clock::now() >= next_prune) {
+      auto pruned = store_.PruneAudit(std::chrono::system_clock::now() - retention_);
+      if (pruned.ok() && *pruned > 0) spdlog::info("audit: pruned {} old records", *pruned);
+      next_prune = std::chrono::steady_clock::now() + kPruneEvery;
+    }
+    if (stopping) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+    }
+  }
+}
+
+}  // namespace qm::service

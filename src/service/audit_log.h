@@ -1,0 +1,51 @@
+#pragma once
+
+// The asynchronous half of the audit trail: records of denied requests (which change nothing,
+// so nothing to commit them with) are queued here and written by a background thread in
+// batches; the same thread prunes records older than the retention. Records of changes do not
+// pass through here: they commit with the change (store::AuditScope).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "store/store.h"
+
+namespace qm::service {
+
+class AuditLog {
+ public:
+  // `retention` 0 keeps records forever.
+  AuditLog(store::Store& store, std::chrono::seconds retention);
+  ~AuditLog();
+
+  void Start();
+  // Writes what is queued (retrying a failing database for up to a few seconds), then stops.
+  void Stop();
+
+  // Queues a record. Never blocks; a record that cannot be queued (the database has been
+  // unreachable for long enough to fill the queue) is logged as an error and counted, never
+  // dropped silently.
+  void Record(store::AuditRecord record);
+
+  uint64_t dropped() const { return dropped_.load(); }
+  uint64_t written() const { return written_.load(); }
+
+ private:
+  void Run();
+
+  store::Store& store_;
+  const std::chrono::seconds retention_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<store::AuditRecord> queue_;  // guarded by mu_
+  bool stopping_ = false;                 // guarded by mu_
+  std::thread thread_;
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> written_{0};
+};
+
+}  // namespace qm::service
