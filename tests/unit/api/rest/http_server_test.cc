@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -446,6 +448,55 @@ TEST_F(HttpServerTest, ShutdownEndsWatchesAndClosesIdleConnections) {
   EXPECT_NE(tail.find("0\r\n\r\n"), std::string::npos);
   idle.ReadAll(std::chrono::seconds(2), &closed);
   EXPECT_TRUE(closed);
+}
+
+// Slowloris: 2,000 connections that trickle a request header one byte every second hold no
+// thread and do not slow a normal client down. Bounded: ends after ~6 s by itself.
+TEST_F(HttpServerTest, TricklingConnectionsDoNotStarveNormalClients) {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 8192);
+  setrlimit(RLIMIT_NOFILE, &lim);
+  ASSERT_GE(lim.rlim_cur, 4200u) << "needs descriptors for 2,000 connections on both ends";
+  HttpServerOptions o;
+  o.header_timeout = std::chrono::seconds(30);  // the trickle outlives the test
+  StartServer(o);
+  std::vector<std::unique_ptr<RawClient>> slow;
+  for (int i = 0; i < 2000; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port()));
+    ASSERT_TRUE(slow.back()->connected()) << i;
+    slow.back()->Send("G");
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    const std::string rest = "ET /api HTTP/1.1\r\nX-Slow: ";
+    for (size_t n = 0; !done.load(); ++n) {
+      for (auto& c : slow) c->Send(std::string(1, n < rest.size() ? rest[n] : 'a'));
+      for (int t = 0; t < 10 && !done.load(); ++t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
+  std::vector<double> ms;
+  RawClient normal(port());
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < end) {
+    auto start = std::chrono::steady_clock::now();
+    normal.Send(Get("/apis/resource.k8s.io/v1/deviceclasses"));
+    ASSERT_EQ(Code(normal.ReadResponse()), 200);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  done = true;
+  trickle.join();
+  EXPECT_EQ(server_->connection_count(), 2001u);
+  std::sort(ms.begin(), ms.end());
+  ASSERT_GT(ms.size(), 100u);
+  double p99 = ms[ms.size() * 99 / 100];
+  EXPECT_LT(p99, 100.0) << "p99 " << p99 << " ms over " << ms.size() << " requests";
+  std::printf("normal client: %zu requests, p50 %.2f ms, p99 %.2f ms with 2000 trickling\n",
+              ms.size(), ms[ms.size() / 2], p99);
 }
 
 }  // namespace
