@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 
 #include "api/rest/auth_endpoints.h"
 #include "api/rest/http_server.h"
@@ -24,9 +24,9 @@
 #include "common/id_generator.h"
 #include "common/logging.h"
 #include "config/options.h"
-#include "service/object_service.h"
 #include "service/audit_log.h"
 #include "service/authorizer.h"
+#include "service/object_service.h"
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "spdlog/spdlog.h"
@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
   std::string kubeconfig = options->data_dir + "/admin.kubeconfig";
   if (auto st = qm::auth::WriteFileAtomically(
           kubeconfig,
-          qm::auth::RenderKubeconfig(server_url, ca_pem, qm::auth::KubeconfigUser{"admin", *admin_token}),
+          qm::auth::RenderKubeconfig(server_url, ca_pem,
+                                     qm::auth::KubeconfigUser{"admin", *admin_token}),
           0600);
       !st.ok()) {
     return Fail("admin kubeconfig", st);

@@ -53,8 +53,8 @@ absl::StatusOr<std::map<std::string, UserInfo>> ParseTokenFile(const std::string
     if (line.empty() || line.front() == '#') continue;
     auto fields = SplitCsvLine(line);
     if (!fields.ok() || fields->size() < 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token file line ", line_no, ": want token,user,uid[,\"group1,group2\"]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file line ", line_no, ": want token,user,uid[,\"group1,group2\"]"));
     }
     const std::string& token = (*fields)[0];
     UserInfo user{(*fields)[1], (*fields)[2], {}};

@@ -25,9 +25,9 @@ struct PeerCertificate {
 
 // What a request presented.
 struct Credentials {
-  std::optional<std::string> bearer_token;  // from `Authorization: Bearer <token>`
+  std::optional<std::string> bearer_token;            // from `Authorization: Bearer <token>`
   std::optional<PeerCertificate> client_certificate;  // verified by the transport
-  bool untrusted_client_certificate = false;  // one was presented but did not verify
+  bool untrusted_client_certificate = false;          // one was presented but did not verify
 };
 
 // Turns credentials into a user. Thread-safe.

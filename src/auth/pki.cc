@@ -140,8 +140,8 @@ absl::StatusOr<std::pair<X509Ptr, PkeyPtr>> NewCert(
 // The DNS names and IP addresses (as text) of a certificate's subjectAltName.
 std::set<std::string> SubjectAltNames(X509* cert) {
   std::set<std::string> out;
-  auto* names = static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
   if (names == nullptr) return out;
   for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
     const GENERAL_NAME* gn = sk_GENERAL_NAME_value(names, i);

@@ -329,8 +329,8 @@ absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& 
   }
   if (o.insecure_http) {
     std::string host = o.http_addr.substr(0, o.http_addr.rfind(':'));
-    bool loopback = host == "localhost" || host == "[::1]" || host == "::1" ||
-                    host.rfind("127.", 0) == 0;
+    bool loopback =
+        host == "localhost" || host == "[::1]" || host == "::1" || host.rfind("127.", 0) == 0;
     if (!loopback) {
       return absl::InvalidArgumentError(
           "--insecure-http serves plain HTTP and is allowed only on a loopback --http-addr "

@@ -18,7 +18,9 @@ AuditLog::AuditLog(store::Store& store, std::chrono::seconds retention)
 
 AuditLog::~AuditLog() { Stop(); }
 
-void AuditLog::Start() { thread_ = std::thread([this] { Run(); }); }
+void AuditLog::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void AuditLog::Stop() {
   {

@@ -69,8 +69,9 @@ absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
     if (every([&](const json* o) { return StringAt(o, {"spec", "nodeName"}) == *node; })) {
       return absl::OkStatus();
     }
-    return Denied(*node, "may only create, update or delete ResourceSlices whose spec.nodeName is \"" +
-                             *node + "\"");
+    return Denied(*node,
+                  "may only create, update or delete ResourceSlices whose spec.nodeName is \"" +
+                      *node + "\"");
   }
   if (kind == "Node") {
     if (every([&](const json* o) { return StringAt(o, {"metadata", "name"}) == *node; })) {

@@ -117,9 +117,9 @@ absl::Status AdmitBindingWrite(const Authorizer& authorizer, const auth::UserInf
   if (!rules.has_value()) {
     // Binding a role that does not exist grants nothing yet; Kubernetes refuses it unless the
     // user may `bind` it, since the role could be created later with any rules.
-    return absl::PermissionDeniedError("user \"" + user.name +
-                                       "\" cannot bind " + binding.role_ref.kind + " \"" +
-                                       binding.role_ref.name + "\": it does not exist");
+    return absl::PermissionDeniedError("user \"" + user.name + "\" cannot bind " +
+                                       binding.role_ref.kind + " \"" + binding.role_ref.name +
+                                       "\": it does not exist");
   }
   auto missing = NotHeld(authorizer, user, *rules, ns);
   return missing.empty() ? absl::OkStatus() : Escalation(user, missing);

@@ -119,7 +119,7 @@ TEST(PgStoreTest, AuditRecordsCommitWithTheirChanges) {
     auto created = (*store)->Create(MakeObject("audited"));
     ASSERT_TRUE(created.ok()) << created.status();
     rv = created->meta.resource_version;
-    EXPECT_FALSE((*store)->Create(MakeObject("audited")).ok());  // exists: no record
+    EXPECT_FALSE((*store)->Create(MakeObject("audited")).ok());            // exists: no record
     EXPECT_FALSE((*store)->Update(MakeObject("audited"), rv + 100).ok());  // conflict: none
   }
   ASSERT_TRUE((*store)->Create(MakeObject("unaudited")).ok());  // no scope: no record

@@ -51,9 +51,10 @@ HttpResponse HandleAuditQuery(store::Store& store, const HttpRequest& req) {
   q.resource = Query(req, "resource");
   q.namespace_ = Query(req, "namespace");
   q.name = Query(req, "name");
-  for (const auto& [key, out] : {std::pair<const char*, std::optional<std::chrono::system_clock::time_point>*>{
-                                     "since", &q.since},
-                                 {"until", &q.until}}) {
+  for (const auto& [key, out] :
+       {std::pair<const char*, std::optional<std::chrono::system_clock::time_point>*>{"since",
+                                                                                      &q.since},
+        {"until", &q.until}}) {
     std::string v = Query(req, key);
     if (v.empty()) continue;
     std::chrono::system_clock::time_point t;

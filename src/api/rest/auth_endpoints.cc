@@ -53,9 +53,8 @@ std::string StringField(const json& obj, const char* key) {
 
 }  // namespace
 
-AuthEndpoints::AuthEndpoints(service::ObjectService& objects,
-                             const service::Authorizer& authorizer, const Clock& clock,
-                             AuthEndpointsOptions options)
+AuthEndpoints::AuthEndpoints(service::ObjectService& objects, const service::Authorizer& authorizer,
+                             const Clock& clock, AuthEndpointsOptions options)
     : objects_(objects), authorizer_(authorizer), clock_(clock), options_(std::move(options)) {}
 
 bool AuthEndpoints::Serves(const std::string& path) {
@@ -77,9 +76,9 @@ HttpResponse AuthEndpoints::Handle(const HttpRequest& req) const {
   } else if (absl::StartsWith(p, kAuthzPrefix)) {
     seg = Segments(p, sizeof(kAuthzPrefix) - 1);
     bool local = seg.size() == 3 && seg[0] == "namespaces" && seg[2] == "localsubjectaccessreviews";
-    bool known = seg.size() == 1 && (seg[0] == "selfsubjectaccessreviews" ||
-                                     seg[0] == "selfsubjectrulesreviews" ||
-                                     seg[0] == "subjectaccessreviews");
+    bool known = seg.size() == 1 &&
+                 (seg[0] == "selfsubjectaccessreviews" || seg[0] == "selfsubjectrulesreviews" ||
+                  seg[0] == "subjectaccessreviews");
     if (!local && !known) {
       return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
     }
@@ -95,10 +94,9 @@ HttpResponse AuthEndpoints::Handle(const HttpRequest& req) const {
   if (absl::StartsWith(p, kAuthzPrefix)) {
     if (seg.size() == 3) return AccessReview(req, "LocalSubjectAccessReview", seg[1]);
     if (seg[0] == "selfsubjectrulesreviews") return RulesReview(req);
-    return AccessReview(req,
-                        seg[0] == "subjectaccessreviews" ? "SubjectAccessReview"
-                                                         : "SelfSubjectAccessReview",
-                        "");
+    return AccessReview(
+        req, seg[0] == "subjectaccessreviews" ? "SubjectAccessReview" : "SelfSubjectAccessReview",
+        "");
   }
   return TokenRequest(req, seg[3], seg[5]);
 }
@@ -126,8 +124,9 @@ HttpResponse AuthEndpoints::AccessReview(const HttpRequest& req, const std::stri
       }
     }
     if (subject.name.empty() && subject.groups.empty()) {
-      return Error(InvalidError(kind, "authorization.k8s.io", "",
-                                {model::Required("spec.user", "at least one of user or group must be specified")}));
+      return Error(InvalidError(
+          kind, "authorization.k8s.io", "",
+          {model::Required("spec.user", "at least one of user or group must be specified")}));
     }
   }
   service::AuthzAttributes attrs;
@@ -150,10 +149,10 @@ HttpResponse AuthEndpoints::AccessReview(const HttpRequest& req, const std::stri
     attrs.namespace_name = StringField(ra, "namespace");
     if (kind == "LocalSubjectAccessReview") {
       if (!attrs.namespace_name.empty() && attrs.namespace_name != namespace_name) {
-        return Error(InvalidError(kind, "authorization.k8s.io", "",
-                                  {model::Invalid("spec.resourceAttributes.namespace",
-                                                  attrs.namespace_name,
-                                                  "must match metadata.namespace")}));
+        return Error(
+            InvalidError(kind, "authorization.k8s.io", "",
+                         {model::Invalid("spec.resourceAttributes.namespace", attrs.namespace_name,
+                                         "must match metadata.namespace")}));
       }
       attrs.namespace_name = namespace_name;
     }
@@ -214,9 +213,10 @@ HttpResponse AuthEndpoints::TokenRequest(const HttpRequest& req, const std::stri
   auto ttl = options_.default_token_ttl;
   if (auto e = spec.find("expirationSeconds"); e != spec.end() && !e->is_null()) {
     if (!e->is_number_integer() || e->get<int64_t>() < 600) {
-      return Error(InvalidError("TokenRequest", "authentication.k8s.io", name,
-                                {model::Invalid("spec.expirationSeconds", e->dump(),
-                                                "may not specify a duration less than 10 minutes")}));
+      return Error(
+          InvalidError("TokenRequest", "authentication.k8s.io", name,
+                       {model::Invalid("spec.expirationSeconds", e->dump(),
+                                       "may not specify a duration less than 10 minutes")}));
     }
     ttl = std::min(options_.max_token_ttl, std::chrono::seconds(e->get<int64_t>()));
   }
@@ -232,7 +232,10 @@ HttpResponse AuthEndpoints::TokenRequest(const HttpRequest& req, const std::stri
     return Error(ToHttpError(sa.status(), StatusDetails{name, "", "serviceaccounts"}));
   }
   auto now = clock_.Now();
-  auth::ServiceAccountClaims claims{namespace_name, name, sa->meta.uid, audiences,
+  auth::ServiceAccountClaims claims{namespace_name,
+                                    name,
+                                    sa->meta.uid,
+                                    audiences,
                                     std::chrono::time_point_cast<std::chrono::seconds>(now),
                                     std::chrono::time_point_cast<std::chrono::seconds>(now + ttl)};
   std::string token = auth::SignServiceAccountToken(options_.service_account_key, claims);

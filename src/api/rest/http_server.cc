@@ -27,8 +27,8 @@
 #include "absl/strings/str_cat.h"
 #include "api/rest/audit_api.h"
 #include "api/rest/metrics.h"
-#include "service/audit_log.h"
 #include "api/rest/request_gate.h"
+#include "service/audit_log.h"
 #include "spdlog/spdlog.h"
 
 // Boost.Beast parses and writes HTTP/1.1; this file adds what an API server needs around it:
@@ -124,9 +124,10 @@ std::vector<std::string> WarningValues(const std::vector<std::string>& warnings)
 }
 
 std::string StatusBody(int code, const std::string& reason, const std::string& message) {
-  nlohmann::json j = {{"kind", "Status"},     {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
-                      {"status", "Failure"},  {"message", message}, {"reason", reason},
-                      {"code", code}};
+  nlohmann::json j = {
+      {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+      {"status", "Failure"}, {"message", message}, {"reason", reason},
+      {"code", code}};
   return j.dump();
 }
 
@@ -377,8 +378,7 @@ class WatchStream final : public WatchSink {
 template <bool kTls>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<kTls>> {
  public:
-  using Stream =
-      std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
 
   Session(HttpServer::Impl& srv, tcp::socket socket, bool reject)
       : srv_(srv), stream_(MakeStream(srv, std::move(socket))), reject_(reject) {
@@ -456,12 +456,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     state_ = State::kIdle;
     if (buffer_.size() > 0) return ReadHeader();
     Lowest().expires_after(srv_.options().idle_timeout);
-    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](
-                                                       beast::error_code ec, size_t n) {
-      if (ec) return self->Close();
-      self->buffer_.commit(n);
-      self->ReadHeader();
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close();
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
   }
 
   void ReadHeader() {
@@ -483,8 +483,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // Only `chunked` alone is a framing this server accepts for a body of unknown length;
     // anything else (gzip, chunked twice, an unknown coding) is a smuggling risk.
     if (auto te = msg.find(http::field::transfer_encoding); te != msg.end()) {
-      if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(Str(te->value())),
-                                  "chunked") ||
+      if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(Str(te->value())), "chunked") ||
           msg.count(http::field::transfer_encoding) > 1) {
         return Fail(400, "unsupported Transfer-Encoding");
       }
@@ -499,17 +498,17 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     Lowest().expires_after(srv_.options().body_timeout);
     auto read_body = [self = this->shared_from_this()] {
-      http::async_read(
-          self->stream_, self->buffer_, *self->parser_,
-          [self](beast::error_code ec, size_t) { self->OnBody(ec); });
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](beast::error_code ec, size_t) { self->OnBody(ec); });
     };
     if (absl::EqualsIgnoreCase(Str(msg[http::field::expect]), "100-continue")) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-      http::async_write(stream_, *cont, [self = this->shared_from_this(), cont, read_body](
-                                            beast::error_code ec, size_t) {
-        if (ec) return self->Close();
-        read_body();
-      });
+      http::async_write(
+          stream_, *cont,
+          [self = this->shared_from_this(), cont, read_body](beast::error_code ec, size_t) {
+            if (ec) return self->Close();
+            read_body();
+          });
       return;
     }
     read_body();
@@ -525,10 +524,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void OnReadError(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec.category() == asio::error::get_ssl_category() ||
-        ec == ssl::error::stream_truncated) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+        ec.category() == asio::error::get_ssl_category() || ec == ssl::error::stream_truncated) {
       return Close();
     }
     if (ec == http::error::header_limit) return Fail(431, "request headers too large");
@@ -582,13 +580,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto user = srv_.authn().Authenticate(creds);
     if (!user.ok() || (!user->has_value() && !IsAnonymousPath(req.path))) {
       if (!user.ok()) {
-        spdlog::info("request_id={} remote={} authentication failed: {}", req.request_id,
-                     remote_, std::string(user.status().message()));
+        spdlog::info("request_id={} remote={} authentication failed: {}", req.request_id, remote_,
+                     std::string(user.status().message()));
       }
       srv_.Observe(req, 401, started_);
       srv_.AuditDenied(req, 401);
-      return Write(StatusResponse(401, "Unauthorized", "Unauthorized"), keep_alive,
-                   req.request_id);
+      return Write(StatusResponse(401, "Unauthorized", "Unauthorized"), keep_alive, req.request_id);
     }
     req.user = std::move(*user);
     if (srv_.gate() != nullptr) {
@@ -602,8 +599,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (RestApi::IsWatch(req)) return StartWatch(std::move(req), keep_alive);
     if (!srv_.AcquireInflight()) {
       srv_.Observe(req, 429, started_);
-      HttpResponse r = StatusResponse(429, "TooManyRequests",
-                                      "too many requests, please try again later");
+      HttpResponse r =
+          StatusResponse(429, "TooManyRequests", "too many requests, please try again later");
       return Write(std::move(r), keep_alive, req.request_id, /*retry_after=*/true);
     }
     asio::post(srv_.pool(), [self = this->shared_from_this(), req = std::move(req), keep_alive] {
@@ -621,8 +618,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
              bool retry_after = false) {
     if (state_ == State::kClosed) return;
     state_ = State::kHandling;
-    auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(r.code), 11);
+    auto res =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.code), 11);
     res->set(http::field::content_type, r.content_type);
     res->set(http::field::cache_control, "no-cache, private");
     res->set("Audit-Id", request_id);
@@ -648,46 +645,46 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       });
     });
     auto start = started_;
-    asio::post(srv_.pool(), [self = this->shared_from_this(), req = std::move(req), keep_alive,
-                             start] {
-      std::optional<HttpResponse> err;
-      try {
-        err = self->srv_.api().StartWatch(req, self->watch_);
-      } catch (const std::exception& e) {
-        spdlog::error("request_id={} watch failed to start: {}", req.request_id, e.what());
-        err = StatusResponse(500, "InternalError",
-                             "Internal error occurred: see the server log for request " +
-                                 req.request_id);
-      }
-      self->srv_.Observe(req, err && !self->watch_->began() ? err->code : 200, start);
-      asio::post(self->stream_.get_executor(), [self, err = std::move(err), keep_alive,
-                                                id = req.request_id]() mutable {
-        if (err && !self->watch_->began()) {
-          self->watch_.reset();
-          return self->Write(std::move(*err), keep_alive, id);
-        }
-        self->state_ = State::kWatching;
-        self->Lowest().expires_never();
-        self->ReadWhileWatching();
-        self->FlushWatch();
-        if (self->srv_.stopping()) self->watch_->End();
-      });
-    });
+    asio::post(
+        srv_.pool(), [self = this->shared_from_this(), req = std::move(req), keep_alive, start] {
+          std::optional<HttpResponse> err;
+          try {
+            err = self->srv_.api().StartWatch(req, self->watch_);
+          } catch (const std::exception& e) {
+            spdlog::error("request_id={} watch failed to start: {}", req.request_id, e.what());
+            err = StatusResponse(
+                500, "InternalError",
+                "Internal error occurred: see the server log for request " + req.request_id);
+          }
+          self->srv_.Observe(req, err && !self->watch_->began() ? err->code : 200, start);
+          asio::post(self->stream_.get_executor(),
+                     [self, err = std::move(err), keep_alive, id = req.request_id]() mutable {
+                       if (err && !self->watch_->began()) {
+                         self->watch_.reset();
+                         return self->Write(std::move(*err), keep_alive, id);
+                       }
+                       self->state_ = State::kWatching;
+                       self->Lowest().expires_never();
+                       self->ReadWhileWatching();
+                       self->FlushWatch();
+                       if (self->srv_.stopping()) self->watch_->End();
+                     });
+        });
   }
 
   // A watching client sends nothing; a read that completes means it left (or misbehaves).
   void ReadWhileWatching() {
-    stream_.async_read_some(buffer_.prepare(512), [self = this->shared_from_this()](
-                                                      beast::error_code ec, size_t n) {
-      if (self->state_ == State::kClosed) return;
-      if (ec) {
-        if (self->watch_) self->watch_->Close();
-        return self->Close();
-      }
-      self->buffer_.commit(n);
-      self->buffer_.consume(self->buffer_.size());
-      self->ReadWhileWatching();
-    });
+    stream_.async_read_some(buffer_.prepare(512),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              if (self->state_ == State::kClosed) return;
+                              if (ec) {
+                                if (self->watch_) self->watch_->Close();
+                                return self->Close();
+                              }
+                              self->buffer_.commit(n);
+                              self->buffer_.consume(self->buffer_.size());
+                              self->ReadWhileWatching();
+                            });
   }
 
   void FlushWatch() {
@@ -703,17 +700,17 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return;
     }
     writing_ = true;
-    asio::async_write(stream_, asio::buffer(*batch),
-                      [self = this->shared_from_this(), batch, ended](beast::error_code ec,
-                                                                     size_t) {
-                        self->writing_ = false;
-                        if (ec) {
-                          if (self->watch_) self->watch_->Close();
-                          return self->Close();
-                        }
-                        if (ended) return self->Close();
-                        self->FlushWatch();
-                      });
+    asio::async_write(
+        stream_, asio::buffer(*batch),
+        [self = this->shared_from_this(), batch, ended](beast::error_code ec, size_t) {
+          self->writing_ = false;
+          if (ec) {
+            if (self->watch_) self->watch_->Close();
+            return self->Close();
+          }
+          if (ended) return self->Close();
+          self->FlushWatch();
+        });
   }
 
   void Close() {
@@ -764,7 +761,8 @@ absl::Status HttpServer::Impl::Start() {
                          ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                          ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
     ssl_ctx_.use_certificate_chain_file(options_.tls_cert_file, ec);
-    if (ec) return absl::InvalidArgumentError("cannot load TLS certificate " + options_.tls_cert_file);
+    if (ec)
+      return absl::InvalidArgumentError("cannot load TLS certificate " + options_.tls_cert_file);
     ssl_ctx_.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
     if (ec) return absl::InvalidArgumentError("cannot load TLS key " + options_.tls_key_file);
     if (!options_.client_ca_file.empty()) {
@@ -858,7 +856,8 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
         spdlog::warn("request_id={} readyz: database unreachable: {}", req.request_id,
                      std::string(st.message()));
         // Detail only for authenticated callers; never the database's own error text.
-        r = HttpResponse{503, "text/plain",
+        r = HttpResponse{503,
+                         "text/plain",
                          req.user ? "[-]database failed: unreachable\nreadyz check failed"
                                   : "readyz check failed",
                          {}};
@@ -871,8 +870,7 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
     } else if (audit_ != nullptr && req.user.has_value() && req.method != "GET" &&
                req.method != "HEAD") {
       // A change commits together with its audit record (the same transaction).
-      store::AuditRecord record =
-          AuditRecordFor(req, req.method == "POST" ? 201 : 200);
+      store::AuditRecord record = AuditRecordFor(req, req.method == "POST" ? 201 : 200);
       store::AuditScope scope(&record);
       r = api_.Handle(req);
     } else {
@@ -881,8 +879,7 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
     if (r.code == 403) AuditDenied(req, 403);
   } catch (const std::exception& e) {
     // Last-resort catch for this transport: one bad request never takes the server down.
-    spdlog::error("request_id={} {} {} failed: {}", req.request_id, req.method, req.path,
-                  e.what());
+    spdlog::error("request_id={} {} {} failed: {}", req.request_id, req.method, req.path, e.what());
     r = StatusResponse(500, "InternalError", "");
   }
   if (r.code >= 500) {
@@ -891,7 +888,7 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
       spdlog::error("request_id={} {} {} answered {}: {}", req.request_id, req.method, req.path,
                     r.code, r.body);
     }
-    std::string reason = r.code == 503 ? "ServiceUnavailable"
+    std::string reason = r.code == 503   ? "ServiceUnavailable"
                          : r.code == 504 ? "Timeout"
                                          : "InternalError";
     r = StatusResponse(r.code, reason,

@@ -79,9 +79,8 @@ const Schema kSelfSubjectAccessReview{
 const Schema kSubjectAccessReview{{{1, {"metadata", Type::kMessage, &kObjectMeta}},
                                    {2, {"spec", Type::kMessage, &kSubjectAccessReviewSpec}}}};
 const Schema kSelfSubjectRulesReviewSpec{{{1, {"namespace", Type::kString}}}};
-const Schema kSelfSubjectRulesReview{
-    {{1, {"metadata", Type::kMessage, &kObjectMeta}},
-     {2, {"spec", Type::kMessage, &kSelfSubjectRulesReviewSpec}}}};
+const Schema kSelfSubjectRulesReview{{{1, {"metadata", Type::kMessage, &kObjectMeta}},
+                                      {2, {"spec", Type::kMessage, &kSelfSubjectRulesReviewSpec}}}};
 const Schema kSelfSubjectReview{{{1, {"metadata", Type::kMessage, &kObjectMeta}}}};
 
 const Schema kPolicyRule{{{1, {"verbs", Type::kRepeatedString}},
@@ -95,9 +94,8 @@ const Schema kRbacSubject{{{1, {"kind", Type::kString}},
                            {2, {"apiGroup", Type::kString}},
                            {3, {"name", Type::kString}},
                            {4, {"namespace", Type::kString}}}};
-const Schema kRoleRef{{{1, {"apiGroup", Type::kString}},
-                       {2, {"kind", Type::kString}},
-                       {3, {"name", Type::kString}}}};
+const Schema kRoleRef{
+    {{1, {"apiGroup", Type::kString}}, {2, {"kind", Type::kString}}, {3, {"name", Type::kString}}}};
 const Schema kRoleBinding{{{1, {"metadata", Type::kMessage, &kObjectMeta}},
                            {2, {"subjects", Type::kRepeatedMessage, &kRbacSubject}},
                            {3, {"roleRef", Type::kMessage, &kRoleRef}}}};

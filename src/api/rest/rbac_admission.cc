@@ -1,7 +1,7 @@
 // RestApi::AdmitRbac: RBAC escalation prevention for writes of the RBAC kinds.
+#include "service/rbac_admission.h"
 #include "api/rest/rest_api.h"
 #include "model/json/rbac_json.h"
-#include "service/rbac_admission.h"
 
 namespace qm::api {
 

@@ -123,8 +123,9 @@ std::optional<HttpResponse> RequestGate::Admit(HttpRequest* req) const {
       checks.emplace_back(a, value);
     }
     if (!has_user) {
-      HttpError e = MakeError(400, "BadRequest",
-                              "requested impersonation of groups or uid without impersonating a user");
+      HttpError e =
+          MakeError(400, "BadRequest",
+                    "requested impersonation of groups or uid without impersonating a user");
       return HttpResponse{400, "application/json", e.status.dump(), {}};
     }
     for (const auto& [a, value] : checks) {

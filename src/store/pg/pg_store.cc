@@ -404,8 +404,8 @@ void InsertAudit(pqxx::work& tx, const std::vector<AuditRecord>& records) {
   }
   tx.exec_prepared("insert_audit", TextArray(cols[0]), TextArray(cols[1]), TextArray(cols[2]),
                    TextArray(cols[3]), TextArray(cols[4]), TextArray(cols[5]), TextArray(cols[6]),
-                   TextArray(cols[7]), TextArray(cols[8]), TextArray(cols[9]),
-                   TextArray(cols[10]), TextArray(cols[11]), TextArray(cols[12]));
+                   TextArray(cols[7]), TextArray(cols[8]), TextArray(cols[9]), TextArray(cols[10]),
+                   TextArray(cols[11]), TextArray(cols[12]));
 }
 
 // Statements prepared on every pooled connection: parsed and planned once per connection.
@@ -740,37 +740,39 @@ absl::Status PgStore::AppendAudit(const std::vector<AuditRecord>& records) {
 }
 
 absl::StatusOr<std::vector<AuditRecord>> PgStore::QueryAudit(const AuditQuery& q) {
-  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<std::vector<AuditRecord>> {
-    pqxx::nontransaction tx(c);
-    auto rows = tx.exec_prepared("query_audit", q.user, q.resource, q.namespace_, q.name,
-                                 q.since ? Micros(*q.since) : int64_t{0},
-                                 q.until ? Micros(*q.until) : int64_t{0}, q.after_id, q.limit);
-    std::vector<AuditRecord> out;
-    for (const auto& row : rows) {
-      AuditRecord r;
-      r.id = row[0].as<int64_t>();
-      r.time = std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
-      r.request_id = row[2].as<std::string>();
-      r.user = row[3].as<std::string>();
-      auto groups = nlohmann::json::parse(row[4].as<std::string>(), nullptr, false);
-      if (groups.is_array()) {
-        for (const auto& g : groups) {
-          if (g.is_string()) r.groups.push_back(g.get<std::string>());
+  return WithConnection(
+      *pool_, [&](pqxx::connection& c) -> absl::StatusOr<std::vector<AuditRecord>> {
+        pqxx::nontransaction tx(c);
+        auto rows = tx.exec_prepared("query_audit", q.user, q.resource, q.namespace_, q.name,
+                                     q.since ? Micros(*q.since) : int64_t{0},
+                                     q.until ? Micros(*q.until) : int64_t{0}, q.after_id, q.limit);
+        std::vector<AuditRecord> out;
+        for (const auto& row : rows) {
+          AuditRecord r;
+          r.id = row[0].as<int64_t>();
+          r.time = std::chrono::system_clock::time_point(
+              std::chrono::microseconds(row[1].as<int64_t>()));
+          r.request_id = row[2].as<std::string>();
+          r.user = row[3].as<std::string>();
+          auto groups = nlohmann::json::parse(row[4].as<std::string>(), nullptr, false);
+          if (groups.is_array()) {
+            for (const auto& g : groups) {
+              if (g.is_string()) r.groups.push_back(g.get<std::string>());
+            }
+          }
+          r.verb = row[5].as<std::string>();
+          r.api_group = row[6].as<std::string>();
+          r.resource = row[7].as<std::string>();
+          r.subresource = row[8].as<std::string>();
+          r.namespace_ = row[9].as<std::string>();
+          r.name = row[10].as<std::string>();
+          r.code = row[11].as<int>();
+          r.source = row[12].as<std::string>();
+          r.user_agent = row[13].as<std::string>();
+          out.push_back(std::move(r));
         }
-      }
-      r.verb = row[5].as<std::string>();
-      r.api_group = row[6].as<std::string>();
-      r.resource = row[7].as<std::string>();
-      r.subresource = row[8].as<std::string>();
-      r.namespace_ = row[9].as<std::string>();
-      r.name = row[10].as<std::string>();
-      r.code = row[11].as<int>();
-      r.source = row[12].as<std::string>();
-      r.user_agent = row[13].as<std::string>();
-      out.push_back(std::move(r));
-    }
-    return out;
-  });
+        return out;
+      });
 }
 
 absl::StatusOr<int64_t> PgStore::PruneAudit(std::chrono::system_clock::time_point before) {

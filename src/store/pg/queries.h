@@ -172,6 +172,7 @@ ORDER BY id
 LIMIT $8::bigint
 )sql";
 
-inline constexpr char kPruneAudit[] = "DELETE FROM audit_events WHERE at < to_timestamp($1::bigint / 1e6)";
+inline constexpr char kPruneAudit[] =
+    "DELETE FROM audit_events WHERE at < to_timestamp($1::bigint / 1e6)";
 
 }  // namespace qm::store::pg::queries

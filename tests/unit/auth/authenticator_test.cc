@@ -29,10 +29,10 @@ TEST(TokenFileTest, ParsesKubernetesCsvWithQuotedGroups) {
 }
 
 TEST(TokenFileTest, BadLinesNameTheLineButNeverTheToken) {
-  for (const std::string& text : {std::string("secret-token-1,alice\n"),
-                                  std::string("ok,a,1\nsecret-token-1,,2\n"),
-                                  std::string("secret-token-1,a,1\nsecret-token-1,b,2\n"),
-                                  std::string("secret-token-1,a,1,\"g1\n")}) {
+  for (const std::string& text :
+       {std::string("secret-token-1,alice\n"), std::string("ok,a,1\nsecret-token-1,,2\n"),
+        std::string("secret-token-1,a,1\nsecret-token-1,b,2\n"),
+        std::string("secret-token-1,a,1,\"g1\n")}) {
     auto tokens = ParseTokenFile(text);
     ASSERT_FALSE(tokens.ok()) << text;
     EXPECT_EQ(tokens.status().message().find("secret-token-1"), std::string::npos);
@@ -79,8 +79,8 @@ class ServiceAccountTokenTest : public ::testing::Test {
   const std::string key_ = std::string(32, 'k');
   const system_clock::time_point now_ = system_clock::time_point(seconds(1800000000));
   ServiceAccountClaims Claims() const {
-    return ServiceAccountClaims{"team-a", "builder", "uid-1", {"quartermaster"}, now_,
-                                now_ + hours(1)};
+    return ServiceAccountClaims{"team-a",          "builder", "uid-1",
+                                {"quartermaster"}, now_,      now_ + hours(1)};
   }
 };
 
@@ -97,8 +97,8 @@ TEST_F(ServiceAccountTokenTest, RoundTripsItsClaims) {
 
 TEST_F(ServiceAccountTokenTest, ExpiredTamperedAndForeignTokens) {
   std::string token = SignServiceAccountToken(key_, Claims());
-  EXPECT_TRUE(absl::IsUnauthenticated(
-      VerifyServiceAccountToken(key_, token, now_ + hours(2)).status()));
+  EXPECT_TRUE(
+      absl::IsUnauthenticated(VerifyServiceAccountToken(key_, token, now_ + hours(2)).status()));
   EXPECT_TRUE(absl::IsUnauthenticated(
       VerifyServiceAccountToken(std::string(32, 'x'), token, now_).status()));
   // A payload edited to another service account no longer matches its signature.
@@ -106,10 +106,9 @@ TEST_F(ServiceAccountTokenTest, ExpiredTamperedAndForeignTokens) {
   other.name = "admin";
   std::string forged = SignServiceAccountToken(std::string(32, 'x'), other);
   std::string spliced = forged.substr(0, forged.rfind('.')) + token.substr(token.rfind('.'));
-  EXPECT_TRUE(
-      absl::IsUnauthenticated(VerifyServiceAccountToken(key_, spliced, now_).status()));
-  for (const std::string& garbage : {std::string("abc"), std::string("a.b.c"),
-                                     std::string("...."), std::string(100000, '.')}) {
+  EXPECT_TRUE(absl::IsUnauthenticated(VerifyServiceAccountToken(key_, spliced, now_).status()));
+  for (const std::string& garbage :
+       {std::string("abc"), std::string("a.b.c"), std::string("...."), std::string(100000, '.')}) {
     auto r = VerifyServiceAccountToken(key_, garbage, now_);
     ASSERT_TRUE(r.ok());
     EXPECT_FALSE(r->has_value());

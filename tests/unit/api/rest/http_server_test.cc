@@ -118,8 +118,7 @@ class RawClient {
   bool connected() const { return connected_; }
 
   void Send(const std::string& data) {
-    ASSERT_EQ(send(fd_, data.data(), data.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(data.size()));
+    ASSERT_EQ(send(fd_, data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(data.size()));
   }
 
   // Reads until the peer closes or `wait` passes without new bytes; `closed` says which.
@@ -190,7 +189,7 @@ class HttpServerTest : public ::testing::Test {
     std::map<std::string, auth::UserInfo> tokens;
     tokens[kToken] = auth::WithAuthenticatedGroup({"tester", "1", {auth::kGroupMasters}});
     authn_ = std::make_unique<auth::UnionAuthenticator>(std::move(tokens),
-                                                       std::vector<auth::TokenVerifier>{});
+                                                        std::vector<auth::TokenVerifier>{});
     options.address = "127.0.0.1:0";
     server_ = std::make_unique<HttpServer>(*api_, store_, metrics_, *authn_, nullptr, options);
     ASSERT_TRUE(server_->Start().ok());
@@ -276,23 +275,20 @@ TEST_F(HttpServerTest, AmbiguousFramingIsRejectedAndClosesTheConnection) {
       {"Transfer-Encoding and Content-Length",
        "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
-      {"duplicate Content-Length",
-       "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
-           "Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}"},
-      {"duplicate equal Content-Length",
-       "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
-           "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}"},
-      {"malformed chunk size",
-       "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
-           "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"},
+      {"duplicate Content-Length", "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
+                                       "Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}"},
+      {"duplicate equal Content-Length", "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
+                                             "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}"},
+      {"malformed chunk size", "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
+                                   "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"},
       {"chunk size overflow",
        "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
            "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n{}\r\n0\r\n\r\n"},
       {"chunk trailer",
        "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
            "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: 1\r\n\r\n"},
-      {"unknown transfer coding",
-       "POST /api HTTP/1.1\r\nHost: t\r\n" + auth + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"},
+      {"unknown transfer coding", "POST /api HTTP/1.1\r\nHost: t\r\n" + auth +
+                                      "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"},
       {"negative Content-Length",
        "POST /api HTTP/1.1\r\nHost: t\r\n" + auth + "Content-Length: -1\r\n\r\n"},
       {"space before colon",
@@ -421,10 +417,11 @@ TEST_F(HttpServerTest, WatchStreamsEventsWithChunkedEncoding) {
   RawClient c(port());
   std::string body =
       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu"}})";
-  c.Send("POST /apis/resource.k8s.io/v1/deviceclasses HTTP/1.1\r\nHost: t\r\nAuthorization: "
-         "Bearer " +
-         std::string(kToken) + "\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body);
+  c.Send(
+      "POST /apis/resource.k8s.io/v1/deviceclasses HTTP/1.1\r\nHost: t\r\nAuthorization: "
+      "Bearer " +
+      std::string(kToken) + "\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
   EXPECT_EQ(Code(c.ReadResponse()), 201);
   std::string events = w.ReadAll(std::chrono::seconds(2));
   EXPECT_NE(events.find(R"("type":"ADDED")"), std::string::npos) << events;

@@ -699,18 +699,16 @@ TEST_F(RestApiTest, MalformedAndOversizedInputIsAClientErrorNotACrash) {
       {"not JSON", "{\"apiVersion\":"},
   };
   for (const auto& [name, body] : bodies) {
-    std::string path = name.find("quantity") != std::string::npos
-                           ? "/api/v1/namespaces/default/resourcequotas"
-                       : body.find("DeviceClass") != std::string::npos
-                           ? "/apis/resource.k8s.io/v1/deviceclasses"
-                           : claims_;
+    std::string path =
+        name.find("quantity") != std::string::npos ? "/api/v1/namespaces/default/resourcequotas"
+        : body.find("DeviceClass") != std::string::npos ? "/apis/resource.k8s.io/v1/deviceclasses"
+                                                        : claims_;
     auto r = Call("POST", path, body);
     EXPECT_GE(r.code, 400) << name;
     EXPECT_LT(r.code, 500) << name << ": " << r.body.substr(0, 300);
   }
-  for (const std::string& selector :
-       {big, std::string(100000, '('), "a in (" + big + ")", std::string(100000, '!'),
-        "a," + std::string(50000, ',')}) {
+  for (const std::string& selector : {big, std::string(100000, '('), "a in (" + big + ")",
+                                      std::string(100000, '!'), "a," + std::string(50000, ',')}) {
     auto r = Call("GET", claims_, "", "application/json", {{"labelSelector", selector}});
     EXPECT_EQ(r.code, 400) << selector.substr(0, 40);
     r = Call("GET", claims_, "", "application/json", {{"fieldSelector", selector}});
