@@ -191,6 +191,9 @@ int main(int argc, char** argv) {
   qm::service::ObjectService objects(**store, clock, ids, &hub);
   qm::api::RestApi api(objects, hub, clock);
   if (auto st = api.EnsureDefaultNamespace(); !st.ok()) return Fail("default namespace", st);
+  if (auto st = api.ApplyManifests(qm::api::BootstrapRbacManifests()); !st.ok()) {
+    return Fail("default RBAC roles", st);
+  }
   if (options->sample_inventory) {
     if (auto st = api.ApplyManifests(qm::kSampleInventory); !st.ok()) {
       return Fail("sample inventory", st);

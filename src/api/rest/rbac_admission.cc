@@ -45,3 +45,53 @@ absl::Status RestApi::AdmitRbac(const model::ResourceType& type, const nlohmann:
 }
 
 }  // namespace qm::api
+
+namespace qm::api {
+
+std::string BootstrapRbacManifests() {
+  using nlohmann::json;
+  auto rules_json = [](const std::vector<model::PolicyRule>& rules) {
+    json out = json::array();
+    for (const auto& r : rules) {
+      json j = {{"verbs", r.verbs}};
+      if (!r.non_resource_urls.empty()) {
+        j["nonResourceURLs"] = r.non_resource_urls;
+      } else {
+        j["apiGroups"] = r.api_groups;
+        j["resources"] = r.resources;
+        if (!r.resource_names.empty()) j["resourceNames"] = r.resource_names;
+      }
+      out.push_back(std::move(j));
+    }
+    return out;
+  };
+  const json labels = {{"kubernetes.io/bootstrapping", "rbac-defaults"}};
+  json docs = json::array();
+  const auto& policy = service::BootstrapPolicy();
+  for (const auto& role : policy.cluster_roles) {
+    docs.push_back({{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                    {"kind", "ClusterRole"},
+                    {"metadata", {{"name", role.name}, {"labels", labels}}},
+                    {"rules", rules_json(role.rules)}});
+  }
+  for (const auto& binding : policy.cluster_role_bindings) {
+    json subjects = json::array();
+    for (const auto& s : binding.subjects) {
+      json j = {{"kind", s.kind}, {"name", s.name}};
+      if (!s.api_group.empty()) j["apiGroup"] = s.api_group;
+      if (!s.namespace_.empty()) j["namespace"] = s.namespace_;
+      subjects.push_back(std::move(j));
+    }
+    docs.push_back({{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                    {"kind", "ClusterRoleBinding"},
+                    {"metadata", {{"name", binding.name}, {"labels", labels}}},
+                    {"roleRef",
+                     {{"apiGroup", binding.role_ref.api_group},
+                      {"kind", binding.role_ref.kind},
+                      {"name", binding.role_ref.name}}},
+                    {"subjects", subjects}});
+  }
+  return docs.dump();
+}
+
+}  // namespace qm::api

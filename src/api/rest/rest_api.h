@@ -21,6 +21,11 @@ namespace qm::api {
 
 class AuthEndpoints;
 
+// The built-in ClusterRoles and ClusterRoleBindings (service::BootstrapPolicy) as a JSON array
+// of manifests, for RestApi::ApplyManifests at start: `kubectl get clusterroles` lists them
+// (labelled kubernetes.io/bootstrapping=rbac-defaults), as in a Kubernetes cluster.
+std::string BootstrapRbacManifests();
+
 // A transport-neutral HTTP request as the REST API sees it.
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
