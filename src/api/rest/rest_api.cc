@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -190,7 +191,8 @@ absl::Status CheckUnknownFields(const model::ResourceType& type, const std::stri
 // and merge, and a deep enough document would overflow the stack.
 constexpr int kMaxJsonDepth = 1000;
 
-absl::StatusOr<json> ParseBody(const std::string& body) {
+absl::StatusOr<json> ParseBody(const std::string& body,
+                               std::vector<std::string>* duplicates = nullptr) {
   int depth = 0;
   bool in_string = false;
   for (size_t i = 0; i < body.size(); ++i) {
@@ -216,11 +218,67 @@ absl::StatusOr<json> ParseBody(const std::string& body) {
       --depth;
     }
   }
-  json j = json::parse(body, nullptr, false);
+  // Duplicate keys: the last one wins (as Kubernetes' decoder), and each is reported so the
+  // caller can warn or, with fieldValidation=Strict, refuse.
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+  };
+  std::vector<Frame> frames;
+  json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        frames.push_back({true, {}, ""});
+        break;
+      case json::parse_event_t::array_start:
+        frames.push_back({false, {}, ""});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!frames.empty() && parsed.is_string()) {
+          Frame& top = frames.back();
+          top.key = parsed.get<std::string>();
+          if (!top.keys.insert(top.key).second && duplicates != nullptr) {
+            std::string path;
+            for (const auto& f : frames) {
+              if (!f.object) continue;
+              path += (path.empty() ? "" : ".") + f.key;
+            }
+            duplicates->push_back(path);
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json j = json::parse(body, cb, false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError("the request body is not valid JSON");
   }
   return j;
+}
+
+// Duplicate fields in a request body: a warning each, or with fieldValidation=Strict a 400.
+absl::Status CheckDuplicateFields(const std::vector<std::string>& duplicates,
+                                  const HttpRequest& req, std::vector<std::string>* warnings) {
+  if (duplicates.empty() || QueryParam(req, "fieldValidation") == "Ignore") {
+    return absl::OkStatus();
+  }
+  if (QueryParam(req, "fieldValidation") == "Strict") {
+    std::string msg = "strict decoding error: ";
+    for (size_t i = 0; i < duplicates.size(); ++i) {
+      msg += (i ? ", " : "") + std::string("json: duplicate field \"") + duplicates[i] + "\"";
+    }
+    return absl::InvalidArgumentError(msg);
+  }
+  for (const auto& d : duplicates) warnings->push_back("duplicate field \"" + d + "\"");
+  return absl::OkStatus();
 }
 
 std::string EncodeContinue(const std::string& ns, const std::string& name) {
@@ -722,14 +780,17 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     }
     return ok(200, obj);
   }
+  std::vector<std::string> duplicates;
   if (req.method == "POST" && collection && t.subresource.empty()) {
-    auto body = ParseBody(req.body);
+    auto body = ParseBody(req.body, &duplicates);
     if (!body.ok()) return fail(body.status());
+    if (auto st = CheckDuplicateFields(duplicates, req, &warnings); !st.ok()) return fail(st);
     return create(*std::move(body));
   }
   if (req.method == "PUT" && !collection) {
-    auto body = ParseBody(req.body);
+    auto body = ParseBody(req.body, &duplicates);
     if (!body.ok()) return fail(body.status());
+    if (auto st = CheckDuplicateFields(duplicates, req, &warnings); !st.ok()) return fail(st);
     model::FieldErrors errors;
     auto updated = objects_.Update(
         key,
@@ -745,8 +806,9 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
   if (req.method == "PATCH" && !collection) {
     auto patch_type = PatchTypeFromContentType(req.content_type);
     if (!patch_type.ok()) return fail(patch_type.status());
-    auto patch = ParseBody(req.body);
+    auto patch = ParseBody(req.body, &duplicates);
     if (!patch.ok()) return fail(patch.status());
+    if (auto st = CheckDuplicateFields(duplicates, req, &warnings); !st.ok()) return fail(st);
     if (*patch_type == PatchType::kApply && !status_only) {
       auto existing = objects_.Get(key);
       if (absl::IsNotFound(existing.status())) return create(*patch);

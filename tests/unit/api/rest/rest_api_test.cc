@@ -822,5 +822,29 @@ TEST_F(RbacKindsTest, ServiceAccountsCreateAndPrint) {
   EXPECT_EQ(table["rows"][0]["cells"], json::parse(R"(["ci", 0, "0s"])"));
 }
 
+// Duplicate JSON keys: the last wins with a Warning, and fieldValidation=Strict refuses them.
+TEST_F(RestApiTest, DuplicateJsonKeysWarnOrFailStrictly) {
+  const std::string body = R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass",)"
+                           R"("metadata":{"name":"first","labels":{"a":"1"},"name":"dup"}})";
+  auto warned = Call("POST", "/apis/resource.k8s.io/v1/deviceclasses", body);
+  ASSERT_EQ(warned.code, 201) << warned.body;
+  EXPECT_EQ(Body(warned)["metadata"]["name"], "dup");
+  ASSERT_EQ(warned.warnings.size(), 1u);
+  EXPECT_EQ(warned.warnings[0], "duplicate field \"metadata.name\"");
+  auto strict = Call("POST", "/apis/resource.k8s.io/v1/deviceclasses",
+                     R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","kind":"X",)"
+                     R"("metadata":{"name":"s"}})",
+                     "application/json", {{"fieldValidation", "Strict"}});
+  EXPECT_EQ(strict.code, 400);
+  EXPECT_EQ(Body(strict)["message"], "strict decoding error: json: duplicate field \"kind\"");
+  // The same key in different objects is not a duplicate.
+  auto fine = Call("POST", "/apis/resource.k8s.io/v1/deviceclasses",
+                   R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass",)"
+                   R"("metadata":{"name":"n","labels":{"name":"x"}}})",
+                   "application/json", {{"fieldValidation", "Strict"}});
+  EXPECT_EQ(fine.code, 201) << fine.body;
+  EXPECT_TRUE(fine.warnings.empty());
+}
+
 }  // namespace
 }  // namespace qm::api
