@@ -1,14 +1,26 @@
 #include "store/pg/embedded_postgres.h"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <filesystem>
-#include <fstream>
+#include <pqxx/pqxx>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/status/statusor.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::store::pg {
@@ -17,6 +29,60 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kPort = 5432;  // only names the socket file; nothing listens on TCP
+constexpr char kUser[] = "quartermaster";
+constexpr size_t kMaxOutput = 2000;        // bytes of a failed command's output kept for errors
+constexpr size_t kMaxPasswordFile = 4096;  // bytes
+constexpr size_t kMaxHbaFile = 1 << 20;    // bytes
+constexpr auto kReloadTimeout = std::chrono::seconds(30);
+
+// Written over a trust-era pg_hba.conf. Nothing listens on TCP (listen_addresses=''); the host
+// lines only keep passwords required should someone enable it.
+constexpr char kScramHba[] =
+    "# Written by Quartermaster: every connection to the embedded cluster needs the password\n"
+    "# (SCRAM-SHA-256).\n"
+    "# TYPE  DATABASE     USER  ADDRESS       METHOD\n"
+    "local   all          all                 scram-sha-256\n"
+    "host    all          all   127.0.0.1/32  scram-sha-256\n"
+    "host    all          all   ::1/128       scram-sha-256\n"
+    "local   replication  all                 scram-sha-256\n"
+    "host    replication  all   127.0.0.1/32  scram-sha-256\n"
+    "host    replication  all   ::1/128       scram-sha-256\n";
+
+std::string ErrnoText(int err) { return std::error_code(err, std::system_category()).message(); }
+
+// Owns a file descriptor.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  int fd_;
+};
+
+// The owner of the cluster's files: `postgres` when this process is root, else this process.
+struct Owner {
+  uid_t uid;
+  gid_t gid;
+  bool is_other_user;  // files this process creates for PostgreSQL must be chowned to uid:gid
+};
 
 std::string FindBinDir() {
   const fs::path root = "/usr/lib/postgresql";
@@ -34,61 +100,425 @@ std::string FindBinDir() {
   return best_dir;
 }
 
-// Runs argv (optionally as another user) and waits; returns the exit code, or -1 if it could not
-// be started. Output goes to `log_path`.
-int Run(const std::vector<std::string>& args, const std::string& run_as,
-        const std::string& log_path, std::string* output) {
-  std::vector<std::string> full;
-  if (!run_as.empty()) {
-    full = {"/usr/sbin/runuser", "-u", run_as, "--"};
+// pg_ctl hands -D, -l and -o to /bin/sh -c (inside double quotes, -o unquoted), postgres splits
+// unix_socket_directories at commas, and the directory goes into a libpq connection string: a
+// path made of these characters means nothing to any of them.
+bool IsPlainPath(std::string_view path) {
+  constexpr std::string_view kAllowed = "/._-+@:~";
+  if (path.empty()) return false;
+  for (char c : path) {
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && kAllowed.find(c) == std::string_view::npos) return false;
   }
-  full.insert(full.end(), args.begin(), args.end());
+  return true;
+}
+
+// A libpq connection-string value, quoted.
+std::string ConnInfoValue(std::string_view v) {
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+absl::StatusOr<std::string> RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError("getrandom: " + ErrnoText(errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : raw) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
+
+struct RunResult {
+  int exit_code = -1;  // -1: could not be started, or killed by a signal
+  std::string output;  // stdout and stderr, last kMaxOutput bytes (when captured)
+};
+
+// Runs argv directly (fork/exec, no shell), through runuser as `run_as` when set, with stdin
+// from /dev/null, and waits for it. stdout and stderr are captured through a pipe, or discarded
+// when `capture` is false (pg_ctl start: the server it leaves behind must not hold our pipe).
+RunResult Run(std::vector<std::string> args, const std::string& run_as, bool capture) {
+  if (!run_as.empty()) args.insert(args.begin(), {"/usr/sbin/runuser", "-u", run_as, "--"});
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<char*> argv;
-  for (auto& a : full) argv.push_back(a.data());
+  for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  int pipe_fds[2] = {-1, -1};
+  if (capture && pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
 
   pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    FILE* f = std::fopen(log_path.c_str(), "a");
-    if (f != nullptr) {
-      dup2(fileno(f), STDOUT_FILENO);
-      dup2(fileno(f), STDERR_FILENO);
+  if (pid < 0) {
+    if (capture) {
+      close(pipe_fds[0]);
+      close(pipe_fds[1]);
     }
-    // Never let PostgreSQL inherit our listening sockets.
+    return {};
+  }
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull < 0) _exit(127);
+    int out = capture ? pipe_fds[1] : devnull;
+    dup2(devnull, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
+    // Never let PostgreSQL inherit our listening sockets or files.
     for (int fd = 3; fd < 1024; ++fd) close(fd);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  RunResult result;
+  if (capture) {
+    close(pipe_fds[1]);
+    char buf[4096];
+    for (;;) {
+      ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      result.output.append(buf, static_cast<size_t>(n));
+      if (result.output.size() > 2 * kMaxOutput) {
+        result.output.erase(0, result.output.size() - kMaxOutput);
+      }
+    }
+    close(pipe_fds[0]);
+    if (result.output.size() > kMaxOutput) {
+      result.output.erase(0, result.output.size() - kMaxOutput);
+    }
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (output != nullptr) {
-    std::ifstream in(log_path);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    *output = all.size() > 2000 ? all.substr(all.size() - 2000) : all;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
 }
 
-absl::Status ChownTree(const fs::path& dir, const std::string& user) {
-  struct passwd* pw = getpwnam(user.c_str());
-  if (pw == nullptr) {
-    return absl::FailedPreconditionError(
-        "running as root, but there is no '" + user +
-        "' system user to run the embedded PostgreSQL as; install postgresql-15 "
-        "(scripts/install-deps.sh) or pass --database-url");
+// Opens `name` in `dir_fd` as a directory, never through a symlink.
+Fd OpenDirAt(int dir_fd, const std::string& name) {
+  return Fd(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// Reads a regular file `name` in `dir_fd`, never through a symlink (nor blocking on a FIFO).
+// NotFound when it does not exist. `st` receives its attributes.
+absl::StatusOr<std::string> ReadFileAt(int dir_fd, const std::string& name, const std::string& path,
+                                       size_t max_size, struct stat* st) {
+  Fd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.ok()) {
+    if (errno == ENOENT) return absl::NotFoundError(path + " does not exist");
+    if (errno == ELOOP) return absl::FailedPreconditionError(path + " is a symlink; refusing it");
+    return absl::InternalError("cannot open " + path + ": " + ErrnoText(errno));
   }
-  if (chown(dir.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
-    return absl::InternalError("cannot chown " + dir.string());
+  if (fstat(fd.get(), st) != 0) return absl::InternalError("cannot stat " + path);
+  if (!S_ISREG(st->st_mode)) {
+    return absl::FailedPreconditionError(path + " is not a regular file; refusing it");
+  }
+  if (static_cast<size_t>(st->st_size) > max_size) {
+    return absl::FailedPreconditionError(path + " is unexpectedly large");
+  }
+  std::string content;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError("cannot read " + path + ": " + ErrnoText(errno));
+    if (n == 0) break;
+    content.append(buf, static_cast<size_t>(n));
+    if (content.size() > max_size) {
+      return absl::FailedPreconditionError(path + " is unexpectedly large");
+    }
+  }
+  return content;
+}
+
+absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError("cannot write " + path + ": " + ErrnoText(errno));
+    data.remove_prefix(static_cast<size_t>(n));
   }
   return absl::OkStatus();
+}
+
+// Creates a new file (0600, owned by `owner` when given) under a random name in `dir_fd` holding
+// `content`, synced. O_EXCL|O_NOFOLLOW: never opens something already there.
+absl::StatusOr<std::string> CreateTempFileAt(int dir_fd, const std::string& prefix,
+                                             std::string_view content, const Owner* owner) {
+  auto suffix = RandomHex(8);
+  if (!suffix.ok()) return suffix.status();
+  std::string name = prefix + *suffix;
+  Fd fd(openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.ok()) return absl::InternalError("cannot create " + name + ": " + ErrnoText(errno));
+  absl::Status st = WriteAll(fd.get(), content, name);
+  if (st.ok() && owner != nullptr && owner->is_other_user &&
+      fchown(fd.get(), owner->uid, owner->gid) != 0) {
+    st = absl::InternalError("cannot chown " + name + ": " + ErrnoText(errno));
+  }
+  if (st.ok() && fsync(fd.get()) != 0) {
+    st = absl::InternalError("cannot sync " + name + ": " + ErrnoText(errno));
+  }
+  if (!st.ok()) {
+    unlinkat(dir_fd, name.c_str(), 0);
+    return st;
+  }
+  return name;
+}
+
+// The password from `<cluster>.password`: NotFound when missing, FailedPrecondition unless it is
+// a private regular file of this process's user.
+absl::StatusOr<std::string> ReadPasswordFile(int parent_fd, const std::string& name,
+                                             const std::string& path) {
+  struct stat st {};
+  auto content = ReadFileAt(parent_fd, name, path, kMaxPasswordFile, &st);
+  if (!content.ok()) return content.status();
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(
+        path + " must be owned by the user running quartermaster (uid " +
+        std::to_string(geteuid()) + ") and readable by no one else (chmod 600)");
+  }
+  std::string password = *content;
+  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
+    password.pop_back();
+  }
+  for (char c : password) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::FailedPreconditionError(path + " holds control characters");
+    }
+  }
+  if (password.empty()) return absl::FailedPreconditionError(path + " is empty");
+  return password;
+}
+
+// Writes a new random password to `<cluster>.password` without replacing an existing file: it
+// is written and synced under a temporary name first, so a crash never leaves a partial one.
+absl::StatusOr<std::string> CreatePasswordFile(int parent_fd, const std::string& name,
+                                               const std::string& path) {
+  auto password = RandomHex(32);
+  if (!password.ok()) return password.status();
+  auto tmp = CreateTempFileAt(parent_fd, "." + name + ".tmp-", *password + "\n", nullptr);
+  if (!tmp.ok()) return tmp.status();
+  int rc = linkat(parent_fd, tmp->c_str(), parent_fd, name.c_str(), 0);
+  int link_errno = errno;
+  unlinkat(parent_fd, tmp->c_str(), 0);
+  if (rc != 0) {
+    // Another process created it first: use that one.
+    if (link_errno == EEXIST) return ReadPasswordFile(parent_fd, name, path);
+    return absl::InternalError("cannot create " + path + ": " + ErrnoText(link_errno));
+  }
+  fsync(parent_fd);
+  return *password;
+}
+
+// True when every active pg_hba.conf line requires a SCRAM password (or rejects).
+bool HbaRequiresPasswords(std::string_view content) {
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    bool active = false;
+    bool ok = false;
+    size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+      size_t start = i;
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+      if (i == start) continue;
+      active = true;
+      std::string_view token = line.substr(start, i - start);
+      if (token == "scram-sha-256" || token == "reject") ok = true;
+    }
+    if (active && !ok) return false;
+  }
+  return true;
+}
+
+bool IsPasswordRejection(std::string_view message) {
+  return message.find("password authentication failed") != std::string_view::npos ||
+         message.find("no password supplied") != std::string_view::npos;
+}
+
+// Opens the parent of the cluster directory, creating it (0711 for a cluster run by another
+// user, who must traverse it, else 0700) when missing. It holds the password file and names the
+// cluster directory, so only root or this process's user may be able to change its entries.
+absl::StatusOr<Fd> OpenParent(const fs::path& parent, const Owner& owner) {
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    fs::create_directories(parent.parent_path(), ec);
+    if (mkdir(parent.c_str(), owner.is_other_user ? 0711 : 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError("cannot create " + parent.string() + ": " + ErrnoText(errno));
+    }
+  }
+  Fd fd(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.ok()) {
+    return absl::InternalError("cannot open " + parent.string() + ": " + ErrnoText(errno));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return absl::InternalError("cannot stat " + parent.string());
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(parent.string() +
+                                         " must be owned by root or by the user running "
+                                         "quartermaster: it holds the database password");
+  }
+  if ((st.st_mode & S_IWOTH) != 0) {
+    return absl::FailedPreconditionError(parent.string() +
+                                         " is writable by every user; it holds the database "
+                                         "password (chmod o-w it, or choose another --data-dir)");
+  }
+  return fd;
+}
+
+// Runs initdb with password authentication. initdb reads the password from a file: a copy goes
+// into a private directory with a random name next to the cluster (created with mkdirat, which
+// fails rather than reuse anything already there), owned by the user initdb runs as, and is
+// removed as soon as initdb exits.
+absl::Status InitCluster(const std::string& bin_dir, const std::string& data_dir,
+                         const std::string& run_as, const Owner& owner, int parent_fd,
+                         const std::string& parent, const std::string& name,
+                         const std::string& password) {
+  auto suffix = RandomHex(8);
+  if (!suffix.ok()) return suffix.status();
+  const std::string tmp_dir_name = "." + name + ".initdb-" + *suffix;
+  if (mkdirat(parent_fd, tmp_dir_name.c_str(), 0700) != 0) {
+    return absl::InternalError("cannot create " + parent + "/" + tmp_dir_name + ": " +
+                               ErrnoText(errno));
+  }
+  absl::Cleanup remove_dir = [&] { unlinkat(parent_fd, tmp_dir_name.c_str(), AT_REMOVEDIR); };
+  Fd tmp_dir = OpenDirAt(parent_fd, tmp_dir_name);
+  if (!tmp_dir.ok()) return absl::InternalError("cannot open " + tmp_dir_name);
+  auto pwfile = CreateTempFileAt(tmp_dir.get(), "pwfile-", password + "\n", &owner);
+  if (!pwfile.ok()) return pwfile.status();
+  absl::Cleanup remove_file = [&] { unlinkat(tmp_dir.get(), pwfile->c_str(), 0); };
+  if (owner.is_other_user && fchown(tmp_dir.get(), owner.uid, owner.gid) != 0) {
+    return absl::InternalError("cannot chown " + tmp_dir_name + ": " + ErrnoText(errno));
+  }
+  RunResult r =
+      Run({bin_dir + "/initdb", "-D", data_dir, std::string("--username=") + kUser,
+           "--pwfile=" + parent + "/" + tmp_dir_name + "/" + *pwfile, "--auth-local=scram-sha-256",
+           "--auth-host=scram-sha-256", "--encoding=UTF8", "--no-locale", "--no-instructions"},
+          run_as, /*capture=*/true);
+  if (r.exit_code != 0) {
+    return absl::InternalError("initdb failed (exit " + std::to_string(r.exit_code) +
+                               "): " + r.output);
+  }
+  return absl::OkStatus();
+}
+
+// The last part of the server log, for an error message. Read without following a symlink and
+// only when owned by the cluster's owner: as root this reads in a directory `postgres` controls.
+std::string ServerLogTail(int cluster_fd, const Owner& owner) {
+  constexpr off_t kTail = 1500;
+  Fd fd(openat(cluster_fd, "postgres.log", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.ok() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != owner.uid) {
+    return "";
+  }
+  std::string tail(static_cast<size_t>(kTail), '\0');
+  ssize_t n =
+      pread(fd.get(), tail.data(), tail.size(), st.st_size > kTail ? st.st_size - kTail : 0);
+  tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return tail;
+}
+
+// Sets the role's password over a connection the cluster still trusts, then requires passwords
+// in pg_hba.conf and waits until the server has reloaded it (see the header).
+absl::Status MigrateToScram(const std::string& url, const std::string& password, int cluster_fd,
+                            const std::string& data_dir, const Owner& owner, bool rewrite_hba) {
+  try {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    // The server hashes the password (SCRAM); keep the statement out of its log whatever the
+    // cluster's logging settings say.
+    tx.exec("SET log_statement = 'none'");
+    tx.exec("SET log_min_error_statement = 'panic'");
+    tx.exec("SET log_min_duration_statement = -1");
+    tx.exec("SET password_encryption = 'scram-sha-256'");
+    // A utility statement: it takes no bind parameters, hence the quoting.
+    tx.exec("ALTER ROLE " + tx.quote_name(kUser) + " PASSWORD " + tx.quote(password));
+    if (!rewrite_hba) return absl::OkStatus();
+    const std::string loaded = tx.exec1("SELECT pg_conf_load_time()")[0].as<std::string>();
+
+    auto tmp = CreateTempFileAt(cluster_fd, ".pg_hba.conf.qm-", kScramHba, &owner);
+    if (!tmp.ok()) return tmp.status();
+    if (renameat(cluster_fd, tmp->c_str(), cluster_fd, "pg_hba.conf") != 0) {
+      int err = errno;
+      unlinkat(cluster_fd, tmp->c_str(), 0);
+      return absl::InternalError("cannot replace " + data_dir + "/pg_hba.conf: " + ErrnoText(err));
+    }
+    fsync(cluster_fd);
+    tx.exec("SELECT pg_reload_conf()");
+
+    // The postmaster reloads asynchronously; a backend started after the reload reports the
+    // new load time, and one started after that is authenticated with the new pg_hba.conf.
+    const auto deadline = std::chrono::steady_clock::now() + kReloadTimeout;
+    for (;;) {
+      pqxx::connection check(url);
+      pqxx::nontransaction ctx(check);
+      if (ctx.exec_params1("SELECT pg_conf_load_time() > $1::timestamptz", loaded)[0].as<bool>()) {
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError("PostgreSQL in " + data_dir +
+                                           " did not reload pg_hba.conf");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return absl::OkStatus();
+  } catch (const pqxx::broken_connection& e) {
+    if (IsPasswordRejection(e.what())) {
+      return absl::FailedPreconditionError(
+          "the embedded PostgreSQL in " + data_dir +
+          " already requires a password, and its password file was missing; restore the "
+          "password file from a backup (or set a new password for role quartermaster and put "
+          "it in the file)");
+    }
+    return absl::UnavailableError(std::string("cannot connect to the embedded PostgreSQL: ") +
+                                  e.what());
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("cannot set the embedded PostgreSQL password: ") +
+                               e.what());
+  }
+}
+
+absl::Status CheckConnection(const std::string& url, const std::string& data_dir,
+                             const std::string& password_file) {
+  try {
+    pqxx::connection c(url);
+    pqxx::nontransaction tx(c);
+    tx.exec1("SELECT 1");
+    return absl::OkStatus();
+  } catch (const pqxx::broken_connection& e) {
+    if (IsPasswordRejection(e.what())) {
+      return absl::FailedPreconditionError("the embedded PostgreSQL in " + data_dir +
+                                           " rejects the password in " + password_file);
+    }
+    return absl::UnavailableError(std::string("cannot connect to the embedded PostgreSQL: ") +
+                                  e.what());
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("embedded PostgreSQL: ") + e.what());
+  }
 }
 
 }  // namespace
 
 EmbeddedPostgres::EmbeddedPostgres(std::string data_dir, std::string bin_dir)
     : data_dir_(fs::absolute(data_dir).lexically_normal().string()), bin_dir_(std::move(bin_dir)) {
+  // "<dir>/" would put the password file inside the cluster directory.
+  while (data_dir_.size() > 1 && data_dir_.back() == '/') data_dir_.pop_back();
   if (geteuid() == 0) run_as_ = "postgres";
 }
 
@@ -97,8 +527,8 @@ EmbeddedPostgres::~EmbeddedPostgres() {
 }
 
 std::string EmbeddedPostgres::ConnectionUrl() const {
-  return "host=" + data_dir_ + " port=" + std::to_string(kPort) +
-         " user=quartermaster dbname=postgres";
+  return "host=" + ConnInfoValue(data_dir_) + " port=" + std::to_string(kPort) + " user=" + kUser +
+         " dbname=postgres password=" + ConnInfoValue(password_);
 }
 
 absl::Status EmbeddedPostgres::Start() {
@@ -117,44 +547,121 @@ absl::Status EmbeddedPostgres::Start() {
         "characters): " +
         data_dir_);
   }
-  fs::create_directories(data_dir_, ec);
-  if (ec) return absl::InternalError("cannot create " + data_dir_ + ": " + ec.message());
+  if (!IsPlainPath(data_dir_) || !IsPlainPath(bin_dir_) || data_dir_ == "/") {
+    return absl::InvalidArgumentError(
+        "the embedded PostgreSQL's directories may only contain letters, digits and /._-+@:~ "
+        "(pg_ctl passes them through a shell): " +
+        data_dir_ + ", " + bin_dir_);
+  }
+
+  Owner owner{geteuid(), getegid(), false};
   if (!run_as_.empty()) {
-    if (auto st = ChownTree(data_dir_, run_as_); !st.ok()) return st;
+    struct passwd* pw = getpwnam(run_as_.c_str());
+    if (pw == nullptr) {
+      return absl::FailedPreconditionError(
+          "running as root, but there is no '" + run_as_ +
+          "' system user to run the embedded PostgreSQL as; install postgresql-15 "
+          "(scripts/install-deps.sh) or pass --database-url");
+    }
+    owner = Owner{pw->pw_uid, pw->pw_gid, true};
   }
-  chmod(data_dir_.c_str(), 0700);
-  const std::string log = data_dir_ + "/postgres.log";
-  std::string out;
 
-  if (!fs::exists(fs::path(data_dir_) / "PG_VERSION", ec)) {
+  const fs::path cluster_path(data_dir_);
+  const std::string parent = cluster_path.parent_path().string();
+  const std::string name = cluster_path.filename().string();
+  auto parent_fd = OpenParent(cluster_path.parent_path(), owner);
+  if (!parent_fd.ok()) return parent_fd.status();
+
+  if (mkdirat(parent_fd->get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InternalError("cannot create " + data_dir_ + ": " + ErrnoText(errno));
+  }
+  Fd cluster_fd = OpenDirAt(parent_fd->get(), name);
+  if (!cluster_fd.ok()) {
+    return absl::FailedPreconditionError(
+        data_dir_ + " is not a directory (or is a symlink): " + ErrnoText(errno));
+  }
+  if (owner.is_other_user && fchown(cluster_fd.get(), owner.uid, owner.gid) != 0) {
+    return absl::InternalError("cannot chown " + data_dir_ + ": " + ErrnoText(errno));
+  }
+  fchmod(cluster_fd.get(), 0700);
+
+  bool password_is_new = false;
+  auto password = ReadPasswordFile(parent_fd->get(), name + ".password", password_file());
+  if (absl::IsNotFound(password.status())) {
+    password = CreatePasswordFile(parent_fd->get(), name + ".password", password_file());
+    password_is_new = password.ok();
+    if (password_is_new) spdlog::info("created {}", password_file());
+  }
+  if (!password.ok()) return password.status();
+  password_ = *password;
+
+  const bool fresh = !fs::exists(cluster_path / "PG_VERSION", ec);
+  if (fresh) {
     spdlog::info("initialising embedded PostgreSQL cluster in {}", data_dir_);
-    const std::string init_log = "/tmp/qm-initdb-" + std::to_string(getpid()) + ".log";
-    int rc = Run({bin_dir_ + "/initdb", "-D", data_dir_, "--username=quartermaster", "--auth=trust",
-                  "--encoding=UTF8", "--no-locale", "--no-instructions"},
-                 run_as_, init_log, &out);
-    std::remove(init_log.c_str());
-    if (rc != 0)
-      return absl::InternalError("initdb failed (exit " + std::to_string(rc) + "): " + out);
+    if (auto st = InitCluster(bin_dir_, data_dir_, run_as_, owner, parent_fd->get(), parent, name,
+                              password_);
+        !st.ok()) {
+      return st;
+    }
   }
 
+  if (auto st = StartServer(); !st.ok()) {
+    std::string tail = ServerLogTail(cluster_fd.get(), owner);
+    return tail.empty() ? st : absl::Status(st.code(), std::string(st.message()) + ": " + tail);
+  }
+
+  // From here on a failure stops the server again, so that nothing runs with a half-done setup.
+  absl::Status st;
+  {
+    struct stat hba_stat {};
+    auto hba = ReadFileAt(cluster_fd.get(), "pg_hba.conf", data_dir_ + "/pg_hba.conf", kMaxHbaFile,
+                          &hba_stat);
+    st = hba.status();
+    if (st.ok()) {
+      const bool rewrite_hba = !HbaRequiresPasswords(*hba);
+      if (rewrite_hba || (password_is_new && !fresh)) {
+        spdlog::info("switching the embedded PostgreSQL in {} to password authentication",
+                     data_dir_);
+        st = MigrateToScram(ConnectionUrl(), password_, cluster_fd.get(), data_dir_, owner,
+                            rewrite_hba);
+      }
+    }
+  }
+  if (st.ok()) st = CheckConnection(ConnectionUrl(), data_dir_, password_file());
+  if (!st.ok()) {
+    (void)Stop();
+    // A password nobody could use must not stay behind to be taken for the real one.
+    if (password_is_new && !fresh) unlinkat(parent_fd->get(), (name + ".password").c_str(), 0);
+    password_.clear();
+    return st;
+  }
+  spdlog::info("embedded PostgreSQL ready in {}", data_dir_);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddedPostgres::StartServer() {
   // Is a server from an earlier run still up? Reuse it.
-  if (Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "status"}, run_as_, "/dev/null", nullptr) == 0) {
+  if (Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "status"}, run_as_, true).exit_code == 0) {
     spdlog::info("reusing running embedded PostgreSQL in {}", data_dir_);
     running_ = true;
+    // A process that crashed between rewriting pg_hba.conf and reloading it left the server on
+    // its old rules; let it catch up.
+    Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "reload"}, run_as_, true);
     return absl::OkStatus();
   }
+  // pg_ctl runs the server through /bin/sh -c with these options unquoted: every value here is
+  // a constant or a path IsPlainPath accepted.
   const std::string opts = "-c listen_addresses='' -p " + std::to_string(kPort) +
                            " -c unix_socket_directories='" + data_dir_ +
                            "' -c unix_socket_permissions=0700 -c fsync=on "
                            "-c synchronous_commit=on -c max_connections=200";
-  int rc =
+  const std::string log = data_dir_ + "/postgres.log";
+  RunResult r =
       Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-o", opts, "-l", log, "-w", "-t", "60", "start"},
-          run_as_, "/dev/null", nullptr);
-  if (rc != 0) {
-    std::ifstream in(log);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return absl::InternalError("pg_ctl start failed (exit " + std::to_string(rc) + "); see " + log +
-                               ": " + (all.size() > 1500 ? all.substr(all.size() - 1500) : all));
+          run_as_, /*capture=*/false);
+  if (r.exit_code != 0) {
+    return absl::InternalError("pg_ctl start failed (exit " + std::to_string(r.exit_code) +
+                               "); see " + log);
   }
   spdlog::info("embedded PostgreSQL started in {}", data_dir_);
   running_ = true;
@@ -163,10 +670,13 @@ absl::Status EmbeddedPostgres::Start() {
 
 absl::Status EmbeddedPostgres::Stop() {
   if (!running_) return absl::OkStatus();
-  int rc = Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-m", "fast", "-w", "stop"}, run_as_,
-               "/dev/null", nullptr);
+  RunResult r =
+      Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-m", "fast", "-w", "stop"}, run_as_, true);
   running_ = false;
-  if (rc != 0) return absl::InternalError("pg_ctl stop failed (exit " + std::to_string(rc) + ")");
+  if (r.exit_code != 0) {
+    return absl::InternalError("pg_ctl stop failed (exit " + std::to_string(r.exit_code) +
+                               "): " + r.output);
+  }
   spdlog::info("embedded PostgreSQL stopped");
   return absl::OkStatus();
 }

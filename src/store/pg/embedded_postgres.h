@@ -1,19 +1,40 @@
 #pragma once
 
-#include <memory>
 #include <string>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 
 namespace qm::store::pg {
 
 // A private PostgreSQL cluster under a data directory, for running without --database-url.
 //
-// Start() runs initdb on first use (trust auth, user "quartermaster"), then starts the server
-// with pg_ctl listening on a Unix socket inside the directory only (no TCP). A cluster left
-// running by a crashed process is reused. PostgreSQL refuses to run as root: when this process
-// is root, the cluster belongs to and runs as the `postgres` system user. Stop() shuts it down
-// (fast mode: in-flight transactions are rolled back, committed ones are durable).
+// Start() runs initdb on first use (user "quartermaster"), then starts the server with pg_ctl
+// listening on a Unix socket inside the cluster directory only (no TCP; the directory and the
+// socket are 0700). A cluster left running by a crashed process is reused. PostgreSQL refuses
+// to run as root: when this process is root, the cluster belongs to and runs as the `postgres`
+// system user. Stop() shuts it down (fast mode: in-flight transactions are rolled back,
+// committed ones are durable).
+//
+// Authentication is scram-sha-256 for every pg_hba.conf line. At first initdb a random password
+// (32 bytes from getrandom(2), hex) is written to `<cluster dir>.password`, a sibling of the
+// cluster directory (for `<data-dir>/postgres` that is `<data-dir>/postgres.password`): mode
+// 0600, owned by this process's user (root, not `postgres`, when running as root), outside the
+// directory the `postgres` user owns. initdb reads it from a copy in a private, randomly named
+// directory next to the cluster, removed as soon as initdb exits; the password never appears on
+// a command line. Start() refuses a password file that is a symlink, not a regular file, owned
+// by another user or readable by group or others, and a parent directory that is writable by
+// every user or owned by someone other than root or this process's user.
+//
+// Clusters created by earlier versions with `trust` auth are migrated by Start(): when the
+// password file is missing it is generated, the server is started (or reused) while still
+// trusting local connections, the role's password is set over the Unix socket (hashed by the
+// server as SCRAM; the statement is kept out of the server log), pg_hba.conf is replaced by
+// scram-sha-256 lines and the server reloads its configuration before Start() returns. Every
+// step can be repeated, so an interrupted migration finishes at the next Start(). A cluster that
+// already requires a password but has lost its password file is not reset: Start() fails with
+// FailedPrecondition and leaves no new password file behind.
+//
+// Not thread-safe: call Start() and Stop() from one thread.
 class EmbeddedPostgres {
  public:
   // `data_dir` is the cluster directory (created if missing); `bin_dir` holds initdb/pg_ctl,
@@ -21,18 +42,32 @@ class EmbeddedPostgres {
   EmbeddedPostgres(std::string data_dir, std::string bin_dir);
   ~EmbeddedPostgres();
 
-  // FailedPrecondition with an install hint when the PostgreSQL binaries are missing.
+  EmbeddedPostgres(const EmbeddedPostgres&) = delete;
+  EmbeddedPostgres& operator=(const EmbeddedPostgres&) = delete;
+
+  // FailedPrecondition with an install hint when the PostgreSQL binaries are missing, and for an
+  // unsafe password file or parent directory (see above). InvalidArgument for a directory path
+  // that is too long for a Unix socket or holds characters other than letters, digits and
+  // `/._-+@:~` (pg_ctl passes paths through /bin/sh). When Start() fails after starting the
+  // server, it stops it again.
   absl::Status Start();
   absl::Status Stop();
   bool running() const { return running_; }
 
-  // libpq connection string for the running cluster.
+  // libpq connection string for the running cluster (valid after a successful Start()). It
+  // contains the password: pass it to libpq only, never log it or put it in an error message.
   std::string ConnectionUrl() const;
 
+  // Where the password is kept: `<cluster dir>.password`.
+  std::string password_file() const { return data_dir_ + ".password"; }
+
  private:
+  absl::Status StartServer();
+
   std::string data_dir_;
   std::string bin_dir_;
   std::string run_as_;  // system user to run PostgreSQL as, empty for this process's user
+  std::string password_;
   bool running_ = false;
 };
 
