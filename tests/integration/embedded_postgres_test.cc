@@ -109,8 +109,10 @@ class EmbeddedPostgresTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (fs::exists(cluster_ + "/postmaster.pid")) {
-      RunAsClusterOwner({bin_ + "/pg_ctl", "-D", cluster_, "-m", "immediate", "-w", "stop"});
+    for (const std::string& cluster : {cluster_, relocated_}) {
+      if (!cluster.empty() && fs::exists(cluster + "/postmaster.pid")) {
+        RunAsClusterOwner({bin_ + "/pg_ctl", "-D", cluster, "-m", "immediate", "-w", "stop"});
+      }
     }
     fs::remove_all(dir_);
   }
@@ -153,6 +155,7 @@ class EmbeddedPostgresTest : public ::testing::Test {
 
   std::string dir_;
   std::string cluster_;
+  std::string relocated_;  // a cluster a test had kept outside dir_/pg, stopped in TearDown
   std::string bin_;
 };
 
@@ -339,6 +342,130 @@ TEST_F(EmbeddedPostgresTest, RejectsShellCharactersInThePath) {
     EXPECT_TRUE(absl::IsInvalidArgument(st)) << name << ": " << st;
   }
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+// A checkout under /root (mode 0700) as root: `postgres` cannot enter the data directory, so the
+// cluster is kept under the relocation root, recorded in the data directory, and found again by
+// the next start with its data. As another user PostgreSQL runs as that user, in place.
+TEST_F(EmbeddedPostgresTest, DataDirUnderAPrivateDirectoryWorks) {
+  const std::string private_dir = dir_ + "/private";
+  ASSERT_EQ(mkdir(private_dir.c_str(), 0700), 0);
+  const std::string root = dir_ + "/relocated";  // created by Start()
+  const std::string named = private_dir + "/data/postgres";
+  {
+    EmbeddedPostgres pg(named, "", root);
+    absl::Status st = pg.Start();
+    ASSERT_TRUE(st.ok()) << st;
+    relocated_ = pg.cluster_dir();
+    pqxx::connection c(pg.ConnectionUrl());
+    pqxx::work tx(c);
+    tx.exec0("CREATE TABLE kept (v int)");
+    tx.exec0("INSERT INTO kept VALUES (11)");
+    tx.commit();
+    EXPECT_EQ(pg.password_file(), named + ".password");
+    ASSERT_TRUE(pg.Stop().ok());
+  }
+  struct stat st {};
+  if (geteuid() == 0) {
+    EXPECT_EQ(fs::path(relocated_).parent_path().string(), root);
+    ASSERT_EQ(lstat(relocated_.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_uid, getpwnam("postgres")->pw_uid);
+    EXPECT_EQ(st.st_mode & 07777, 0700u);
+    ASSERT_EQ(lstat(root.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u);
+    EXPECT_EQ(st.st_mode & 07777, 0711u);
+    EXPECT_EQ(ReadFile(named + ".location"), relocated_ + "\n");
+    ASSERT_EQ(lstat((named + ".location").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    EXPECT_FALSE(fs::exists(named));  // nothing half-made where postgres could not go
+  } else {
+    EXPECT_EQ(relocated_, named);
+    EXPECT_FALSE(fs::exists(named + ".location"));
+  }
+  ASSERT_EQ(lstat((named + ".password").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, geteuid());
+
+  EmbeddedPostgres again(named, "", root);
+  absl::Status started = again.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_EQ(again.cluster_dir(), relocated_);
+  pqxx::connection c(again.ConnectionUrl());
+  pqxx::nontransaction tx(c);
+  EXPECT_EQ(tx.exec1("SELECT v FROM kept")[0].as<int>(), 11);
+  ASSERT_TRUE(again.Stop().ok());
+  // Only the one cluster was made.
+  if (geteuid() == 0) {
+    EXPECT_EQ(std::distance(fs::directory_iterator(root), {}), 1);
+  }
+}
+
+// With no relocation root, a data directory `postgres` cannot reach is an error that says what
+// to do, before anything is created.
+TEST_F(EmbeddedPostgresTest, UnreachableDataDirWithoutRelocationSaysWhatToDo) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root runs PostgreSQL as another user";
+  const std::string private_dir = dir_ + "/private";
+  ASSERT_EQ(mkdir(private_dir.c_str(), 0700), 0);
+  EmbeddedPostgres pg(private_dir + "/postgres", "", "");
+  absl::Status st = pg.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("cannot enter " + private_dir), absl::string_view::npos) << st;
+  EXPECT_NE(st.message().find("chmod o+x " + private_dir), absl::string_view::npos) << st;
+  EXPECT_TRUE(fs::is_empty(private_dir));
+}
+
+// A cluster initialised in place is never moved behind the operator's back: when `postgres`
+// loses its way in, Start() names the directory to open.
+TEST_F(EmbeddedPostgresTest, ClusterInPlaceThatBecameUnreachableSaysWhatToDo) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root runs PostgreSQL as another user";
+  const std::string box = dir_ + "/box";
+  ASSERT_EQ(mkdir(box.c_str(), 0755), 0);
+  const std::string cluster = box + "/pg";
+  {
+    EmbeddedPostgres pg(cluster, "", dir_ + "/relocated");
+    ASSERT_TRUE(pg.Start().ok());
+    EXPECT_EQ(pg.cluster_dir(), cluster);
+    ASSERT_TRUE(pg.Stop().ok());
+  }
+  ASSERT_EQ(chmod(box.c_str(), 0700), 0);
+  EmbeddedPostgres pg(cluster, "", dir_ + "/relocated");
+  absl::Status st = pg.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("chmod o+x " + box), absl::string_view::npos) << st;
+  EXPECT_FALSE(fs::exists(cluster + ".location"));
+  EXPECT_FALSE(fs::exists(dir_ + "/relocated"));
+}
+
+// The location file steers root's chown and initdb: only a private file naming a directory of
+// the form Start() creates is taken.
+TEST_F(EmbeddedPostgresTest, RefusesALocationFileThatNamesSomethingElse) {
+  const std::string target = dir_ + "/target";
+  ASSERT_EQ(mkdir(target.c_str(), 0755), 0);
+  for (const std::string& content : {target + "\n", std::string("relative/0123456789abcdef\n"),
+                                     dir_ + "/../0123456789abcdef\n"}) {
+    {
+      std::ofstream out(cluster_ + ".location", std::ios::trunc);
+      out << content;
+    }
+    chmod((cluster_ + ".location").c_str(), 0600);
+    EmbeddedPostgres pg(cluster_, "", dir_ + "/relocated");
+    absl::Status st = pg.Start();
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << content << ": " << st;
+    EXPECT_NE(st.message().find("does not name a cluster directory"), absl::string_view::npos)
+        << st;
+  }
+  fs::remove(cluster_ + ".location");
+  fs::create_symlink(dir_ + "/elsewhere", cluster_ + ".location");
+  EmbeddedPostgres pg(cluster_, "", dir_ + "/relocated");
+  absl::Status st = pg.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("symlink"), absl::string_view::npos) << st;
+  struct stat t {};
+  ASSERT_EQ(lstat(target.c_str(), &t), 0);
+  EXPECT_EQ(t.st_uid, geteuid());  // never chowned
+  EXPECT_TRUE(fs::is_empty(target));
+  EXPECT_FALSE(fs::exists(cluster_));
 }
 
 }  // namespace

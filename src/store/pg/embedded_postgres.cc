@@ -113,6 +113,21 @@ bool IsPlainPath(std::string_view path) {
   return true;
 }
 
+// Unix socket paths are limited to 107 bytes: ".s.PGSQL.5432" plus the directory.
+absl::Status CheckClusterPath(const std::string& cluster_dir, const std::string& bin_dir) {
+  if (cluster_dir.size() > 90) {
+    return absl::InvalidArgumentError(
+        "--data-dir path too long for a Unix socket (max 90 characters): " + cluster_dir);
+  }
+  if (!IsPlainPath(cluster_dir) || !IsPlainPath(bin_dir) || cluster_dir == "/") {
+    return absl::InvalidArgumentError(
+        "the embedded PostgreSQL's directories may only contain letters, digits and /._-+@:~ "
+        "(pg_ctl passes them through a shell): " +
+        cluster_dir + ", " + bin_dir);
+  }
+  return absl::OkStatus();
+}
+
 // A libpq connection-string value, quoted.
 std::string ConnInfoValue(std::string_view v) {
   std::string out = "'";
@@ -301,24 +316,79 @@ absl::StatusOr<std::string> ReadPasswordFile(int parent_fd, const std::string& n
   return password;
 }
 
-// Writes a new random password to `<cluster>.password` without replacing an existing file: it
-// is written and synced under a temporary name first, so a crash never leaves a partial one.
-absl::StatusOr<std::string> CreatePasswordFile(int parent_fd, const std::string& name,
-                                               const std::string& path) {
-  auto password = RandomHex(32);
-  if (!password.ok()) return password.status();
-  auto tmp = CreateTempFileAt(parent_fd, "." + name + ".tmp-", *password + "\n", nullptr);
+// Creates `name` in `parent_fd` holding `content` without replacing an existing file: it is
+// written and synced under a temporary name first, so a crash never leaves a partial one.
+// AlreadyExists when another process created it first.
+absl::Status CreateFileOnce(int parent_fd, const std::string& name, const std::string& path,
+                            std::string_view content) {
+  auto tmp = CreateTempFileAt(parent_fd, "." + name + ".tmp-", content, nullptr);
   if (!tmp.ok()) return tmp.status();
   int rc = linkat(parent_fd, tmp->c_str(), parent_fd, name.c_str(), 0);
   int link_errno = errno;
   unlinkat(parent_fd, tmp->c_str(), 0);
   if (rc != 0) {
-    // Another process created it first: use that one.
-    if (link_errno == EEXIST) return ReadPasswordFile(parent_fd, name, path);
+    if (link_errno == EEXIST) return absl::AlreadyExistsError(path + " exists");
     return absl::InternalError("cannot create " + path + ": " + ErrnoText(link_errno));
   }
   fsync(parent_fd);
+  return absl::OkStatus();
+}
+
+// Writes a new random password to `<cluster>.password` without replacing an existing file.
+absl::StatusOr<std::string> CreatePasswordFile(int parent_fd, const std::string& name,
+                                               const std::string& path) {
+  auto password = RandomHex(32);
+  if (!password.ok()) return password.status();
+  absl::Status st = CreateFileOnce(parent_fd, name, path, *password + "\n");
+  // Another process created it first: use that one.
+  if (absl::IsAlreadyExists(st)) return ReadPasswordFile(parent_fd, name, path);
+  if (!st.ok()) return st;
   return *password;
+}
+
+// The cluster directory named by `<cluster>.location` (see the header): NotFound when there is
+// no such file. The file directs root's chown and initdb, so it must be this process's own and
+// writable by no one else, and name a plain absolute path.
+absl::StatusOr<std::string> ReadLocationFile(int parent_fd, const std::string& name,
+                                             const std::string& path) {
+  struct stat st {};
+  auto content = ReadFileAt(parent_fd, name, path, kMaxPasswordFile, &st);
+  if (!content.ok()) return content.status();
+  if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+    return absl::FailedPreconditionError(
+        path + " must be owned by the user running quartermaster (uid " +
+        std::to_string(geteuid()) + ") and writable by no one else (chmod 644)");
+  }
+  std::string location = *content;
+  while (!location.empty() && (location.back() == '\n' || location.back() == '\r')) {
+    location.pop_back();
+  }
+  // Only what LocateCluster writes: `<root>/<16 hex digits>`, so that not even a stale or
+  // hand-edited record can make root chown a directory that is not a cluster's.
+  const std::string id = fs::path(location).filename().string();
+  if (location.empty() || location.front() != '/' || !IsPlainPath(location) ||
+      fs::path(location).lexically_normal().string() != location || id.size() != 16 ||
+      id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return absl::FailedPreconditionError(
+        path + " does not name a cluster directory (<directory>/<16 hex digits> expected)");
+  }
+  return location;
+}
+
+// Whether `user` can enter `dir` (search permission on it and every directory above it), asked
+// of the system as that user so that groups and ACLs count.
+bool CanEnter(const std::string& user, const std::string& dir) {
+  return Run({"/usr/bin/test", "-x", dir}, user, /*capture=*/true).exit_code == 0;
+}
+
+// The outermost directory on the way to `dir` that `user` cannot enter, for an error message.
+std::string FirstBlockedDirectory(const std::string& user, const fs::path& dir) {
+  fs::path prefix;
+  for (const auto& part : dir) {
+    prefix /= part;
+    if (!CanEnter(user, prefix.string())) return prefix.string();
+  }
+  return dir.string();
 }
 
 // True when every active pg_hba.conf line requires a SCRAM password (or rejects).
@@ -515,10 +585,14 @@ absl::Status CheckConnection(const std::string& url, const std::string& data_dir
 
 }  // namespace
 
-EmbeddedPostgres::EmbeddedPostgres(std::string data_dir, std::string bin_dir)
-    : data_dir_(fs::absolute(data_dir).lexically_normal().string()), bin_dir_(std::move(bin_dir)) {
+EmbeddedPostgres::EmbeddedPostgres(std::string data_dir, std::string bin_dir,
+                                   std::string relocation_root)
+    : data_dir_(fs::absolute(data_dir).lexically_normal().string()),
+      bin_dir_(std::move(bin_dir)),
+      relocation_root_(std::move(relocation_root)) {
   // "<dir>/" would put the password file inside the cluster directory.
   while (data_dir_.size() > 1 && data_dir_.back() == '/') data_dir_.pop_back();
+  cluster_dir_ = data_dir_;
   if (geteuid() == 0) run_as_ = "postgres";
 }
 
@@ -527,8 +601,55 @@ EmbeddedPostgres::~EmbeddedPostgres() {
 }
 
 std::string EmbeddedPostgres::ConnectionUrl() const {
-  return "host=" + ConnInfoValue(data_dir_) + " port=" + std::to_string(kPort) + " user=" + kUser +
-         " dbname=postgres password=" + ConnInfoValue(password_);
+  return "host=" + ConnInfoValue(cluster_dir_) + " port=" + std::to_string(kPort) +
+         " user=" + kUser + " dbname=postgres password=" + ConnInfoValue(password_);
+}
+
+absl::Status EmbeddedPostgres::LocateCluster(int home_fd) {
+  cluster_dir_ = data_dir_;
+  const std::string record_name = fs::path(data_dir_).filename().string() + ".location";
+  auto recorded = ReadLocationFile(home_fd, record_name, location_file());
+  if (recorded.ok()) {
+    cluster_dir_ = *recorded;
+    return absl::OkStatus();
+  }
+  if (!absl::IsNotFound(recorded.status())) return recorded.status();
+  // Only a cluster run by another user can be out of its reach.
+  if (run_as_.empty()) return absl::OkStatus();
+  const std::string home = fs::path(data_dir_).parent_path().string();
+  if (CanEnter(run_as_, home)) return absl::OkStatus();
+
+  const std::string blocked = FirstBlockedDirectory(run_as_, home);
+  std::error_code ec;
+  if (fs::exists(fs::path(data_dir_) / "PG_VERSION", ec)) {
+    // Its data cannot be moved behind the operator's back; say how to let PostgreSQL in.
+    return absl::FailedPreconditionError(
+        "the embedded PostgreSQL cluster in " + data_dir_ + " runs as the '" + run_as_ +
+        "' user, which cannot enter " + blocked + "; let it through (chmod o+x " + blocked +
+        "), move the data directory where it can, or pass --database-url");
+  }
+  if (relocation_root_.empty()) {
+    return absl::FailedPreconditionError(
+        "the embedded PostgreSQL runs as the '" + run_as_ + "' user, which cannot enter " +
+        blocked + "; choose a --data-dir it can reach, let it through (chmod o+x " + blocked +
+        "), or pass --database-url");
+  }
+  auto id = RandomHex(8);
+  if (!id.ok()) return id.status();
+  const std::string location = relocation_root_ + "/" + *id;
+  absl::Status st = CreateFileOnce(home_fd, record_name, location_file(), location + "\n");
+  if (absl::IsAlreadyExists(st)) {  // another process got there first: use its cluster
+    recorded = ReadLocationFile(home_fd, record_name, location_file());
+    if (!recorded.ok()) return recorded.status();
+    cluster_dir_ = *recorded;
+    return absl::OkStatus();
+  }
+  if (!st.ok()) return st;
+  spdlog::info(
+      "the '{}' user cannot enter {}: the embedded PostgreSQL cluster goes to {} (recorded in {})",
+      run_as_, blocked, location, location_file());
+  cluster_dir_ = location;
+  return absl::OkStatus();
 }
 
 absl::Status EmbeddedPostgres::Start() {
@@ -540,19 +661,7 @@ absl::Status EmbeddedPostgres::Start() {
         "install them with `sudo apt-get install postgresql-15` (scripts/install-deps.sh does) "
         "or point --database-url at an existing server");
   }
-  // Unix socket paths are limited to 107 bytes: ".s.PGSQL.5432" plus the directory.
-  if (data_dir_.size() > 90) {
-    return absl::InvalidArgumentError(
-        "--data-dir path too long for a Unix socket (max 90 "
-        "characters): " +
-        data_dir_);
-  }
-  if (!IsPlainPath(data_dir_) || !IsPlainPath(bin_dir_) || data_dir_ == "/") {
-    return absl::InvalidArgumentError(
-        "the embedded PostgreSQL's directories may only contain letters, digits and /._-+@:~ "
-        "(pg_ctl passes them through a shell): " +
-        data_dir_ + ", " + bin_dir_);
-  }
+  if (auto st = CheckClusterPath(data_dir_, bin_dir_); !st.ok()) return st;
 
   Owner owner{geteuid(), getegid(), false};
   if (!run_as_.empty()) {
@@ -566,29 +675,44 @@ absl::Status EmbeddedPostgres::Start() {
     owner = Owner{pw->pw_uid, pw->pw_gid, true};
   }
 
-  const fs::path cluster_path(data_dir_);
-  const std::string parent = cluster_path.parent_path().string();
-  const std::string name = cluster_path.filename().string();
-  auto parent_fd = OpenParent(cluster_path.parent_path(), owner);
-  if (!parent_fd.ok()) return parent_fd.status();
+  // The directory that names the cluster holds the password and location files, whether the
+  // cluster itself is there or elsewhere.
+  const fs::path named_path(data_dir_);
+  const std::string name = named_path.filename().string();
+  auto home_fd = OpenParent(named_path.parent_path(), owner);
+  if (!home_fd.ok()) return home_fd.status();
+  if (auto st = LocateCluster(home_fd->get()); !st.ok()) return st;
+  if (auto st = CheckClusterPath(cluster_dir_, bin_dir_); !st.ok()) return st;
 
-  if (mkdirat(parent_fd->get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::InternalError("cannot create " + data_dir_ + ": " + ErrnoText(errno));
+  const fs::path cluster_path(cluster_dir_);
+  const std::string parent = cluster_path.parent_path().string();
+  const std::string cluster_name = cluster_path.filename().string();
+  Fd relocated_parent_fd;
+  int parent_fd = home_fd->get();
+  if (cluster_dir_ != data_dir_) {
+    auto fd = OpenParent(cluster_path.parent_path(), owner);
+    if (!fd.ok()) return fd.status();
+    relocated_parent_fd = std::move(*fd);
+    parent_fd = relocated_parent_fd.get();
   }
-  Fd cluster_fd = OpenDirAt(parent_fd->get(), name);
+
+  if (mkdirat(parent_fd, cluster_name.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InternalError("cannot create " + cluster_dir_ + ": " + ErrnoText(errno));
+  }
+  Fd cluster_fd = OpenDirAt(parent_fd, cluster_name);
   if (!cluster_fd.ok()) {
     return absl::FailedPreconditionError(
-        data_dir_ + " is not a directory (or is a symlink): " + ErrnoText(errno));
+        cluster_dir_ + " is not a directory (or is a symlink): " + ErrnoText(errno));
   }
   if (owner.is_other_user && fchown(cluster_fd.get(), owner.uid, owner.gid) != 0) {
-    return absl::InternalError("cannot chown " + data_dir_ + ": " + ErrnoText(errno));
+    return absl::InternalError("cannot chown " + cluster_dir_ + ": " + ErrnoText(errno));
   }
   fchmod(cluster_fd.get(), 0700);
 
   bool password_is_new = false;
-  auto password = ReadPasswordFile(parent_fd->get(), name + ".password", password_file());
+  auto password = ReadPasswordFile(home_fd->get(), name + ".password", password_file());
   if (absl::IsNotFound(password.status())) {
-    password = CreatePasswordFile(parent_fd->get(), name + ".password", password_file());
+    password = CreatePasswordFile(home_fd->get(), name + ".password", password_file());
     password_is_new = password.ok();
     if (password_is_new) spdlog::info("created {}", password_file());
   }
@@ -597,9 +721,9 @@ absl::Status EmbeddedPostgres::Start() {
 
   const bool fresh = !fs::exists(cluster_path / "PG_VERSION", ec);
   if (fresh) {
-    spdlog::info("initialising embedded PostgreSQL cluster in {}", data_dir_);
-    if (auto st = InitCluster(bin_dir_, data_dir_, run_as_, owner, parent_fd->get(), parent, name,
-                              password_);
+    spdlog::info("initialising embedded PostgreSQL cluster in {}", cluster_dir_);
+    if (auto st = InitCluster(bin_dir_, cluster_dir_, run_as_, owner, parent_fd, parent,
+                              cluster_name, password_);
         !st.ok()) {
       return st;
     }
@@ -614,56 +738,56 @@ absl::Status EmbeddedPostgres::Start() {
   absl::Status st;
   {
     struct stat hba_stat {};
-    auto hba = ReadFileAt(cluster_fd.get(), "pg_hba.conf", data_dir_ + "/pg_hba.conf", kMaxHbaFile,
-                          &hba_stat);
+    auto hba = ReadFileAt(cluster_fd.get(), "pg_hba.conf", cluster_dir_ + "/pg_hba.conf",
+                          kMaxHbaFile, &hba_stat);
     st = hba.status();
     if (st.ok()) {
       const bool rewrite_hba = !HbaRequiresPasswords(*hba);
       if (rewrite_hba || (password_is_new && !fresh)) {
         spdlog::info("switching the embedded PostgreSQL in {} to password authentication",
-                     data_dir_);
-        st = MigrateToScram(ConnectionUrl(), password_, cluster_fd.get(), data_dir_, owner,
+                     cluster_dir_);
+        st = MigrateToScram(ConnectionUrl(), password_, cluster_fd.get(), cluster_dir_, owner,
                             rewrite_hba);
       }
     }
   }
-  if (st.ok()) st = CheckConnection(ConnectionUrl(), data_dir_, password_file());
+  if (st.ok()) st = CheckConnection(ConnectionUrl(), cluster_dir_, password_file());
   if (!st.ok()) {
     (void)Stop();
     // A password nobody could use must not stay behind to be taken for the real one.
-    if (password_is_new && !fresh) unlinkat(parent_fd->get(), (name + ".password").c_str(), 0);
+    if (password_is_new && !fresh) unlinkat(home_fd->get(), (name + ".password").c_str(), 0);
     password_.clear();
     return st;
   }
-  spdlog::info("embedded PostgreSQL ready in {}", data_dir_);
+  spdlog::info("embedded PostgreSQL ready in {}", cluster_dir_);
   return absl::OkStatus();
 }
 
 absl::Status EmbeddedPostgres::StartServer() {
   // Is a server from an earlier run still up? Reuse it.
-  if (Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "status"}, run_as_, true).exit_code == 0) {
-    spdlog::info("reusing running embedded PostgreSQL in {}", data_dir_);
+  if (Run({bin_dir_ + "/pg_ctl", "-D", cluster_dir_, "status"}, run_as_, true).exit_code == 0) {
+    spdlog::info("reusing running embedded PostgreSQL in {}", cluster_dir_);
     running_ = true;
     // A process that crashed between rewriting pg_hba.conf and reloading it left the server on
     // its old rules; let it catch up.
-    Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "reload"}, run_as_, true);
+    Run({bin_dir_ + "/pg_ctl", "-D", cluster_dir_, "reload"}, run_as_, true);
     return absl::OkStatus();
   }
   // pg_ctl runs the server through /bin/sh -c with these options unquoted: every value here is
   // a constant or a path IsPlainPath accepted.
   const std::string opts = "-c listen_addresses='' -p " + std::to_string(kPort) +
-                           " -c unix_socket_directories='" + data_dir_ +
+                           " -c unix_socket_directories='" + cluster_dir_ +
                            "' -c unix_socket_permissions=0700 -c fsync=on "
                            "-c synchronous_commit=on -c max_connections=200";
-  const std::string log = data_dir_ + "/postgres.log";
-  RunResult r =
-      Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-o", opts, "-l", log, "-w", "-t", "60", "start"},
-          run_as_, /*capture=*/false);
+  const std::string log = cluster_dir_ + "/postgres.log";
+  RunResult r = Run(
+      {bin_dir_ + "/pg_ctl", "-D", cluster_dir_, "-o", opts, "-l", log, "-w", "-t", "60", "start"},
+      run_as_, /*capture=*/false);
   if (r.exit_code != 0) {
     return absl::InternalError("pg_ctl start failed (exit " + std::to_string(r.exit_code) +
                                "); see " + log);
   }
-  spdlog::info("embedded PostgreSQL started in {}", data_dir_);
+  spdlog::info("embedded PostgreSQL started in {}", cluster_dir_);
   running_ = true;
   return absl::OkStatus();
 }
@@ -671,7 +795,7 @@ absl::Status EmbeddedPostgres::StartServer() {
 absl::Status EmbeddedPostgres::Stop() {
   if (!running_) return absl::OkStatus();
   RunResult r =
-      Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-m", "fast", "-w", "stop"}, run_as_, true);
+      Run({bin_dir_ + "/pg_ctl", "-D", cluster_dir_, "-m", "fast", "-w", "stop"}, run_as_, true);
   running_ = false;
   if (r.exit_code != 0) {
     return absl::InternalError("pg_ctl stop failed (exit " + std::to_string(r.exit_code) +

@@ -15,9 +15,20 @@ namespace qm::store::pg {
 // system user. Stop() shuts it down (fast mode: in-flight transactions are rolled back,
 // committed ones are durable).
 //
+// Where the cluster lives. `data_dir` names it; normally the cluster is that directory. When the
+// cluster runs as `postgres` and that user cannot enter the directory above it (a checkout under
+// /root, mode 0700, say), Start() keeps the cluster in `<relocation root>/<16 random hex digits>`
+// (default root /var/lib/quartermaster, created 0711 and owned by root) instead, and records the
+// choice in `<data_dir>.location` (0600, written once, never replaced); later starts read it and
+// use that directory, so the data stays with its data directory. The password file stays next
+// to `data_dir` either way. A cluster already initialised in `data_dir` is never moved: if
+// `postgres` can no longer enter it, Start() fails with FailedPrecondition naming the directory
+// to open up. A location file that is a symlink, not this user's, writable by others or not of
+// the form `<directory>/<16 hex digits>` is refused.
+//
 // Authentication is scram-sha-256 for every pg_hba.conf line. At first initdb a random password
-// (32 bytes from getrandom(2), hex) is written to `<cluster dir>.password`, a sibling of the
-// cluster directory (for `<data-dir>/postgres` that is `<data-dir>/postgres.password`): mode
+// (32 bytes from getrandom(2), hex) is written to `<data_dir>.password`, a sibling of
+// `data_dir` (for `<data-dir>/postgres` that is `<data-dir>/postgres.password`): mode
 // 0600, owned by this process's user (root, not `postgres`, when running as root), outside the
 // directory the `postgres` user owns. initdb reads it from a copy in a private, randomly named
 // directory next to the cluster, removed as soon as initdb exits; the password never appears on
@@ -38,8 +49,10 @@ namespace qm::store::pg {
 class EmbeddedPostgres {
  public:
   // `data_dir` is the cluster directory (created if missing); `bin_dir` holds initdb/pg_ctl,
-  // empty to search /usr/lib/postgresql/<newest>/bin.
-  EmbeddedPostgres(std::string data_dir, std::string bin_dir);
+  // empty to search /usr/lib/postgresql/<newest>/bin; `relocation_root` is where clusters that
+  // `postgres` could not reach in `data_dir` are kept (empty: fail instead, see above).
+  EmbeddedPostgres(std::string data_dir, std::string bin_dir,
+                   std::string relocation_root = kDefaultRelocationRoot);
   ~EmbeddedPostgres();
 
   EmbeddedPostgres(const EmbeddedPostgres&) = delete;
@@ -58,14 +71,25 @@ class EmbeddedPostgres {
   // contains the password: pass it to libpq only, never log it or put it in an error message.
   std::string ConnectionUrl() const;
 
-  // Where the password is kept: `<cluster dir>.password`.
+  // Where the password is kept: `<data_dir>.password`.
   std::string password_file() const { return data_dir_ + ".password"; }
+  // Where a relocated cluster is recorded: `<data_dir>.location`.
+  std::string location_file() const { return data_dir_ + ".location"; }
+  // The directory the cluster lives in: `data_dir`, or where it was relocated (after Start()).
+  const std::string& cluster_dir() const { return cluster_dir_; }
+
+  static constexpr char kDefaultRelocationRoot[] = "/var/lib/quartermaster";
 
  private:
+  // Sets cluster_dir_: the recorded location, `data_dir` when `postgres` can reach it, else a
+  // new directory under the relocation root (recorded first). `home_fd` is data_dir's parent.
+  absl::Status LocateCluster(int home_fd);
   absl::Status StartServer();
 
   std::string data_dir_;
+  std::string cluster_dir_;
   std::string bin_dir_;
+  std::string relocation_root_;
   std::string run_as_;  // system user to run PostgreSQL as, empty for this process's user
   std::string password_;
   bool running_ = false;
