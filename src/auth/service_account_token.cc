@@ -77,10 +77,17 @@ absl::StatusOr<std::optional<ServiceAccountClaims>> VerifyServiceAccountToken(
     c.name = k8s.at("serviceaccount").at("name").get<std::string>();
     c.uid = k8s.at("serviceaccount").at("uid").get<std::string>();
     c.audiences = payload.at("aud").get<std::vector<std::string>>();
-    c.issued_at = std::chrono::system_clock::time_point(
-        std::chrono::seconds(payload.at("iat").get<int64_t>()));
-    c.expires_at = std::chrono::system_clock::time_point(
-        std::chrono::seconds(payload.at("exp").get<int64_t>()));
+    // The clock's 64-bit count (nanoseconds here: up to the year 2262) must hold the claim.
+    constexpr int64_t kMaxSeconds =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::duration::max())
+            .count();
+    const int64_t iat = payload.at("iat").get<int64_t>();
+    const int64_t exp = payload.at("exp").get<int64_t>();
+    if (iat < 0 || iat > kMaxSeconds || exp < 0 || exp > kMaxSeconds) {
+      return absl::UnauthenticatedError("service account token has malformed claims");
+    }
+    c.issued_at = std::chrono::system_clock::time_point(std::chrono::seconds(iat));
+    c.expires_at = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
   } catch (const json::exception&) {
     return absl::UnauthenticatedError("service account token has malformed claims");
   }

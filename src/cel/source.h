@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace qm::cel {
 
 // One problem found in an expression. `offset` is a byte offset into Source::text(); an offset
@@ -72,16 +74,9 @@ class Source {
   std::vector<size_t> line_starts_;  // byte offset of the first byte of each line
 };
 
-// Decodes one UTF-8 code point at `text[pos]`. Returns the code point and sets *size to the
-// number of bytes used; an invalid or truncated sequence yields U+FFFD with *size == 1.
-// REQUIRES: pos < text.size().
-char32_t DecodeUtf8(std::string_view text, size_t pos, size_t* size);
-
-// Appends the UTF-8 encoding of `cp` to `out`; surrogates and values above U+10FFFF are encoded
-// as U+FFFD.
-void AppendUtf8(char32_t cp, std::string* out);
-
-// Returns `text` with every invalid UTF-8 sequence replaced by U+FFFD.
-std::string SanitizeUtf8(std::string_view text);
+// The UTF-8 helpers live in common/utf8.h; CEL code names them unqualified.
+using qm::AppendUtf8;
+using qm::DecodeUtf8;
+using qm::SanitizeUtf8;
 
 }  // namespace qm::cel

@@ -1,5 +1,9 @@
 #include "service/node_restriction.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+#include "model/resource_types.h"
+
 namespace qm::service {
 namespace {
 
@@ -95,6 +99,44 @@ absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
   }
   if (kind == "Event") return absl::OkStatus();
   return Denied(*node, "may not modify " + kind + " objects");
+}
+
+absl::Status AdmitNodeCollectionRead(const auth::UserInfo& user, const std::string& group,
+                                     const std::string& resource, const std::string& verb,
+                                     const std::string& field_selector) {
+  auto node = NodeNameOf(user);
+  if (!node.has_value()) return absl::OkStatus();
+  if (verb != "list" && verb != "watch" && verb != "deletecollection") return absl::OkStatus();
+  const bool dra = group == model::kResourceGroup;
+  if (dra && resource == "resourceclaims") {
+    return Denied(*node, "may not " + verb + " resourceclaims; it reads those of its pods");
+  }
+  if (!(dra && resource == "resourceslices") && !(group.empty() && resource == "pods")) {
+    return absl::OkStatus();
+  }
+  for (absl::string_view term : absl::StrSplit(field_selector, ',')) {
+    term = absl::StripAsciiWhitespace(term);
+    for (const char* op : {"==", "="}) {
+      const std::string want = std::string("spec.nodeName") + op + *node;
+      if (term == want) return absl::OkStatus();
+    }
+  }
+  return Denied(*node, "can only list, watch or delete-collection " + resource +
+                           " with the field selector spec.nodeName=" + *node);
+}
+
+absl::Status AdmitNodeGet(const auth::UserInfo& user, const std::string& kind, const json& obj) {
+  auto node = NodeNameOf(user);
+  if (!node.has_value()) return absl::OkStatus();
+  bool related = true;
+  if (kind == "ResourceSlice" || kind == "Pod") {
+    related = StringAt(&obj, {"spec", "nodeName"}) == *node;
+  } else if (kind == "ResourceClaim") {
+    related = AllocatedTo(&obj, *node);
+  }
+  if (related) return absl::OkStatus();
+  return absl::PermissionDeniedError("no relationship found between node '" + *node +
+                                     "' and this object");
 }
 
 }  // namespace qm::service

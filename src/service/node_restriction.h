@@ -27,4 +27,21 @@ absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
                             const std::string& subresource, const nlohmann::json* old_obj,
                             const nlohmann::json* new_obj);
 
+// Node authorization of reads (Kubernetes' node authorizer, with 1.32's field-selector rule):
+// a node identity may list, watch and delete-collection ResourceSlices and Pods only with a
+// field selector that requires `spec.nodeName=<its node>`, and may not list or watch
+// ResourceClaims (it gets the claims of its pods one by one). `verb` is the RBAC verb, `group`
+// and `resource` the API group and plural, `field_selector` the request's fieldSelector. OK for
+// other users and resources.
+absl::Status AdmitNodeCollectionRead(const auth::UserInfo& user, const std::string& group,
+                                     const std::string& resource, const std::string& verb,
+                                     const std::string& field_selector);
+
+// Node authorization of a get: a node identity may read only the ResourceSlices of its node,
+// the pods bound to it and the ResourceClaims allocated to it (status.allocation's node
+// selector names the node); other kinds are left to RBAC. `obj` is the object
+// in the hub version's JSON. PermissionDenied with Kubernetes' "no relationship found" wording.
+absl::Status AdmitNodeGet(const auth::UserInfo& user, const std::string& kind,
+                          const nlohmann::json& obj);
+
 }  // namespace qm::service

@@ -151,6 +151,10 @@ expect_line "namespace admin cannot create a role beyond its rights" "$(head -1 
 # --- node restriction: node A may touch only its own slices -----------------------------------
 "$QM_BIN" credential --data-dir "$WORK/data" --node gpu-node-a --server "$URL" --out "$WORK/node-a.kubeconfig"
 nodea() { kubectl --kubeconfig "$WORK/node-a.kubeconfig" "$@" 2>&1; }
+for part in certificate key; do
+  kubectl --kubeconfig "$WORK/node-a.kubeconfig" config view --raw \
+    -o jsonpath="{.users[0].user.client-$part-data}" | base64 -d > "$WORK/node-a.${part/certificate/crt}"
+done
 slice() {  # slice <name> <node>
   printf 'apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: %s\nspec:\n  driver: gpu.example.com\n  nodeName: %s\n  pool:\n    name: %s\n    generation: 1\n    resourceSliceCount: 1\n  devices:\n  - name: gpu-0\n' "$1" "$2" "$2"
 }
@@ -165,7 +169,10 @@ expect "node A cannot publish node B's slice" "$(nodea create -f "$WORK/slice-b.
 k create -f "$WORK/slice-b.yaml" >/dev/null
 expect "node A cannot patch node B's slice" \
   "$(nodea patch resourceslice slice-b --type merge -p '{"metadata":{"labels":{"x":"y"}}}')" \
-  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: User "system:node:gpu-node-a" cannot get resource "resourceslices" in API group "resource.k8s.io" at the cluster scope: no relationship found between node '"'gpu-node-a'"' and this object'
+expect "node A cannot patch node B's slice (raw PATCH, no read first)" \
+  "$(curl -s --cacert "$WORK/data/pki/ca.crt" --cert "$WORK/node-a.crt" --key "$WORK/node-a.key" -X PATCH -H 'Content-Type: application/merge-patch+json' -d '{"metadata":{"labels":{"x":"y"}}}' "$URL/apis/resource.k8s.io/v1/resourceslices/slice-b" | jq -r .message)" \
+  'resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
 expect "node A cannot replace node B's slice" "$(nodea replace -f "$WORK/slice-b.yaml")" \
   'Error from server (Forbidden): error when replacing "'"$WORK"'/slice-b.yaml": resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
 # Moving a slice to another node is refused before admission: nodeName is immutable.
@@ -174,11 +181,31 @@ expect "node A cannot move its slice to node B (json patch)" \
   'The ResourceSlice "slice-a" is invalid: spec.nodeName: Invalid value: field is immutable'
 expect "node A cannot delete node B's slice" "$(nodea delete resourceslice slice-b)" \
   'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
-expect "node A cannot delete the collection" "$(nodea delete --raw /apis/resource.k8s.io/v1/resourceslices)" \
-  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
-expect "delete --all removes only node A's own slice" "$(nodea delete resourceslices --all)" \
-  'resourceslice.resource.k8s.io "slice-a" deleted
-Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: node "gpu-node-a" may only create, update or delete ResourceSlices whose spec.nodeName is "gpu-node-a"'
+FS='spec.nodeName=gpu-node-a'
+NODE_LIST_DENIED='can only list, watch or delete-collection resourceslices with the field selector spec.nodeName=gpu-node-a'
+expect "node A cannot delete the whole collection" "$(nodea delete --raw /apis/resource.k8s.io/v1/resourceslices)" \
+  'Error from server (Forbidden): resourceslices.resource.k8s.io is forbidden: User "system:node:gpu-node-a" cannot deletecollection resource "resourceslices" in API group "resource.k8s.io" at the cluster scope: node "gpu-node-a" '"$NODE_LIST_DENIED"
+# --- node restriction of reads (the node authorizer): only what its node needs -----------------
+expect "node A cannot list every slice" "$(nodea get resourceslices)" \
+  'Error from server (Forbidden): resourceslices.resource.k8s.io is forbidden: User "system:node:gpu-node-a" cannot list resource "resourceslices" in API group "resource.k8s.io" at the cluster scope: node "gpu-node-a" '"$NODE_LIST_DENIED"
+expect "node A lists its own slices by field selector" \
+  "$(nodea get resourceslices --field-selector "$FS" -o name)" "resourceslice.resource.k8s.io/slice-a"
+expect "node A cannot list by another node's selector" \
+  "$(nodea get resourceslices --field-selector spec.nodeName=gpu-node-b -o name | head -1 | cut -c1-40)" \
+  "Error from server (Forbidden): resources"
+expect "node A reads its own slice" "$(nodea get resourceslice slice-a -o jsonpath='{.spec.nodeName}')" "gpu-node-a"
+expect "node A cannot read node B's slice" "$(nodea get resourceslice slice-b)" \
+  'Error from server (Forbidden): resourceslices.resource.k8s.io "slice-b" is forbidden: User "system:node:gpu-node-a" cannot get resource "resourceslices" in API group "resource.k8s.io" at the cluster scope: no relationship found between node '"'gpu-node-a'"' and this object'
+expect "node A cannot list claims" "$(nodea get resourceclaims -A)" \
+  'Error from server (Forbidden): resourceclaims.resource.k8s.io is forbidden: User "system:node:gpu-node-a" cannot list resource "resourceclaims" in API group "resource.k8s.io" at the cluster scope: node "gpu-node-a" may not list resourceclaims; it reads those of its pods'
+expect "node A cannot list every pod" "$(nodea get pods -A)" \
+  'Error from server (Forbidden): pods is forbidden: User "system:node:gpu-node-a" cannot list resource "pods" in API group "" at the cluster scope: node "gpu-node-a" can only list, watch or delete-collection pods with the field selector spec.nodeName=gpu-node-a'
+expect "node A lists the pods bound to it" "$(nodea get pods -A --field-selector "$FS")" "No resources found"
+expect "node A reads device classes and nodes" \
+  "$(nodea get deviceclasses -o name >/dev/null && nodea get nodes -o name | grep -c Forbidden)" "0"
+expect "delete by its selector removes only node A's own slice" \
+  "$(nodea delete resourceslices --field-selector "$FS")" \
+  'resourceslice.resource.k8s.io "slice-a" deleted'
 expect "node B's slice survived" "$(k get resourceslice slice-b -o jsonpath='{.spec.nodeName}')" "gpu-node-b"
 out=$(nodea create -f "$SEEDS/02-deviceclass-a100-80g.yaml")
 expect "node cannot create device classes" "$out" \
@@ -204,9 +231,12 @@ expect "a denial is audited" \
   "$(audit 'user=alice&resource=deviceclasses' | jq -c '[.items[] | [.verb, .code]]')" '[["create",403]]'
 expect "node restriction denials are audited" \
   "$(audit 'user=system:node:gpu-node-a&name=slice-b' | jq -c '[.items[] | .code] | unique')" '[403]'
+expect "kubectl create token is audited" \
+  "$(audit 'resource=serviceaccounts&name=builder' | jq -c '[.items[] | select(.subresource == "token") | [.user.username, .verb, .code]] | unique')" \
+  '[["admin","create",201]]'
 expect "a bad token is audited as anonymous 401" \
   "$(audit 'user=system:anonymous' | jq -c '[.items[] | .code] | unique')" '[401]'
-expect "deletes are audited (delete --all by node A)" \
+expect "deletes are audited (delete by node A)" \
   "$(audit 'user=system:node:gpu-node-a&name=slice-a' | jq -c '[.items[] | [.verb, .code]]')" \
   '[["create",201],["delete",200]]'
 page1=$(audit 'user=admin&limit=2')

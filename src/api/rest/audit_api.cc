@@ -4,6 +4,7 @@
 #include "api/rest/request_gate.h"
 #include "api/rest/status.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::api {
@@ -12,7 +13,7 @@ namespace {
 using nlohmann::json;
 
 HttpResponse Error(const HttpError& e) {
-  return HttpResponse{e.code, "application/json", e.status.dump(), {}};
+  return HttpResponse{e.code, "application/json", ResponseText(e.status), {}};
 }
 
 std::string Query(const HttpRequest& req, const char* key) {
@@ -37,7 +38,7 @@ store::AuditRecord AuditRecordFor(const HttpRequest& req, int code) {
   r.name = a.name;
   r.code = code;
   r.source = req.remote_address;
-  r.user_agent = req.user_agent.substr(0, 256);
+  r.user_agent = SanitizeUtf8(req.user_agent.substr(0, 256));  // the cut may split a character
   return r;
 }
 
@@ -101,7 +102,7 @@ HttpResponse HandleAuditQuery(store::Store& store, const HttpRequest& req) {
               {"apiVersion", "audit.quartermaster.io/v1"},
               {"metadata", meta},
               {"items", items}};
-  return HttpResponse{200, "application/json", out.dump(), {}};
+  return HttpResponse{200, "application/json", ResponseText(out), {}};
 }
 
 }  // namespace qm::api

@@ -17,7 +17,7 @@ constexpr char kAuthnPrefix[] = "/apis/authentication.k8s.io/v1/";
 constexpr char kAuthzPrefix[] = "/apis/authorization.k8s.io/v1/";
 
 HttpResponse Json(int code, const json& body) {
-  return HttpResponse{code, "application/json", body.dump(), {}};
+  return HttpResponse{code, "application/json", ResponseText(body), {}};
 }
 
 HttpResponse Error(const HttpError& e) { return Json(e.code, e.status); }

@@ -28,6 +28,9 @@
 #include "api/rest/audit_api.h"
 #include "api/rest/metrics.h"
 #include "api/rest/request_gate.h"
+#include "api/rest/request_target.h"
+#include "api/rest/status.h"
+#include "common/utf8.h"
 #include "service/audit_log.h"
 #include "spdlog/spdlog.h"
 
@@ -49,47 +52,6 @@ constexpr auto kWriteTimeout = std::chrono::seconds(30);
 constexpr auto kShutdownGrace = std::chrono::seconds(10);
 
 std::string Str(beast::string_view v) { return std::string(v.data(), v.size()); }
-
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
-      i += 2;
-    } else if (s[i] == '+') {
-      out += ' ';
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-// Splits a request target into a decoded path and query parameters.
-void ParseTarget(std::string_view target, HttpRequest* req) {
-  auto q = target.find('?');
-  req->path = PercentDecode(target.substr(0, q));
-  if (q == std::string_view::npos) return;
-  std::string_view query = target.substr(q + 1);
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    if (!pair.empty()) {
-      auto eq = pair.find('=');
-      req->query[PercentDecode(pair.substr(0, eq))] =
-          eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1));
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-}
 
 // Warning texts can carry client-chosen field names: keep them to one printable, quoted line.
 std::string SanitizeWarning(const std::string& w) {
@@ -128,7 +90,7 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
       {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
       {"status", "Failure"}, {"message", message}, {"reason", reason},
       {"code", code}};
-  return j.dump();
+  return ResponseText(j);
 }
 
 HttpResponse StatusResponse(int code, const std::string& reason, const std::string& message) {
@@ -549,20 +511,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void Dispatch(http::request<http::string_body> msg) {
     state_ = State::kHandling;
     HttpRequest req;
-    req.method = Str(msg.method_string());
-    ParseTarget(Str(msg.target()), &req);
-    req.content_type = Str(msg[http::field::content_type]);
-    req.accept = Str(msg[http::field::accept]);
-    req.user_agent = Str(msg[http::field::user_agent]);
+    const bool keep_alive = msg.keep_alive();
+    auth::Credentials creds;
+    absl::Status target = FromHttpMessage(std::move(msg), &req, &creds.bearer_token);
     req.request_id = NewRequestId();
     req.remote_address = remote_;
-    req.body = std::move(msg.body());
-    bool keep_alive = msg.keep_alive();
-    for (const auto& f : msg) {
-      std::string name = absl::AsciiStrToLower(Str(f.name_string()));
-      if (absl::StartsWith(name, "impersonate-")) {
-        req.impersonation.emplace_back(std::move(name), Str(f.value()));
-      }
+    if (!target.ok()) {
+      srv_.Observe(req, 400, started_);
+      return Write(StatusResponse(400, "BadRequest", std::string(target.message())), false,
+                   req.request_id);
     }
     if (reject_) {
       srv_.Observe(req, 503, started_);
@@ -570,11 +527,6 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                    req.request_id);
     }
 
-    auth::Credentials creds;
-    std::string authz = Str(msg[http::field::authorization]);
-    if (authz.size() > 7 && absl::EqualsIgnoreCase(authz.substr(0, 7), "bearer ")) {
-      creds.bearer_token = std::string(absl::StripAsciiWhitespace(authz.substr(7)));
-    }
     creds.client_certificate = peer_;
     creds.untrusted_client_certificate = untrusted_cert_;
     auto user = srv_.authn().Authenticate(creds);
@@ -871,8 +823,14 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
                req.method != "HEAD") {
       // A change commits together with its audit record (the same transaction).
       store::AuditRecord record = AuditRecordFor(req, req.method == "POST" ? 201 : 200);
-      store::AuditScope scope(&record);
-      r = api_.Handle(req);
+      {
+        store::AuditScope scope(&record);
+        r = api_.Handle(req);
+      }
+      // A TokenRequest stores nothing, so no transaction carried its record: queue it instead.
+      if (r.code == 201 && record.resource == "serviceaccounts" && record.subresource == "token") {
+        audit_->Record(std::move(record));
+      }
     } else {
       r = api_.Handle(req);
     }

@@ -156,6 +156,39 @@ json ApplyMergePatch(const json& target, const json& patch) {
   return out;
 }
 
+namespace {
+
+// The operations that add a value (add, and copy and move at their "path") need its parent to
+// be an existing object or array, as RFC 6902 §4.1 and Kubernetes' json-patch say; nlohmann
+// would create missing parents, and asserts on a scalar one (`/metadata/name/x`).
+absl::Status CheckAddTarget(const json& doc, const json& op) {
+  if (!op.is_object()) return absl::OkStatus();  // nlohmann reports the malformed operation
+  auto kind = op.find("op");
+  auto path = op.find("path");
+  if (kind == op.end() || path == op.end() || !kind->is_string() || !path->is_string() ||
+      (*kind != "add" && *kind != "copy" && *kind != "move")) {
+    return absl::OkStatus();
+  }
+  const std::string& text = path->get_ref<const std::string&>();
+  json::json_pointer pointer(text);  // a malformed pointer throws json::parse_error
+  if (pointer.empty()) return absl::OkStatus();
+  json::json_pointer parent = pointer.parent_pointer();
+  if (!doc.contains(parent)) {
+    return absl::InvalidArgumentError(
+        "the json patch could not be applied: " + kind->dump() +
+        " operation does not apply: doc is missing path: " + json(text).dump());
+  }
+  const json& container = doc.at(parent);
+  if (!container.is_object() && !container.is_array()) {
+    return absl::InvalidArgumentError("the json patch could not be applied: " + kind->dump() +
+                                      " operation does not apply: the parent of " +
+                                      json(text).dump() + " is not an object or an array");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<json> ApplyJsonPatch(const json& target, const json& patch) {
   if (!patch.is_array()) {
     return absl::InvalidArgumentError("json patch must be an array of operations");
@@ -172,6 +205,7 @@ absl::StatusOr<json> ApplyJsonPatch(const json& target, const json& patch) {
   json out = target;
   try {
     for (const auto& op : patch) {
+      if (auto parent = CheckAddTarget(out, op); !parent.ok()) return parent;
       out = out.patch(json::array({op}));
       if (op.is_object() && op.contains("op") && op["op"] == "copy" &&
           out.dump().size() > kMaxDocumentBytes) {

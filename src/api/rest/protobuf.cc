@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace qm::api {
 namespace {
 
@@ -178,6 +180,12 @@ absl::Status Malformed() {
   return absl::InvalidArgumentError("the request body is not a valid protobuf message");
 }
 
+// Protobuf strings are UTF-8 (Go's decoder checks it too); the JSON form could not hold others.
+absl::Status NotUtf8(const Field& f) {
+  return absl::InvalidArgumentError("the request body is not a valid protobuf message: field " +
+                                    std::string(f.name) + " is not valid UTF-8");
+}
+
 absl::Status DecodeMessage(std::string_view data, const Schema& schema, int depth, json* out);
 
 absl::Status DecodeField(Reader& r, int wire_type, const Field& f, int depth, json* out) {
@@ -186,6 +194,7 @@ absl::Status DecodeField(Reader& r, int wire_type, const Field& f, int depth, js
   switch (f.type) {
     case Type::kString:
       if (wire_type != 2 || !r.Bytes(&s)) return Malformed();
+      if (!IsValidUtf8(s)) return NotUtf8(f);
       if (!s.empty()) (*out)[f.name] = std::string(s);
       return absl::OkStatus();
     case Type::kInt64:
@@ -198,6 +207,7 @@ absl::Status DecodeField(Reader& r, int wire_type, const Field& f, int depth, js
       return absl::OkStatus();
     case Type::kRepeatedString:
       if (wire_type != 2 || !r.Bytes(&s)) return Malformed();
+      if (!IsValidUtf8(s)) return NotUtf8(f);
       (*out)[f.name].push_back(std::string(s));
       return absl::OkStatus();
     case Type::kStringMap: {
@@ -208,6 +218,7 @@ absl::Status DecodeField(Reader& r, int wire_type, const Field& f, int depth, js
         uint64_t tag;
         std::string_view part;
         if (!entry.Varint(&tag) || (tag & 7) != 2 || !entry.Bytes(&part)) return Malformed();
+        if (!IsValidUtf8(part)) return NotUtf8(f);
         ((tag >> 3) == 1 ? key : value) = std::string(part);
       }
       (*out)[f.name][key] = value;

@@ -6,19 +6,25 @@
 #include "absl/strings/str_split.h"
 #include "api/rest/status.h"
 #include "auth/authenticator.h"
+#include "service/node_restriction.h"
 
 namespace qm::api {
 namespace {
 
-HttpResponse Forbidden(const auth::UserInfo& user, const service::AuthzAttributes& attrs) {
-  HttpError e = MakeError(403, "Forbidden", service::ForbiddenMessage(user, attrs));
+// `reason`, when set, follows the RBAC wording as the node authorizer's does ("...: node 'n'
+// can only list/watch pods with spec.nodeName field selector").
+HttpResponse Forbidden(const auth::UserInfo& user, const service::AuthzAttributes& attrs,
+                       const std::string& reason = "") {
+  std::string message = service::ForbiddenMessage(user, attrs);
+  if (!reason.empty()) message += ": " + reason;
+  HttpError e = MakeError(403, "Forbidden", message);
   if (attrs.resource_request) {
     nlohmann::json details = {{"kind", attrs.resource}};
     if (!attrs.api_group.empty()) details["group"] = attrs.api_group;
     if (!attrs.name.empty()) details["name"] = attrs.name;
     e.status["details"] = details;
   }
-  return HttpResponse{403, "application/json", e.status.dump(), {}};
+  return HttpResponse{403, "application/json", ResponseText(e.status), {}};
 }
 
 }  // namespace
@@ -126,7 +132,7 @@ std::optional<HttpResponse> RequestGate::Admit(HttpRequest* req) const {
       HttpError e =
           MakeError(400, "BadRequest",
                     "requested impersonation of groups or uid without impersonating a user");
-      return HttpResponse{400, "application/json", e.status.dump(), {}};
+      return HttpResponse{400, "application/json", ResponseText(e.status), {}};
     }
     for (const auto& [a, value] : checks) {
       if (!authorizer_.Authorize(*req->user, a).allowed) return Forbidden(*req->user, a);
@@ -136,6 +142,11 @@ std::optional<HttpResponse> RequestGate::Admit(HttpRequest* req) const {
   service::AuthzAttributes attrs = RequestAttributes(*req);
   service::AuthzDecision decision = authorizer_.Authorize(*req->user, attrs);
   if (!decision.allowed) return Forbidden(*req->user, attrs);
+  auto selector = req->query.find("fieldSelector");
+  absl::Status node =
+      service::AdmitNodeCollectionRead(*req->user, attrs.api_group, attrs.resource, attrs.verb,
+                                       selector == req->query.end() ? "" : selector->second);
+  if (!node.ok()) return Forbidden(*req->user, attrs, std::string(node.message()));
   return std::nullopt;
 }
 

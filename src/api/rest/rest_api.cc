@@ -16,6 +16,7 @@
 #include "api/rest/discovery.h"
 #include "api/rest/patch.h"
 #include "api/rest/protobuf.h"
+#include "api/rest/request_gate.h"
 #include "api/rest/schema.h"
 #include "api/rest/status.h"
 #include "api/rest/table.h"
@@ -68,7 +69,7 @@ std::string StringAt(const json& obj, const char* key) {
 HttpResponse JsonResponse(int code, const json& body) {
   HttpResponse r;
   r.code = code;
-  r.body = body.dump();
+  r.body = ResponseText(body);
   return r;
 }
 
@@ -380,7 +381,7 @@ class StreamingWatcher final : public service::Watcher {
     return Write(json{{"type", type}, {"object", table}});
   }
 
-  bool Write(const json& event) { return WriteText(event.dump()); }
+  bool Write(const json& event) { return WriteText(ResponseText(event)); }
 
   bool WriteText(const std::string& event) {
     if (!sink_->Write(event + "\n")) {
@@ -772,6 +773,13 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
   if (req.method == "GET") {
     auto got = objects_.Get(key);
     if (!got.ok()) return fail(got.status());
+    if (req.user.has_value()) {
+      if (auto st = service::AdmitNodeGet(*req.user, type.kind, FromObject(type, *got)); !st.ok()) {
+        return fail(absl::PermissionDeniedError(
+            service::ForbiddenMessage(*req.user, RequestAttributes(req)) + ": " +
+            std::string(st.message())));
+      }
+    }
     json obj = EncodeFor(type, version, *got);
     if (WantsTable(req)) {
       json rows = json::array({TableRow(type, obj, clock_.Now())});

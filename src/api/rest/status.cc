@@ -105,4 +105,8 @@ json SuccessStatus(const StatusDetails& details, const std::string& uid) {
        {{"name", details.name}, {"group", details.group}, {"kind", details.kind}, {"uid", uid}}}};
 }
 
+std::string ResponseText(const nlohmann::json& body) {
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace qm::api

@@ -38,6 +38,11 @@ HttpError InvalidError(const std::string& kind, const std::string& group, const 
 // A Status for an arbitrary code and reason (405 MethodNotAllowed, 404 for unknown paths).
 HttpError MakeError(int code, const std::string& reason, const std::string& message);
 
+// `body` as JSON text for a response. Text that quotes a client (a name from the path, a header)
+// is checked for UTF-8 where it enters; should invalid UTF-8 slip through, it is written as
+// U+FFFD rather than making nlohmann throw out of the handler.
+std::string ResponseText(const nlohmann::json& body);
+
 // The {"kind":"Status","status":"Success"} body of a finished delete.
 nlohmann::json SuccessStatus(const StatusDetails& details, const std::string& uid);
 

@@ -157,6 +157,34 @@ TEST(JsonPatchTest, NonArrayPatchIsInvalidArgument) {
   EXPECT_EQ(std::string(out.status().message()), "json patch must be an array of operations");
 }
 
+TEST(JsonPatchTest, AddUnderAScalarOrAMissingParentIsInvalidArgument) {
+  // RFC 6902 §4.1: the parent must exist and be a container (the fuzzer found that nlohmann
+  // asserts on a scalar parent).
+  for (const char* path : {"/metadata/name/x", "/metadata/labels/x/y", "/spec/0/x"}) {
+    absl::StatusOr<json> out =
+        ApplyJsonPatch(J(R"({"metadata":{"name":"a"},"spec":[1]})"),
+                       json::array({{{"op", "add"}, {"path", path}, {"value", "v"}}}));
+    ASSERT_FALSE(out.ok()) << path;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << path;
+  }
+  absl::StatusOr<json> copy =
+      ApplyJsonPatch(J(R"({"a":"s","b":1})"), J(R"([{"op":"copy","from":"/b","path":"/a/x"}])"));
+  ASSERT_FALSE(copy.ok());
+  EXPECT_THAT(std::string(copy.status().message()), HasSubstr("is not an object or an array"));
+  absl::StatusOr<json> missing = ApplyJsonPatch(
+      J(R"({"metadata":{}})"), J(R"([{"op":"add","path":"/metadata/labels/x","value":"1"}])"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr(R"(doc is missing path: "/metadata/labels/x")"));
+}
+
+TEST(JsonPatchTest, MalformedPointerIsInvalidArgument) {
+  absl::StatusOr<json> out =
+      ApplyJsonPatch(J(R"({"a":1})"), J(R"([{"op":"add","path":"a~2","value":1}])"));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // --- Strategic merge patch --------------------------------------------------------------------
 
 TEST(StrategicMergePatchTest, KubectlFinalizerChangeReplacesAOnlyWithB) {
