@@ -208,6 +208,10 @@ int main(int argc, char** argv) {
   qm::api::Metrics metrics([&pool] { return static_cast<double>(pool.InUse()); },
                            [&pool] { return static_cast<double>(pool.size()); },
                            [&hub] { return static_cast<double>(hub.watcher_count()); });
+  metrics.AddCounters("quartermaster_decode_failures_total",
+                      "Stored object versions whose body could not be decoded, by resource; each "
+                      "is logged and gets a DecodeFailed Event.",
+                      "resource", [&scheduler] { return scheduler.decode_failures().Counts(); });
   // TLS material and credentials: the operator's PKI, or one created under the data directory
   // at first start (k3s-style) with an admin token and kubeconfig.
   if (mkdir(options->data_dir.c_str(), 0700) != 0 && errno != EEXIST) {

@@ -21,6 +21,9 @@
 //     are tried again once the backoff has passed AND something that can make them fit changed
 //     (slices, classes, taint rules, nodes, templates, quotas, a released device, a new claim, the
 //     pod itself), or after five minutes in any case, as kube-scheduler's queue does.
+// Objects that do not decode are never dropped silently (decode_failures.h): each version is
+// logged, counted and gets a DecodeFailed Event; a claim whose allocation does not decode keeps
+// the devices it may hold in use and is not allocated anew.
 // Parsed objects, the inventory and the node list are kept between passes and rebuilt only for
 // what changed. The loop (Start) runs a pass whenever the object cache changes, and at least
 // every `resync`. Several replicas may run it at once: the store's device ledger and revision
@@ -38,6 +41,7 @@
 #include "cel/program_cache.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
+#include "service/decode_failures.h"
 #include "service/watch_hub.h"
 #include "store/store.h"
 
@@ -77,6 +81,9 @@ class Scheduler {
   // waiting for the cache to catch up with their writes).
   absl::StatusOr<PassStats> RunOnce();
 
+  // Objects that did not decode (see decode_failures.h), for /metrics.
+  const DecodeFailures& decode_failures() const { return decode_failures_; }
+
  private:
   class Feed;
   class PassRun;
@@ -95,6 +102,7 @@ class Scheduler {
   IdGenerator& ids_;
   const SchedulerOptions options_;
   cel::ProgramCache programs_{4096};
+  DecodeFailures decode_failures_;
   std::unique_ptr<State> state_;  // caches kept between passes; used by the pass thread only
 
   std::mutex mu_;

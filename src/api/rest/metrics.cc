@@ -1,8 +1,10 @@
 #include "api/rest/metrics.h"
 
+#include <prometheus/client_metric.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
@@ -40,11 +42,32 @@ void Metrics::ObserveRequest(const std::string& verb, const std::string& resourc
   latency_->Add({{"verb", verb}, {"resource", resource}}, kBuckets).Observe(seconds);
 }
 
+void Metrics::AddCounters(std::string name, std::string help, std::string label,
+                          CounterSample sample) {
+  std::lock_guard<std::mutex> lock(sampled_mu_);
+  sampled_.push_back({std::move(name), std::move(help), std::move(label), std::move(sample)});
+}
+
 std::string Metrics::Render() {
   gauges_->Add({{"name", "db_pool_in_use"}}).Set(pool_in_use_());
   gauges_->Add({{"name", "db_pool_size"}}).Set(pool_size_());
   gauges_->Add({{"name", "watches_open"}}).Set(watchers_());
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  std::lock_guard<std::mutex> lock(sampled_mu_);
+  for (const auto& s : sampled_) {
+    prometheus::MetricFamily family;
+    family.name = s.name;
+    family.help = s.help;
+    family.type = prometheus::MetricType::Counter;
+    for (const auto& [value, count] : s.sample()) {
+      prometheus::ClientMetric metric;
+      metric.label.push_back({s.label, value});
+      metric.counter.value = static_cast<double>(count);
+      family.metric.push_back(std::move(metric));
+    }
+    families.push_back(std::move(family));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace qm::api

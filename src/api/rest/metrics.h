@@ -1,8 +1,12 @@
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace prometheus {
 class Registry;
@@ -26,6 +30,10 @@ class Metrics {
 
   void ObserveRequest(const std::string& verb, const std::string& resource, int code,
                       double seconds);
+  // A counter family kept elsewhere (a component's own atomic counts), sampled at scrape time:
+  // `sample` returns the count per value of the one label `label`. Call before serving.
+  using CounterSample = std::function<std::map<std::string, uint64_t>()>;
+  void AddCounters(std::string name, std::string help, std::string label, CounterSample sample);
   // The text exposition format for GET /metrics.
   std::string Render();
 
@@ -35,6 +43,12 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* latency_;
   prometheus::Family<prometheus::Gauge>* gauges_;
   std::function<double()> pool_in_use_, pool_size_, watchers_;
+  struct SampledCounters {
+    std::string name, help, label;
+    CounterSample sample;
+  };
+  std::mutex sampled_mu_;
+  std::vector<SampledCounters> sampled_;  // guarded by sampled_mu_
 };
 
 }  // namespace qm::api
