@@ -32,6 +32,30 @@ int64_t Seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
+// A NumericDate claim (RFC 7519: seconds, a JSON number; a fraction is dropped) that the
+// clock's 64-bit count can hold (nanoseconds here: up to the year 2262). False when absent, not
+// a number or out of range: converting such a value would be undefined behaviour.
+bool NumericDate(const json& payload, const char* key, int64_t* out) {
+  constexpr int64_t kMaxSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::duration::max())
+          .count();
+  auto it = payload.find(key);
+  if (it == payload.end()) return false;
+  if (it->is_number_integer() || it->is_number_unsigned()) {
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(kMaxSeconds)) {
+      return false;
+    }
+    *out = it->get<int64_t>();
+  } else if (it->is_number_float()) {
+    const double d = it->get<double>();
+    if (!(d >= 0 && d <= static_cast<double>(kMaxSeconds))) return false;  // NaN fails too
+    *out = static_cast<int64_t>(d);
+  } else {
+    return false;
+  }
+  return *out >= 0 && *out <= kMaxSeconds;
+}
+
 const char kHeader[] = R"({"alg":"HS256","typ":"JWT"})";
 
 }  // namespace
@@ -77,13 +101,8 @@ absl::StatusOr<std::optional<ServiceAccountClaims>> VerifyServiceAccountToken(
     c.name = k8s.at("serviceaccount").at("name").get<std::string>();
     c.uid = k8s.at("serviceaccount").at("uid").get<std::string>();
     c.audiences = payload.at("aud").get<std::vector<std::string>>();
-    // The clock's 64-bit count (nanoseconds here: up to the year 2262) must hold the claim.
-    constexpr int64_t kMaxSeconds =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::duration::max())
-            .count();
-    const int64_t iat = payload.at("iat").get<int64_t>();
-    const int64_t exp = payload.at("exp").get<int64_t>();
-    if (iat < 0 || iat > kMaxSeconds || exp < 0 || exp > kMaxSeconds) {
+    int64_t iat = 0, exp = 0;
+    if (!NumericDate(payload, "iat", &iat) || !NumericDate(payload, "exp", &exp)) {
       return absl::UnauthenticatedError("service account token has malformed claims");
     }
     c.issued_at = std::chrono::system_clock::time_point(std::chrono::seconds(iat));

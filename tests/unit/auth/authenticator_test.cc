@@ -137,10 +137,12 @@ TEST_F(ServiceAccountTokenTest, ExpiredTamperedAndForeignTokens) {
 
 TEST_F(ServiceAccountTokenTest, TimesPastTheClockRangeAreMalformedNotOverflowed) {
   // Signed with the right key, so only the claims can refuse it (the fuzzer found iat/exp
-  // beyond the year 2262 overflowing the nanosecond clock: undefined behaviour).
+  // beyond the year 2262, or a huge float, overflowing the nanosecond clock: undefined
+  // behaviour).
   for (const char* claims :
        {R"("iat":1,"exp":9223372036854775807)", R"("iat":-9223372036854775807,"exp":2000000000)",
-        R"("iat":1,"exp":-1)"}) {
+        R"("iat":1,"exp":-1)", R"("iat":1,"exp":6.6e123)", R"("iat":1,"exp":"2000000000")",
+        R"("iat":1)"}) {
     std::string payload =
         std::string(R"({"iss":")") + kServiceAccountIssuer + R"(","aud":["quartermaster"],)" +
         claims + R"(,"kubernetes.io":{"namespace":"a","serviceaccount":{"name":"b","uid":"c"}}})";
