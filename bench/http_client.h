@@ -15,11 +15,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,12 @@ namespace qm::bench {
   std::exit(1);
 }
 
+// Thrown instead of exiting when ClientConfig::throw_on_io_error is set: the server went away
+// (refused, reset, closed mid-answer). Fault tests count such a request as unacknowledged.
+struct ConnectionLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Where and how to connect:
 //   --url http[s]://HOST:PORT  https means TLS with the server's certificate verified
 //   --ca-file PATH             CA bundle to verify it with (default: the system's)
@@ -41,6 +49,7 @@ struct ClientConfig {
   bool tls = false;
   std::string token;  // sent as "Authorization: Bearer <token>" when not empty
   std::string ca_file;
+  bool throw_on_io_error = false;  // throw ConnectionLost instead of exiting
 
   static bool IsFlag(const std::string& flag) {
     return flag == "--url" || flag == "--token" || flag == "--token-file" || flag == "--ca-file";
@@ -110,12 +119,21 @@ class Connection {
     }
     freeaddrinfo(res);
     if (fd_ < 0) {
+      if (cfg.throw_on_io_error) throw ConnectionLost("connect: " + std::string(strerror(errno)));
       std::perror(("connect " + cfg.host + ":" + std::to_string(cfg.port)).c_str());
       std::exit(1);
     }
     int one = 1;
     setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (cfg.tls) StartTls();
+    if (cfg.tls) {
+      try {
+        StartTls();
+      } catch (const ConnectionLost&) {
+        if (ssl_ != nullptr) SSL_free(ssl_);
+        close(fd_);
+        throw;
+      }
+    }
   }
   ~Connection() {
     if (ssl_ != nullptr) {
@@ -171,6 +189,7 @@ class Connection {
               : SSL_set1_host(ssl_, name) == 1 && SSL_set_tlsext_host_name(ssl_, name) == 1;  // SNI
     if (!named) Die("cannot set the expected TLS peer name " + cfg_.host);
     if (SSL_connect(ssl_) != 1) {
+      if (cfg_.throw_on_io_error) throw ConnectionLost("TLS handshake failed");
       const long v = SSL_get_verify_result(ssl_);
       Die("TLS handshake with " + cfg_.host + ":" + std::to_string(cfg_.port) + " failed" +
           (v != X509_V_OK ? std::string(": ") + X509_verify_cert_error_string(v) : ""));
@@ -191,6 +210,7 @@ class Connection {
       ssize_t n = ssl_ != nullptr ? SSL_write(ssl_, data.data() + off, static_cast<int>(len))
                                   : send(fd_, data.data() + off, len, MSG_NOSIGNAL);
       if (n <= 0) {
+        if (cfg_.throw_on_io_error) throw ConnectionLost("write failed");
         if (ssl_ != nullptr) Die("TLS write failed");
         std::perror("send");
         std::exit(1);
@@ -203,6 +223,7 @@ class Connection {
     char tmp[65536];
     ssize_t n = ssl_ != nullptr ? SSL_read(ssl_, tmp, sizeof(tmp)) : recv(fd_, tmp, sizeof(tmp), 0);
     if (n <= 0) {
+      if (cfg_.throw_on_io_error) throw ConnectionLost("connection closed");
       std::fprintf(stderr, "connection closed\n");
       std::exit(1);
     }
