@@ -284,6 +284,18 @@ int main(int argc, char** argv) {
 
   qm::api::HttpServer server(api, **store, metrics, authenticator, &gate, http_options);
   server.SetAuditLog(&audit);
+  qm::store::pg::PgStore& pg_store = **store;
+  metrics.AddCounters(
+      "quartermaster_unexpected_exceptions_total",
+      "Exceptions caught by a last-resort handler, by component; each is logged and the component "
+      "carries on (a request fails with 500, a background loop starts over).",
+      "component", [&] {
+        return std::map<std::string, uint64_t>{{"scheduler", scheduler.unexpected_errors()},
+                                               {"watch_hub", hub.unexpected_errors()},
+                                               {"audit_log", audit.unexpected_errors()},
+                                               {"store_writer", pg_store.writer_errors()},
+                                               {"http", server.unexpected_errors()}};
+      });
   if (auto st = server.Start(); !st.ok()) return Fail("http", st);
   auto host = options->http_addr.substr(0, options->http_addr.rfind(':'));
   if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) {

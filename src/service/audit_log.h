@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "store/store.h"
 
@@ -33,9 +34,16 @@ class AuditLog {
 
   uint64_t dropped() const { return dropped_.load(); }
   uint64_t written() const { return written_.load(); }
+  // Exceptions the writer thread caught (each is logged; the records are retried), for
+  // /metrics.
+  uint64_t unexpected_errors() const { return unexpected_errors_.load(); }
 
  private:
   void Run();
+  void Loop();
+  absl::Status Append(const std::vector<store::AuditRecord>& batch);
+  // Logs and counts the exception being handled; call from a catch block only.
+  void Unexpected(const char* doing);
 
   store::Store& store_;
   const std::chrono::seconds retention_;
@@ -44,8 +52,10 @@ class AuditLog {
   std::deque<store::AuditRecord> queue_;  // guarded by mu_
   bool stopping_ = false;                 // guarded by mu_
   std::thread thread_;
+  size_t holding_ = 0;  // records taken off the queue and not yet written or put back (thread)
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> unexpected_errors_{0};
 };
 
 }  // namespace qm::service

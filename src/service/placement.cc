@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
 
 namespace qm::service {
 namespace {
@@ -115,6 +118,8 @@ Placement Place(const PlacementRequest& request) {
   }
   workers = std::min<int>(workers, static_cast<int>(std::max<size_t>(to_evaluate / 16, 1)));
   std::atomic<size_t> next{0};
+  std::mutex failure_mu;
+  std::exception_ptr failure;  // the first exception of a helper thread, rethrown here
   auto work = [&] {
     for (size_t k = next++; k < nodes.size() && feasible.load() < want; k = next++) {
       const size_t i = memo ? k : (request.start + k) % nodes.size();
@@ -132,10 +137,27 @@ Placement Place(const PlacementRequest& request) {
   if (workers <= 1) {
     work();
   } else {
+    // An exception must not escape a helper thread (that ends the process): it is handed to
+    // this thread. Out of threads, the ones started (or this one alone) do the work.
+    auto guarded = [&] {
+      try {
+        work();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+      }
+    };
     std::vector<std::thread> threads;
-    for (int w = 1; w < workers; ++w) threads.emplace_back(work);
-    work();
+    try {
+      threads.reserve(static_cast<size_t>(workers));
+      for (int w = 1; w < workers; ++w) threads.emplace_back(guarded);
+    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc
+      spdlog::warn("placement: cannot start more threads ({}); using {}", e.what(),
+                   threads.size() + 1);
+    }
+    guarded();
     for (auto& t : threads) t.join();
+    if (failure) std::rethrow_exception(failure);
   }
 
   Placement out;

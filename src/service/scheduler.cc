@@ -50,6 +50,8 @@ constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
 constexpr size_t kMaxReservedFor = 256;
 // Commits of one pass in flight at once (they share the store's group commits).
 constexpr size_t kMaxInFlight = 256;
+// How long the loop pauses after a pass ended with an exception.
+constexpr auto kRestartDelay = std::chrono::milliseconds(500);
 // kube-scheduler's podMaxInUnschedulablePodsDuration: an unschedulable pod is tried again after
 // this long even when nothing relevant changed.
 constexpr auto kUnschedulableFlush = std::chrono::minutes(5);
@@ -750,15 +752,32 @@ void Scheduler::Loop() {
       if (stopping_) return;
       dirty_ = false;
     }
-    auto stats = Pass(/*read_your_writes=*/false);
-    if (!stats.ok()) {
-      spdlog::warn("scheduler pass failed: {}", stats.status().ToString());
-      continue;
+    std::string failure;
+    try {
+      auto stats = Pass(/*read_your_writes=*/false);
+      if (!stats.ok()) {
+        spdlog::warn("scheduler pass failed: {}", stats.status().ToString());
+        continue;
+      }
+      if (stats->conflicts > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        dirty_ = true;  // retry lost races at once, on a fresh snapshot
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "an exception of unknown type";
     }
-    if (stats->conflicts > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      dirty_ = true;  // retry lost races at once, on a fresh snapshot
-    }
+    if (failure.empty()) continue;
+    // Nothing a pass meets may end the process. Its views may be half-updated: start over from
+    // a fresh listing after a short pause (the pause keeps a persistent fault from spinning).
+    unexpected_errors_.fetch_add(1);
+    spdlog::error("scheduler pass failed: {}; listing everything again in {} ms", failure,
+                  kRestartDelay.count());
+    state_->synced = false;
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, kRestartDelay, [&] { return stopping_; });
+    dirty_ = true;
   }
 }
 
@@ -817,6 +836,22 @@ class Scheduler::PassRun {
         pods_(st_.pods),
         claims_(st_.claims),
         commits_(scheduler.store_) {}
+
+  // A pass cut short by an exception still waits for its commits before any member goes: their
+  // callbacks use this pass's state. A callback that throws is dropped and the rest still run.
+  ~PassRun() {
+    for (;;) {
+      try {
+        commits_.Drain();
+        return;
+      } catch (...) {
+        spdlog::error("scheduler: a commit callback failed while a pass was being abandoned");
+      }
+    }
+  }
+
+  PassRun(const PassRun&) = delete;
+  PassRun& operator=(const PassRun&) = delete;
 
   PassStats Run() {
     ReportUndecodable();

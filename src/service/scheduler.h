@@ -83,6 +83,9 @@ class Scheduler {
 
   // Objects that did not decode (see decode_failures.h), for /metrics.
   const DecodeFailures& decode_failures() const { return decode_failures_; }
+  // Passes of the loop that ended with an exception (each is logged; the loop lists everything
+  // again and carries on), for /metrics.
+  uint64_t unexpected_errors() const { return unexpected_errors_.load(); }
 
  private:
   class Feed;
@@ -110,6 +113,7 @@ class Scheduler {
   bool dirty_ = true;
   bool stopping_ = false;
   std::shared_ptr<Feed> feed_;  // used by the pass thread; Close() detaches it
+  std::atomic<uint64_t> unexpected_errors_{0};
   std::thread thread_;
 };
 

@@ -8,6 +8,8 @@ namespace {
 constexpr int64_t kBatch = 1000;
 constexpr auto kIdleWait = std::chrono::milliseconds(1000);
 constexpr auto kCompactEvery = std::chrono::seconds(60);
+// How long the hub pauses after an exception before it starts over.
+constexpr auto kRestartDelay = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -136,6 +138,40 @@ void WatchHub::DispatchLocked(const model::WatchEvent& event) {
 }
 
 void WatchHub::Run() {
+  bool restart = false;
+  while (running_) {
+    std::string failure;
+    try {
+      if (restart) Restart();
+      restart = false;
+      Follow();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "an exception of unknown type";
+    }
+    if (failure.empty()) continue;
+    // Nothing the hub meets (a store that throws, a watcher that throws, memory running out)
+    // may end the process. Where it stopped dispatching is not known for sure, so every watch
+    // ends with 410 (clients list again) and the cache is reloaded, after a short pause.
+    unexpected_errors_.fetch_add(1);
+    spdlog::error("watch hub: {}; ending every watch and reloading the cache", failure);
+    restart = true;
+    std::this_thread::sleep_for(kRestartDelay);
+  }
+}
+
+void WatchHub::Restart() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Status expired =
+      absl::OutOfRangeError("the watch hub restarted after an internal error; list again");
+  for (auto& e : watchers_) e.watcher->Expire(expired);
+  watchers_.clear();
+  LoadSnapshotLocked();
+  dispatched_.notify_all();
+}
+
+void WatchHub::Follow() {
   auto last_compact = std::chrono::steady_clock::now();
   auto last_tick = std::chrono::steady_clock::now();
   while (running_) {

@@ -63,6 +63,9 @@ class WatchHub {
 
   int64_t last_dispatched() const { return last_rv_.load(); }
   size_t watcher_count();
+  // Exceptions the hub's thread caught (each is logged; every watch then ends with 410 and the
+  // cache is reloaded), for /metrics.
+  uint64_t unexpected_errors() const { return unexpected_errors_.load(); }
 
  private:
   struct Entry {
@@ -70,7 +73,12 @@ class WatchHub {
     int64_t start_rv;
   };
 
+  // The hub's thread: Follow(), started over by Restart() after an exception.
   void Run();
+  // Follows the change log until Stop().
+  void Follow();
+  // Ends every watch with 410 and reloads the cache.
+  void Restart();
   void DispatchLocked(const model::WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replaces the cache with a fresh snapshot of the store and moves last_rv_ to it.
   void LoadSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -84,6 +92,7 @@ class WatchHub {
   bool cache_ready_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> last_rv_{0};
   std::atomic<bool> running_{false};
+  std::atomic<uint64_t> unexpected_errors_{0};
   std::thread thread_;
 };
 

@@ -169,6 +169,9 @@ class HttpServer::Impl {
   void Shutdown();
   int port() const { return port_; }
   size_t connection_count() const { return connections_.load(); }
+  uint64_t unexpected_errors() const { return unexpected_errors_.load(); }
+  // Logs and counts the exception being handled; call from a catch block only. Never throws.
+  void Unexpected(const std::string& request_id, const char* where) noexcept;
 
   // Shared with the sessions.
   const HttpServerOptions& options() const { return options_; }
@@ -235,6 +238,7 @@ class HttpServer::Impl {
   std::atomic<bool> stopping_{false};
   std::atomic<int> inflight_{0};
   std::atomic<size_t> connections_{0};
+  std::atomic<uint64_t> unexpected_errors_{0};
   int port_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -556,13 +560,28 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return Write(std::move(r), keep_alive, req.request_id, /*retry_after=*/true);
     }
     asio::post(srv_.pool(), [self = this->shared_from_this(), req = std::move(req), keep_alive] {
-      HttpResponse r = self->srv_.Route(req);
+      // Whatever happens here (memory or threads running out, an exception of any type) fails
+      // this request only: the handler thread carries on and the in-flight slot is returned.
+      HttpResponse r;
+      try {
+        r = self->srv_.Route(req);
+      } catch (...) {
+        self->srv_.Unexpected(req.request_id, "handling the request");
+        r.code = 500;
+        r.content_type = "text/plain";
+      }
       self->srv_.ReleaseInflight();
-      self->srv_.Observe(req, r.code, self->started_);
-      asio::post(self->stream_.get_executor(),
-                 [self, r = std::move(r), keep_alive, id = req.request_id]() mutable {
-                   self->Write(std::move(r), keep_alive, id);
-                 });
+      try {
+        self->srv_.Observe(req, r.code, self->started_);
+        asio::post(self->stream_.get_executor(),
+                   [self, r = std::move(r), keep_alive, id = req.request_id]() mutable {
+                     self->Write(std::move(r), keep_alive, id);
+                   });
+      } catch (...) {
+        self->srv_.Unexpected(req.request_id, "answering the request");
+        // No answer could be queued: the client sees the connection close.
+        asio::post(self->stream_.get_executor(), [self] { self->Close(); });
+      }
     });
   }
 
@@ -602,8 +621,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           std::optional<HttpResponse> err;
           try {
             err = self->srv_.api().StartWatch(req, self->watch_);
-          } catch (const std::exception& e) {
-            spdlog::error("request_id={} watch failed to start: {}", req.request_id, e.what());
+          } catch (...) {
+            self->srv_.Unexpected(req.request_id, "starting a watch");
             err = StatusResponse(
                 500, "InternalError",
                 "Internal error occurred: see the server log for request " + req.request_id);
@@ -748,9 +767,9 @@ absl::Status HttpServer::Impl::Start() {
         try {
           ioc_.run();
           return;
-        } catch (const std::exception& e) {
+        } catch (...) {
           // Last-resort catch for this transport: log and keep serving.
-          spdlog::error("http I/O thread: {}", e.what());
+          Unexpected("", "an HTTP I/O thread");
         }
       }
     });
@@ -835,10 +854,11 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
       r = api_.Handle(req);
     }
     if (r.code == 403) AuditDenied(req, 403);
-  } catch (const std::exception& e) {
-    // Last-resort catch for this transport: one bad request never takes the server down.
-    spdlog::error("request_id={} {} {} failed: {}", req.request_id, req.method, req.path, e.what());
-    r = StatusResponse(500, "InternalError", "");
+  } catch (...) {
+    // Last-resort catch for this transport: one bad request (std::bad_alloc, std::system_error
+    // when no thread can be had, anything else) never takes the server down.
+    Unexpected(req.request_id, (req.method + " " + req.path).c_str());
+    r = HttpResponse{500, "", "", {}};
   }
   if (r.code >= 500) {
     // Internal error text (database messages, exceptions) goes to the log, never to the client.
@@ -855,6 +875,20 @@ HttpResponse HttpServer::Impl::Route(const HttpRequest& req) {
                            req.request_id);
   }
   return r;
+}
+
+void HttpServer::Impl::Unexpected(const std::string& request_id, const char* where) noexcept {
+  unexpected_errors_.fetch_add(1);
+  try {
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      spdlog::error("request_id={} {}: {}", request_id, where, e.what());
+    } catch (...) {
+      spdlog::error("request_id={} {}: an exception of unknown type", request_id, where);
+    }
+  } catch (...) {  // the log itself failed (no memory): the count remains
+  }
 }
 
 void HttpServer::Impl::Observe(const HttpRequest& req, int code,
@@ -911,5 +945,7 @@ int HttpServer::port() const { return impl_->port(); }
 void HttpServer::SetAuditLog(service::AuditLog* log) { impl_->set_audit(log); }
 
 size_t HttpServer::connection_count() const { return impl_->connection_count(); }
+
+uint64_t HttpServer::unexpected_errors() const { return impl_->unexpected_errors(); }
 
 }  // namespace qm::api

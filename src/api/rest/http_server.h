@@ -75,6 +75,9 @@ class HttpServer {
   int port() const;
   // Connections open now (for tests and metrics).
   size_t connection_count() const;
+  // Exceptions caught by the transport's last-resort catches (a request failed with 500, an
+  // I/O thread carried on), each logged, for metrics.
+  uint64_t unexpected_errors() const;
 
   class Impl;  // defined in the .cc; public so its connection types can name it
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spdlog/spdlog.h"
 #include "store/pg/migrations.h"
 #include "store/pg/queries.h"
 
@@ -527,20 +528,50 @@ void PgStore::WriterLoop() {
         queue_.pop_front();
       }
     }
-    auto results = RunBatch(batch);
-    // An SQL error fails the whole transaction: retry the writes one by one so only the bad one
-    // fails. Not when the connection broke (Unavailable): the commit may even have happened,
-    // and running the writes again could apply them twice.
-    if (!results.ok() && batch.size() > 1 && !absl::IsUnavailable(results.status())) {
-      for (PendingWrite* w : batch) {
-        auto single = RunBatch({w});
-        Complete(w, single.ok() ? std::move(single->front()) : single.status());
+    size_t completed = 0;
+    try {
+      WriteBatch(batch, completed);
+    } catch (...) {
+      // The last resort of the writer thread: an exception must neither end the process nor
+      // leave writers waiting forever. Whether the transaction committed is not known, so the
+      // writes not answered yet fail as for a broken connection, and are not run again.
+      writer_errors_.fetch_add(1);
+      std::string what = "an exception of unknown type";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
       }
-      continue;
+      spdlog::error("store writer: a batch of {} writes failed: {}", batch.size(), what);
+      for (size_t i = completed; i < batch.size(); ++i) {
+        try {
+          Complete(batch[i], absl::UnavailableError(
+                                 "commit outcome unknown: the store writer failed; see the "
+                                 "server log"));
+        } catch (...) {
+        }
+      }
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Complete(batch[i], results.ok() ? std::move((*results)[i]) : results.status());
+  }
+}
+
+void PgStore::WriteBatch(const std::vector<PendingWrite*>& batch, size_t& completed) {
+  auto results = RunBatch(batch);
+  // An SQL error fails the whole transaction: retry the writes one by one so only the bad one
+  // fails. Not when the connection broke (Unavailable): the commit may even have happened,
+  // and running the writes again could apply them twice.
+  if (!results.ok() && batch.size() > 1 && !absl::IsUnavailable(results.status())) {
+    for (PendingWrite* w : batch) {
+      auto single = RunBatch({w});
+      Complete(w, single.ok() ? std::move(single->front()) : single.status());
+      ++completed;
     }
+    return;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Complete(batch[i], results.ok() ? std::move((*results)[i]) : results.status());
+    ++completed;
   }
 }
 

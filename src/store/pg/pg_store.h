@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "store/pg/pool.h"
@@ -50,6 +51,9 @@ class PgStore final : public Store {
   absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before) override;
 
   ConnectionPool& pool() { return *pool_; }
+  // Batches the writer thread failed with an exception (each logged, its writes answered with
+  // Unavailable), for /metrics.
+  uint64_t writer_errors() const { return writer_errors_.load(); }
 
  private:
   struct Listener;
@@ -59,6 +63,8 @@ class PgStore final : public Store {
   absl::StatusOr<model::Object> Submit(WriteKind kind, model::Object obj, model::ResourceKey key,
                                        int64_t expected_rv);
   void WriterLoop();
+  // Commits `batch` and answers each write; `completed` counts the writes answered so far.
+  void WriteBatch(const std::vector<PendingWrite*>& batch, size_t& completed);
   bool Enqueue(PendingWrite* w);
   absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> RunBatch(
       const std::vector<PendingWrite*>& batch);
@@ -73,6 +79,7 @@ class PgStore final : public Store {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread writer_;
   std::atomic<int64_t> committed_rv_{0};  // newest revision the writer committed
+  std::atomic<uint64_t> writer_errors_{0};
 };
 
 // Applies every migration not yet recorded in schema_migrations, in name order, in one

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <system_error>
 #include <thread>
 
 #include "api/rest/metrics.h"
@@ -27,8 +28,9 @@ namespace {
 
 using nlohmann::json;
 
-// The in-memory store, except that Ping can be held (to keep handlers busy) and a Get of the
-// object named "boom" fails with an internal error whose text must stay in the server.
+// The in-memory store, except that Ping can be held (to keep handlers busy), a Get of the
+// object named "boom" fails with an internal error whose text must stay in the server, and Gets
+// of "oom", "nothreads" and "weird" throw (std::bad_alloc, std::system_error, an int).
 class GatedStore final : public store::Store {
  public:
   absl::StatusOr<model::Object> Create(const model::Object& obj) override {
@@ -44,6 +46,12 @@ class GatedStore final : public store::Store {
     if (key.name == "boom") {
       return absl::InternalError("pq: relation secret_table_xyz does not exist at 10.0.0.7");
     }
+    if (key.name == "oom") throw std::bad_alloc();
+    if (key.name == "nothreads") {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "thread");
+    }
+    if (key.name == "weird") throw 42;
     return inner.Get(key);
   }
   absl::StatusOr<store::ListResult> List(const store::ListOptions& o) override {
@@ -405,6 +413,25 @@ TEST_F(HttpServerTest, InternalErrorsNameARequestIdAndNothingElse) {
   ASSERT_NE(id, std::string::npos);
   std::string request_id = r.substr(id + 10, 36);
   EXPECT_NE(Body(r).find(request_id), std::string::npos) << r;
+}
+
+// Memory or threads running out (or any exception) while handling one request fails that
+// request with a 500; the handler thread and the in-flight slot carry on.
+TEST_F(HttpServerTest, AnExceptionInAHandlerFailsOnlyThatRequest) {
+  HttpServerOptions o;
+  o.max_requests_inflight = 1;
+  o.handler_threads = 1;
+  StartServer(o);
+  RawClient c(port());
+  for (const std::string name : {"oom", "nothreads", "weird"}) {
+    c.Send(Get("/apis/resource.k8s.io/v1/deviceclasses/" + name));
+    std::string r = c.ReadResponse();
+    EXPECT_EQ(Code(r), 500) << name;
+    EXPECT_NE(Body(r).find("request id"), std::string::npos) << r;
+  }
+  c.Send(Get("/version"));
+  EXPECT_EQ(Code(c.ReadResponse()), 200);
+  EXPECT_EQ(server_->unexpected_errors(), 3u);
 }
 
 TEST_F(HttpServerTest, WatchStreamsEventsWithChunkedEncoding) {
