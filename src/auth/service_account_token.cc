@@ -71,7 +71,11 @@ std::string SignServiceAccountToken(const std::string& key, const ServiceAccount
       {"kubernetes.io",
        {{"namespace", c.namespace_name}, {"serviceaccount", {{"name", c.name}, {"uid", c.uid}}}}},
   };
-  std::string signing_input = B64Url(kHeader) + "." + B64Url(payload.dump());
+  return SignServiceAccountPayload(key, payload.dump());
+}
+
+std::string SignServiceAccountPayload(const std::string& key, const std::string& payload_json) {
+  std::string signing_input = B64Url(kHeader) + "." + B64Url(payload_json);
   return signing_input + "." + B64Url(Hmac(key, signing_input));
 }
 

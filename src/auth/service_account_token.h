@@ -32,6 +32,10 @@ struct ServiceAccountClaims {
 // The signed token for `claims` under `key` (at least 32 bytes of secret).
 std::string SignServiceAccountToken(const std::string& key, const ServiceAccountClaims& claims);
 
+// The token whose payload is `payload_json` verbatim, signed as SignServiceAccountToken signs
+// (an HS256 JWT): for tests and fuzzers that need claims the typed struct cannot express.
+std::string SignServiceAccountPayload(const std::string& key, const std::string& payload_json);
+
 // The claims of `token`: nullopt when it is not a token of this issuer (another kind of bearer
 // token); Unauthenticated when it claims to be one but its signature, shape or expiry (at
 // `now`) is wrong. The message never quotes the token.

@@ -15,8 +15,6 @@
 //      and serializes (RestApi::Handle dumps it before decoding it again as JSON; a body that
 //      does not is an internal error, see fuzz_util.h).
 // Never a crash, hang or exception; a finding aborts (see fuzz_util.h).
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <chrono>
 #include <cstddef>
@@ -24,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "api/rest/protobuf.h"
 #include "auth/authenticator.h"
 #include "auth/service_account_token.h"
@@ -37,20 +34,6 @@ using Time = std::chrono::system_clock::time_point;
 
 constexpr char kOtherKey[] = "another-service-account-key-0123456789abcdef";
 const Time kNow{std::chrono::seconds(1800000000)};
-
-std::string B64Url(const std::string& in) {
-  std::string out;
-  absl::WebSafeBase64Escape(in, &out);
-  return out;
-}
-
-std::string Hmac(const std::string& key, const std::string& data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
-  return std::string(reinterpret_cast<char*>(mac), len);
-}
 
 void TokenFile(const std::string& text) {
   auto users = qm::auth::ParseTokenFile(text);
@@ -75,8 +58,7 @@ void Verify(const std::string& token) {
 }
 
 void SignedPayload(const std::string& payload) {
-  std::string input = B64Url(R"({"alg":"HS256","typ":"JWT"})") + "." + B64Url(payload);
-  std::string token = input + "." + B64Url(Hmac(qm::fuzz::kServiceAccountKey, input));
+  std::string token = qm::auth::SignServiceAccountPayload(qm::fuzz::kServiceAccountKey, payload);
   (void)qm::auth::VerifyServiceAccountToken(qm::fuzz::kServiceAccountKey, token, kNow);
 }
 

@@ -2,12 +2,9 @@
 #include "auth/authenticator.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "auth/service_account_token.h"
 
 namespace qm::auth {
@@ -16,21 +13,6 @@ namespace {
 using std::chrono::hours;
 using std::chrono::seconds;
 using std::chrono::system_clock;
-
-// A token whose payload is `payload` verbatim, signed as the issuer signs (HS256 JWT), so tests
-// can reach claim checks that SignServiceAccountToken's typed claims cannot express.
-std::string SignRawServiceAccountPayload(const std::string& key, const std::string& payload) {
-  std::string header, body, mac;
-  absl::WebSafeBase64Escape(R"({"alg":"HS256","typ":"JWT"})", &header);
-  absl::WebSafeBase64Escape(payload, &body);
-  std::string input = header + "." + body;
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(input.data()), input.size(), out, &len);
-  absl::WebSafeBase64Escape(std::string(reinterpret_cast<char*>(out), len), &mac);
-  return input + "." + mac;
-}
 
 TEST(TokenFileTest, ParsesKubernetesCsvWithQuotedGroups) {
   auto tokens = ParseTokenFile(
@@ -146,7 +128,7 @@ TEST_F(ServiceAccountTokenTest, TimesPastTheClockRangeAreMalformedNotOverflowed)
     std::string payload =
         std::string(R"({"iss":")") + kServiceAccountIssuer + R"(","aud":["quartermaster"],)" +
         claims + R"(,"kubernetes.io":{"namespace":"a","serviceaccount":{"name":"b","uid":"c"}}})";
-    auto r = VerifyServiceAccountToken(key_, SignRawServiceAccountPayload(key_, payload), now_);
+    auto r = VerifyServiceAccountToken(key_, SignServiceAccountPayload(key_, payload), now_);
     EXPECT_TRUE(absl::IsUnauthenticated(r.status())) << claims;
   }
   // The same shape with times in range verifies: the refusals above are about the times.
@@ -154,7 +136,7 @@ TEST_F(ServiceAccountTokenTest, TimesPastTheClockRangeAreMalformedNotOverflowed)
       std::string(R"({"iss":")") + kServiceAccountIssuer +
       R"(","aud":["quartermaster"],"iat":1800000000,"exp":1800003600,)"
       R"("kubernetes.io":{"namespace":"a","serviceaccount":{"name":"b","uid":"c"}}})";
-  auto r = VerifyServiceAccountToken(key_, SignRawServiceAccountPayload(key_, good), now_);
+  auto r = VerifyServiceAccountToken(key_, SignServiceAccountPayload(key_, good), now_);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((*r)->name, "b");
