@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/qm-bench-XXXXXX)
 chmod 755 "$work"
-build/server/quartermaster --http-addr 127.0.0.1:0 --data-dir "$work/data" --log-level warn \
+build/server/quartermaster --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" --log-level warn \
   > "$work/out" 2> "$work/err" &
 pid=$!
 trap 'kill -TERM $pid; wait $pid; rm -rf "$work"' EXIT

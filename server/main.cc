@@ -12,6 +12,9 @@
 #include <memory>
 #include <optional>
 
+#include "api/grpc/assignments.h"
+#include "api/grpc/grpc_server.h"
+#include "api/grpc/node_agent_api.h"
 #include "api/rest/auth_endpoints.h"
 #include "api/rest/http_server.h"
 #include "api/rest/metrics.h"
@@ -230,9 +233,15 @@ int main(int argc, char** argv) {
       if (!options->advertise_address.empty()) {
         (LooksLikeIp(options->advertise_address) ? ips : dns).push_back(options->advertise_address);
       }
-      std::string bind_host = options->http_addr.substr(0, options->http_addr.rfind(':'));
-      if (LooksLikeIp(bind_host) && bind_host != "0.0.0.0" && bind_host != "::") {
-        ips.push_back(bind_host);
+      // Agents reach the gRPC port by its address too: both bind addresses go into the SANs.
+      for (const std::string* addr : {&options->http_addr, &options->grpc_addr}) {
+        std::string bind_host = addr->substr(0, addr->rfind(':'));
+        if (bind_host.size() > 2 && bind_host.front() == '[') {
+          bind_host = bind_host.substr(1, bind_host.size() - 2);
+        }
+        if (LooksLikeIp(bind_host) && bind_host != "0.0.0.0" && bind_host != "::") {
+          ips.push_back(bind_host);
+        }
       }
       auto pki = qm::auth::EnsureServerPki(options->data_dir + "/pki", dns, ips);
       if (!pki.ok()) return Fail("certificates", pki.status());
@@ -285,6 +294,10 @@ int main(int argc, char** argv) {
   qm::api::HttpServer server(api, **store, metrics, authenticator, &gate, http_options);
   server.SetAuditLog(&audit);
   qm::store::pg::PgStore& pg_store = **store;
+  qm::api::nodeapi::GrpcServer* grpc_server_ptr = nullptr;
+  auto grpc_errors = [&grpc_server_ptr]() -> uint64_t {
+    return grpc_server_ptr != nullptr ? grpc_server_ptr->unexpected_errors() : 0;
+  };
   metrics.AddCounters(
       "quartermaster_unexpected_exceptions_total",
       "Exceptions caught by a last-resort handler, by component; each is logged and the component "
@@ -294,9 +307,28 @@ int main(int argc, char** argv) {
                                                {"watch_hub", hub.unexpected_errors()},
                                                {"audit_log", audit.unexpected_errors()},
                                                {"store_writer", pg_store.writer_errors()},
-                                               {"http", server.unexpected_errors()}};
+                                               {"http", server.unexpected_errors()},
+                                               {"grpc", grpc_errors()}};
       });
   if (auto st = server.Start(); !st.ok()) return Fail("http", st);
+
+  // The node-agent API (gRPC) on its own port, with the same TLS material and authenticator.
+  qm::api::nodeapi::AssignmentRouter assignments(objects, hub);
+  if (auto st = assignments.Start(); !st.ok()) return Fail("node-agent assignments", st);
+  qm::api::nodeapi::NodeAgentApi agent_api(objects, hub, assignments, authorizer, clock, &audit);
+  qm::api::nodeapi::GrpcServerOptions grpc_options;
+  grpc_options.address = options->grpc_addr;
+  grpc_options.tls_cert_file = http_options.tls_cert_file;
+  grpc_options.tls_key_file = http_options.tls_key_file;
+  grpc_options.client_ca_file = http_options.client_ca_file;
+  qm::api::nodeapi::GrpcServer grpc_server(agent_api, authenticator, grpc_options);
+  grpc_server_ptr = &grpc_server;
+  if (auto st = grpc_server.Start(); !st.ok()) return Fail("grpc", st);
+  std::string grpc_host = options->grpc_addr.substr(0, options->grpc_addr.rfind(':'));
+  if (grpc_host == "0.0.0.0" || grpc_host == "::" || grpc_host == "[::]" || grpc_host.empty()) {
+    grpc_host = options->advertise_address.empty() ? "127.0.0.1" : options->advertise_address;
+  }
+  const std::string grpc_endpoint = grpc_host + ":" + std::to_string(grpc_server.port());
   auto host = options->http_addr.substr(0, options->http_addr.rfind(':'));
   if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) {
     host = options->advertise_address.empty() ? "127.0.0.1" : options->advertise_address;
@@ -312,15 +344,22 @@ int main(int argc, char** argv) {
       !st.ok()) {
     return Fail("admin kubeconfig", st);
   }
-  spdlog::info("quartermaster listening on {}", server_url);
+  spdlog::info("quartermaster listening on {}, node agents (gRPC) on {}", server_url,
+               grpc_endpoint);
   spdlog::info("admin credentials: KUBECONFIG={} kubectl get resourceslices", kubeconfig);
-  // Machine-readable line for tests and scripts that start the server on port 0.
+  // Machine-readable lines for tests and scripts that start the server on port 0 (the gRPC
+  // line first: once LISTENING is there, both are).
+  std::printf("GRPC_LISTENING %s\n", grpc_endpoint.c_str());
   std::printf("LISTENING %s\n", server_url.c_str());
   std::fflush(stdout);
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received signal {}, shutting down", sig);
+  // Agents' streams end with UNAVAILABLE first, so they reconnect elsewhere or retry.
+  assignments.Stop();
+  grpc_server.Shutdown();
+  grpc_server_ptr = nullptr;
   scheduler.Stop();
   hub.Stop();
   server.Shutdown();

@@ -337,6 +337,15 @@ absl::StatusOr<ServerOptions> LoadServerOptions(const std::vector<std::string>& 
           "(127.0.0.1, ::1 or localhost), got \"" +
           host + "\"");
     }
+    // The node-agent port follows: without TLS it, too, serves only this machine.
+    std::string grpc_host = o.grpc_addr.substr(0, o.grpc_addr.rfind(':'));
+    if (!(grpc_host == "localhost" || grpc_host == "[::1]" || grpc_host == "::1" ||
+          grpc_host.rfind("127.", 0) == 0)) {
+      return absl::InvalidArgumentError(
+          "--insecure-http also serves the node-agent gRPC API without TLS and needs a loopback "
+          "--grpc-addr (127.0.0.1, ::1 or localhost), got \"" +
+          grpc_host + "\"");
+    }
   }
   return o;
 }

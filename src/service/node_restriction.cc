@@ -1,5 +1,7 @@
 #include "service/node_restriction.h"
 
+#include <vector>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "model/resource_types.h"
@@ -20,16 +22,17 @@ std::string StringAt(const json* obj, std::initializer_list<const char*> path) {
   return cur != nullptr && cur->is_string() ? cur->get<std::string>() : "";
 }
 
-// Whether a claim's allocation is for `node`: its nodeSelector requires metadata.name (or the
-// kubernetes.io/hostname label) to be exactly that node.
-bool AllocatedTo(const json* claim, const std::string& node) {
-  if (claim == nullptr || !claim->is_object()) return false;
+// The nodes a claim's allocation names: each nodeSelector term's requirement that
+// metadata.name (or the kubernetes.io/hostname label) is exactly one node.
+std::vector<std::string> NodesNamed(const json* claim) {
+  std::vector<std::string> out;
+  if (claim == nullptr || !claim->is_object()) return out;
   const json* sel = claim;
   for (const char* key : {"status", "allocation", "nodeSelector", "nodeSelectorTerms"}) {
-    if (!sel->is_object() || !sel->contains(key)) return false;
+    if (!sel->is_object() || !sel->contains(key)) return out;
     sel = &(*sel)[key];
   }
-  if (!sel->is_array()) return false;
+  if (!sel->is_array()) return out;
   for (const auto& term : *sel) {
     for (const char* list : {"matchFields", "matchExpressions"}) {
       if (!term.is_object() || !term.contains(list) || !term[list].is_array()) continue;
@@ -39,9 +42,20 @@ bool AllocatedTo(const json* claim, const std::string& node) {
         if (key != "metadata.name" && key != "kubernetes.io/hostname") continue;
         if (req.value("operator", "") != "In") continue;
         const json values = req.value("values", json::array());
-        if (values.is_array() && values.size() == 1 && values[0] == node) return true;
+        if (values.is_array() && values.size() == 1 && values[0].is_string()) {
+          out.push_back(values[0].get<std::string>());
+        }
       }
     }
+  }
+  return out;
+}
+
+// Whether a claim's allocation is for `node`: its nodeSelector requires metadata.name (or the
+// kubernetes.io/hostname label) to be exactly that node.
+bool AllocatedTo(const json* claim, const std::string& node) {
+  for (const auto& n : NodesNamed(claim)) {
+    if (n == node) return true;
   }
   return false;
 }
@@ -51,6 +65,15 @@ absl::Status Denied(const std::string& node, const std::string& what) {
 }
 
 }  // namespace
+
+std::optional<std::string> AllocatedNodeOf(const json& claim) {
+  auto nodes = NodesNamed(&claim);
+  if (nodes.empty()) return std::nullopt;
+  for (const auto& n : nodes) {
+    if (n != nodes.front()) return std::nullopt;
+  }
+  return nodes.front();
+}
 
 std::optional<std::string> NodeNameOf(const auth::UserInfo& user) {
   const std::string prefix = auth::kNodeUserPrefix;

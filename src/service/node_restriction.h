@@ -19,6 +19,11 @@ namespace qm::service {
 // The node a user acts for, when it is a node identity.
 std::optional<std::string> NodeNameOf(const auth::UserInfo& user);
 
+// The node a ResourceClaim (hub-version JSON) is allocated to: the one node its
+// status.allocation.nodeSelector requires by metadata.name or kubernetes.io/hostname; nullopt
+// when it is not allocated, or not to exactly one node (network-attached devices).
+std::optional<std::string> AllocatedNodeOf(const nlohmann::json& claim);
+
 // OK, or PermissionDenied saying what the node may do. `kind` is the object's kind ("Node",
 // "ResourceSlice", ...), `subresource` "" or "status"; `old_obj` is the stored object (null on
 // create), `new_obj` the object as it would be stored (null on delete), both in the hub

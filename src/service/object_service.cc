@@ -257,6 +257,71 @@ absl::Status ObjectService::FinishNamespaceIfEmpty(const model::ResourceKey& del
   return r.status();
 }
 
+absl::StatusOr<std::vector<model::Object>> ObjectService::CommitBatch(
+    std::vector<BatchWrite> writes) {
+  store::Transaction txn;
+  const store::AuditRecord* audit = store::AuditScope::Current();
+  const auto now = std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
+  for (auto& w : writes) {
+    store::Write out;
+    switch (w.kind) {
+      case BatchWrite::Kind::kCreate: {
+        model::Object& obj = w.object;
+        if (IsNamespaced(obj.resource)) QM_RETURN_IF_ERROR(CheckNamespace(obj.meta.namespace_));
+        if (obj.meta.name.empty() && !obj.meta.generate_name.empty()) {
+          obj.meta.name = obj.meta.generate_name + RandomSuffix();
+        }
+        obj.meta.uid = ids_.NewUid();
+        obj.meta.creation_timestamp = now;
+        obj.meta.generation = 1;
+        obj.meta.deletion_timestamp.reset();
+        obj.meta.resource_version = 0;
+        out = {store::Write::Kind::kCreate, std::move(obj), {}, 0};
+        break;
+      }
+      case BatchWrite::Kind::kUpdate: {
+        const model::Object& cur = w.current;
+        model::Object next = std::move(w.object);
+        next.resource = cur.resource;
+        next.meta.name = cur.meta.name;
+        next.meta.namespace_ = cur.meta.namespace_;
+        next.meta.uid = cur.meta.uid;
+        next.meta.creation_timestamp = cur.meta.creation_timestamp;
+        next.meta.deletion_timestamp = cur.meta.deletion_timestamp;
+        next.meta.generation = cur.meta.generation + (next.spec_digest != cur.spec_digest ? 1 : 0);
+        out = {store::Write::Kind::kUpdate, std::move(next), {}, cur.meta.resource_version};
+        break;
+      }
+      case BatchWrite::Kind::kDelete: {
+        const model::Object& cur = w.current;
+        if (cur.meta.finalizers.empty()) {
+          out = {store::Write::Kind::kDelete, {}, cur.Key(), cur.meta.resource_version};
+        } else {
+          model::Object marked = cur;
+          if (!marked.meta.deletion_timestamp.has_value()) marked.meta.deletion_timestamp = now;
+          out = {store::Write::Kind::kUpdate, std::move(marked), {}, cur.meta.resource_version};
+        }
+        break;
+      }
+    }
+    if (audit != nullptr) {
+      store::AuditRecord record = *audit;
+      record.verb = w.kind == BatchWrite::Kind::kCreate   ? "create"
+                    : w.kind == BatchWrite::Kind::kUpdate ? "update"
+                                                          : "delete";
+      const model::ResourceKey key =
+          out.kind == store::Write::Kind::kDelete ? out.key : out.object.Key();
+      record.name = key.name;
+      record.namespace_ = key.namespace_;
+      if (w.kind == BatchWrite::Kind::kCreate) record.code = 201;
+      txn.audit.push_back(std::move(record));
+    }
+    txn.writes.push_back(std::move(out));
+  }
+  if (txn.writes.empty()) return std::vector<model::Object>{};
+  return store_.Commit(txn);
+}
+
 absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) {
   return store_.Get(key);
 }

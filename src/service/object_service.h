@@ -26,6 +26,17 @@ struct DeleteResult {
   bool deleted = false;  // false: finalizers remain, only deletionTimestamp was set
 };
 
+// One write of ObjectService::CommitBatch.
+struct BatchWrite {
+  enum class Kind { kCreate, kUpdate, kDelete };
+  Kind kind = Kind::kUpdate;
+  // kCreate: the new object; kUpdate: the desired object.
+  model::Object object;
+  // kUpdate, kDelete: the stored object the write was computed from; its resourceVersion is the
+  // write's precondition.
+  model::Object current;
+};
+
 // Kubernetes object-metadata semantics on top of a Store: uid, creationTimestamp and
 // generation assignment; optimistic concurrency with retries for unconditional writes;
 // deletionTimestamp and finalizers; namespaces that must exist and that take their contents
@@ -60,6 +71,17 @@ class ObjectService {
   absl::StatusOr<DeleteResult> Delete(const model::ResourceKey& key, const DeleteOptions& options);
 
   absl::StatusOr<model::Object> Get(const model::ResourceKey& key);
+
+  // Several creates, updates and deletes in one store transaction: all of them or none. Each
+  // gets the metadata policy of Create, Update and Delete (uid, creationTimestamp and generation
+  // 1 on create; uid, creationTimestamp and deletionTimestamp kept and generation bumped on a
+  // spec change on update; a delete of an object with finalizers only sets deletionTimestamp).
+  // Aborted when an object changed since `current` was read (recompute and retry), or when a
+  // create's name is taken (AlreadyExists); NotFound when a namespace is missing. While an
+  // AuditScope lives on the calling thread, each write commits with a copy of its record (verb
+  // create, update or delete, and the object's name). Not for ResourceClaims whose allocation
+  // changes (their ledger rows are not maintained here). Returns the stored objects in order.
+  absl::StatusOr<std::vector<model::Object>> CommitBatch(std::vector<BatchWrite> writes);
 
   // Lists with label and field selectors applied. `limit` counts matching objects.
   absl::StatusOr<store::ListResult> List(const ListRequest& request);

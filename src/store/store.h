@@ -40,23 +40,6 @@ struct DeviceClaim {
   bool operator==(const DeviceClaim&) const = default;
 };
 
-// One object write of a Transaction.
-struct Write {
-  enum class Kind { kCreate, kUpdate, kDelete };
-  Kind kind = Kind::kUpdate;
-  model::Object object;     // kCreate, kUpdate
-  model::ResourceKey key;   // kDelete
-  int64_t expected_rv = 0;  // kUpdate, kDelete; 0 skips the check
-};
-
-// Several writes and device-ledger changes committed together or not at all: the scheduler's
-// binding (device rows, every claim's allocation and reservedFor, the pod's node).
-struct Transaction {
-  std::vector<Write> writes;
-  std::vector<DeviceClaim> claim_devices;   // rows to insert
-  std::vector<std::string> release_claims;  // claim uids whose rows are deleted first
-};
-
 // One entry of the audit trail: who did what to which object, and the answer.
 struct AuditRecord {
   int64_t id = 0;  // assigned by the store; increasing
@@ -73,6 +56,26 @@ struct AuditRecord {
   int code = 0;
   std::string source;  // client address
   std::string user_agent;
+};
+
+// One object write of a Transaction.
+struct Write {
+  enum class Kind { kCreate, kUpdate, kDelete };
+  Kind kind = Kind::kUpdate;
+  model::Object object;     // kCreate, kUpdate
+  model::ResourceKey key;   // kDelete
+  int64_t expected_rv = 0;  // kUpdate, kDelete; 0 skips the check
+};
+
+// Several writes and device-ledger changes committed together or not at all: the scheduler's
+// binding (device rows, every claim's allocation and reservedFor, the pod's node).
+struct Transaction {
+  std::vector<Write> writes;
+  std::vector<DeviceClaim> claim_devices;   // rows to insert
+  std::vector<std::string> release_claims;  // claim uids whose rows are deleted first
+  // Audit records inserted in the same transaction when it commits (stores without an audit
+  // trail ignore them).
+  std::vector<AuditRecord> audit;
 };
 
 // Filters of an audit query; empty fields match everything. Results are oldest first, at most

@@ -24,9 +24,10 @@ cleanup() {
 trap cleanup EXIT
 
 # Starts the server (reusing the data directory, so it also serves as a restart) and sets
-# SERVER_PID, URL and KUBECONFIG (the admin kubeconfig written by the server). Exits the script when the server does not come up.
+# SERVER_PID, URL, GRPC_ADDR and KUBECONFIG (the admin kubeconfig written by the server). Exits the script when the server does not come up.
 start_server() {
-  "$QM_BIN" --http-addr 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn "$@" \
+  "$QM_BIN" --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$WORK/data" \
+    --log-level warn "$@" \
     > "$WORK/server.out" 2>> "$WORK/server.err" &
   SERVER_PID=$!
   local line=""
@@ -37,6 +38,8 @@ start_server() {
   done
   [ -n "$line" ] || { echo "server did not start"; cat "$WORK/server.err"; exit 1; }
   URL=${line#LISTENING }
+  # The node-agent gRPC endpoint (host:port), printed before LISTENING.
+  GRPC_ADDR=$(grep -m1 '^GRPC_LISTENING ' "$WORK/server.out" | cut -d' ' -f2)
   # TLS and a credential, as a user would: the admin kubeconfig the server writes.
   export KUBECONFIG="$WORK/data/admin.kubeconfig"
   : > "$WORK/server.out"

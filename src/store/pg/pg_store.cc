@@ -602,7 +602,11 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     }
     std::vector<AuditRecord> audit;
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (results[i].ok() && batch[i]->audit.has_value()) audit.push_back(*batch[i]->audit);
+      if (!results[i].ok()) continue;
+      if (batch[i]->audit.has_value()) audit.push_back(*batch[i]->audit);
+      if (batch[i]->txn != nullptr) {
+        audit.insert(audit.end(), batch[i]->txn->audit.begin(), batch[i]->txn->audit.end());
+      }
     }
     if (!audit.empty()) InsertAudit(tx, audit);
     if (newest != 0) tx.exec_prepared("notify", newest);

@@ -1,0 +1,419 @@
+#include "api/grpc/assignments.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "spdlog/spdlog.h"
+
+namespace qm::api::nodeapi {
+namespace {
+
+constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+
+bool Names(const v1::WatchAssignmentsResponse& msg, const std::string& uid) {
+  for (const auto& a : msg.prepare()) {
+    if (a.claim().uid() == uid) return true;
+  }
+  for (const auto& c : msg.unprepare()) {
+    if (c.uid() == uid) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- AssignmentFeed ------------------------------------------------------------------------
+
+AssignmentFeed::AssignmentFeed(AssignmentRouter* router, std::string node,
+                               std::vector<std::string> drivers)
+    : router_(router),
+      node_(std::move(node)),
+      drivers_(std::move(drivers)),
+      last_sent_(std::chrono::steady_clock::now()) {}
+
+AssignmentFeed::~AssignmentFeed() = default;
+
+void AssignmentFeed::SetNotify(std::function<void()> notify) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_) notify_ = std::move(notify);
+}
+
+bool AssignmentFeed::Pop(v1::WatchAssignmentsResponse* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) return false;
+  *out = std::move(queue_.front());
+  queue_.pop_front();
+  if (queue_.empty()) tail_open_ = false;
+  last_sent_ = std::chrono::steady_clock::now();
+  last_rv_ = std::max(last_rv_, out->resource_version());
+  return true;
+}
+
+std::optional<absl::Status> AssignmentFeed::Ended() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+void AssignmentFeed::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    notify_ = nullptr;
+  }
+  router_->Remove(this);
+}
+
+void AssignmentFeed::Notify() {
+  std::function<void()> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notify = notify_;
+  }
+  if (notify) notify();
+}
+
+v1::WatchAssignmentsResponse& AssignmentFeed::TailFor(const std::string& uid, int64_t rv) {
+  if (!tail_open_ || queue_.empty() || Names(queue_.back(), uid)) {
+    queue_.emplace_back();
+    tail_open_ = true;
+  }
+  v1::WatchAssignmentsResponse& msg = queue_.back();
+  msg.set_resource_version(std::max(msg.resource_version(), rv));
+  return msg;
+}
+
+void AssignmentFeed::OfferLocked(const v1::Assignment* full, const v1::ClaimRef& claim,
+                                 int64_t rv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ended_.has_value() || closed_) return;
+  std::optional<v1::Assignment> mine;
+  if (full != nullptr) mine = ForDrivers(*full, drivers_);
+  auto held = held_.find(claim.uid());
+  if (mine.has_value()) {
+    if (held != held_.end() && held->second.allocation_id == mine->allocation_id()) return;
+    v1::WatchAssignmentsResponse& msg = TailFor(claim.uid(), rv);
+    // Held for an earlier allocation: undo that first (a message's unprepares come first).
+    if (held != held_.end()) *msg.add_unprepare() = held->second.claim;
+    held_[claim.uid()] = Held{mine->claim(), mine->allocation_id()};
+    *msg.add_prepare() = std::move(*mine);
+  } else {
+    if (held == held_.end()) return;
+    *TailFor(claim.uid(), rv).add_unprepare() = held->second.claim;
+    held_.erase(held);
+  }
+  if (queue_.size() > router_->options_.max_queued) {
+    queue_.clear();
+    ended_ = absl::AbortedError("the agent fell too far behind its assignments; reconnect");
+  }
+}
+
+void AssignmentFeed::BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ended_.has_value() || closed_ || !queue_.empty() || rv <= last_rv_) return;
+  if (now - last_sent_ < router_->options_.bookmark_interval) return;
+  queue_.emplace_back().set_resource_version(rv);
+  tail_open_ = true;
+}
+
+void AssignmentFeed::EndLocked(absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ended_.has_value()) ended_ = std::move(status);
+}
+
+// ---- AssignmentRouter ----------------------------------------------------------------------
+
+// The router's subscription to the hub. Stop() detaches it, after which no call reaches the
+// router (the hub drops the subscription at its next call).
+class AssignmentRouter::HubWatcher final : public service::Watcher {
+ public:
+  explicit HubWatcher(AssignmentRouter* router) : router_(router) {}
+  bool Deliver(const model::WatchEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (router_ == nullptr) return false;
+    router_->OnEvent(event);
+    return true;
+  }
+  bool Tick(int64_t rv) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (router_ == nullptr) return false;
+    router_->OnTick(rv);
+    return true;
+  }
+  void Expire(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (router_ == nullptr) return;
+    spdlog::warn("node-agent assignments: the change feed ended ({}); reloading",
+                 std::string(status.message()));
+    router_->OnExpired();
+    router_ = nullptr;
+  }
+  void Detach() {
+    std::lock_guard<std::mutex> lock(mu_);
+    router_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  AssignmentRouter* router_;
+};
+
+AssignmentRouter::AssignmentRouter(service::ObjectService& objects, service::WatchHub& hub,
+                                   AssignmentRouterOptions options)
+    : objects_(objects), hub_(hub), options_(options) {}
+
+AssignmentRouter::~AssignmentRouter() { Stop(); }
+
+absl::Status AssignmentRouter::Start() {
+  if (auto st = Load(); !st.ok()) return st;
+  reload_thread_ = std::thread([this] { ReloadLoop(); });
+  return absl::OkStatus();
+}
+
+void AssignmentRouter::Stop() {
+  std::vector<std::shared_ptr<AssignmentFeed>> touched;
+  std::shared_ptr<HubWatcher> watcher;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& [node, feed] : feeds_) {
+      feed->EndLocked(absl::UnavailableError("the server is shutting down"));
+      touched.push_back(feed);
+    }
+    watcher = std::move(watcher_);
+  }
+  changed_.notify_all();
+  if (watcher) watcher->Detach();
+  for (auto& f : touched) f->Notify();
+  if (reload_thread_.joinable()) reload_thread_.join();
+}
+
+absl::Status AssignmentRouter::Load() {
+  {
+    std::shared_ptr<HubWatcher> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      old = std::move(watcher_);
+    }
+    if (old) old->Detach();
+  }
+  service::ListRequest request;
+  request.store.resource = kClaims;
+  auto list = objects_.List(request);
+  if (!list.ok()) return list.status();
+  std::vector<std::shared_ptr<AssignmentFeed>> touched;
+  auto watcher = std::make_shared<HubWatcher>(this);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("stopping");
+    const int64_t rv = list->resource_version;
+    std::set<std::string> listed;
+    for (const auto& obj : list->items) {
+      listed.insert(obj.meta.uid);
+      auto body = nlohmann::json::parse(obj.body, nullptr, false);
+      if (body.is_discarded()) continue;  // keeps whatever the index had for it
+      v1::ClaimRef ref;
+      ref.set_namespace_(obj.meta.namespace_);
+      ref.set_name(obj.meta.name);
+      ref.set_uid(obj.meta.uid);
+      ApplyLocked(obj.meta.uid, ref,
+                  AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, body), rv,
+                  &touched);
+    }
+    std::vector<std::pair<std::string, v1::ClaimRef>> gone;
+    for (const auto& [uid, entry] : claims_) {
+      if (!listed.contains(uid)) gone.emplace_back(uid, entry.assignment.claim());
+    }
+    for (const auto& [uid, ref] : gone) ApplyLocked(uid, ref, std::nullopt, rv, &touched);
+    rv_ = std::max(rv_, rv);
+    ready_ = true;
+    watcher_ = watcher;
+  }
+  changed_.notify_all();
+  for (auto& f : touched) f->Notify();
+  absl::Status st = hub_.Subscribe(watcher, list->resource_version);
+  if (!st.ok()) {
+    watcher->Detach();
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+void AssignmentRouter::ApplyLocked(const std::string& uid, const v1::ClaimRef& claim,
+                                   std::optional<ClaimAssignment> next, int64_t rv,
+                                   std::vector<std::shared_ptr<AssignmentFeed>>* touched) {
+  auto it = claims_.find(uid);
+  if (it != claims_.end() && next.has_value() && it->second.node == next->node &&
+      it->second.assignment.allocation_id() == next->assignment.allocation_id()) {
+    it->second.assignment = std::move(next->assignment);  // consumers may have changed
+    return;
+  }
+  auto tell = [&](const std::string& node, const v1::Assignment* a, const v1::ClaimRef& ref) {
+    auto [first, last] = feeds_.equal_range(node);
+    for (auto f = first; f != last; ++f) {
+      f->second->OfferLocked(a, ref, rv);
+      touched->push_back(f->second);
+    }
+  };
+  if (it != claims_.end()) {
+    const std::string node = it->second.node;
+    const v1::ClaimRef ref = it->second.assignment.claim();
+    claims_.erase(it);
+    auto n = by_node_.find(node);
+    if (n != by_node_.end()) {
+      n->second.erase(uid);
+      if (n->second.empty()) by_node_.erase(n);
+    }
+    tell(node, nullptr, ref);
+  }
+  if (next.has_value()) {
+    Entry& e = claims_[uid];
+    e.node = next->node;
+    e.assignment = std::move(next->assignment);
+    by_node_[e.node].insert(uid);
+    tell(e.node, &e.assignment, claim);
+  }
+}
+
+void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
+  const model::Object& obj = event.object;
+  std::vector<std::shared_ptr<AssignmentFeed>> touched;
+  if (obj.resource == kClaims) {
+    std::optional<ClaimAssignment> next;
+    if (event.type != model::EventType::kDeleted) {
+      auto body = nlohmann::json::parse(obj.body, nullptr, false);
+      // A body that does not decode changes nothing: the devices stay prepared, as the
+      // scheduler keeps them allocated (decode_failures.h).
+      if (body.is_discarded()) return;
+      next = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, body);
+    }
+    v1::ClaimRef ref;
+    ref.set_namespace_(obj.meta.namespace_);
+    ref.set_name(obj.meta.name);
+    ref.set_uid(obj.meta.uid);
+    std::lock_guard<std::mutex> lock(mu_);
+    ApplyLocked(obj.meta.uid, ref, std::move(next), obj.meta.resource_version, &touched);
+    rv_ = std::max(rv_, obj.meta.resource_version);
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    rv_ = std::max(rv_, obj.meta.resource_version);
+  }
+  changed_.notify_all();
+  for (auto& f : touched) f->Notify();
+}
+
+void AssignmentRouter::OnTick(int64_t rv) {
+  std::vector<std::shared_ptr<AssignmentFeed>> touched;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rv_ = std::max(rv_, rv);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [node, feed] : feeds_) {
+      feed->BookmarkLocked(rv_, now);
+      touched.push_back(feed);
+    }
+  }
+  changed_.notify_all();
+  for (auto& f : touched) f->Notify();
+}
+
+void AssignmentRouter::OnExpired() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reload_ = true;
+  }
+  changed_.notify_all();
+}
+
+void AssignmentRouter::ReloadLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    changed_.wait(lock, [&] { return stopping_ || reload_; });
+    if (stopping_) return;
+    reload_ = false;
+    lock.unlock();
+    absl::Status st = Load();
+    lock.lock();
+    if (!st.ok() && !stopping_) {
+      spdlog::warn("node-agent assignments: reload failed ({}); retrying",
+                   std::string(st.message()));
+      reload_ = true;
+      changed_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<AssignmentFeed>> AssignmentRouter::Open(
+    const std::string& node, const std::vector<std::string>& drivers,
+    const std::vector<v1::PreparedRef>& prepared, int64_t min_rv) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, options_.catch_up_timeout,
+                    [&] { return stopping_ || (ready_ && rv_ >= min_rv); });
+  if (stopping_) return absl::UnavailableError("the server is shutting down");
+  if (!ready_ || rv_ < min_rv) {
+    return absl::UnavailableError("this server has not caught up with resource version " +
+                                  std::to_string(min_rv) + " yet (it is at " + std::to_string(rv_) +
+                                  "); retry");
+  }
+  auto feed = std::make_shared<AssignmentFeed>(this, node, drivers);
+  {
+    std::lock_guard<std::mutex> feed_lock(feed->mu_);
+    std::map<std::string, v1::Assignment> desired;
+    if (auto n = by_node_.find(node); n != by_node_.end()) {
+      for (const auto& uid : n->second) {
+        if (auto mine = ForDrivers(claims_.at(uid).assignment, drivers)) desired[uid] = *mine;
+      }
+    }
+    v1::WatchAssignmentsResponse first;
+    first.set_resource_version(rv_);
+    for (const auto& p : prepared) {
+      if (p.claim().uid().empty()) continue;
+      auto d = desired.find(p.claim().uid());
+      if (d != desired.end() && d->second.allocation_id() == p.allocation_id()) {
+        feed->held_[p.claim().uid()] = AssignmentFeed::Held{p.claim(), p.allocation_id()};
+      } else {
+        *first.add_unprepare() = p.claim();
+      }
+    }
+    for (auto& [uid, a] : desired) {
+      if (feed->held_.contains(uid)) continue;
+      feed->held_[uid] = AssignmentFeed::Held{a.claim(), a.allocation_id()};
+      *first.add_prepare() = std::move(a);
+    }
+    feed->queue_.push_back(std::move(first));
+    feed->tail_open_ = true;
+  }
+  feeds_.emplace(node, feed);
+  return feed;
+}
+
+void AssignmentRouter::Remove(AssignmentFeed* feed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [first, last] = feeds_.equal_range(feed->node());
+  for (auto it = first; it != last; ++it) {
+    if (it->second.get() == feed) {
+      feeds_.erase(it);
+      return;
+    }
+  }
+}
+
+std::optional<v1::Assignment> AssignmentRouter::Find(const std::string& node,
+                                                     const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = claims_.find(uid);
+  if (it == claims_.end() || it->second.node != node) return std::nullopt;
+  return it->second.assignment;
+}
+
+int64_t AssignmentRouter::revision() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rv_;
+}
+
+size_t AssignmentRouter::feed_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return feeds_.size();
+}
+
+}  // namespace qm::api::nodeapi

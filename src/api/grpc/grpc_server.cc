@@ -1,0 +1,387 @@
+#include "api/grpc/grpc_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include "api/grpc/node_agent_api.h"
+#include "auth/pki.h"
+#include "qm/agent/v1/agent.grpc.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace qm::api::nodeapi {
+namespace {
+
+// The one table from absl::Status to gRPC: the codes are the same numbers by design. Internal
+// errors never carry their text to the client (as the REST API's 500s): it is logged under the
+// request id instead.
+grpc::Status ToGrpc(const absl::Status& st, const std::string& request_id) {
+  if (st.ok()) return grpc::Status::OK;
+  const auto code = static_cast<grpc::StatusCode>(st.code());
+  if (st.code() == absl::StatusCode::kInternal || st.code() == absl::StatusCode::kUnknown ||
+      st.code() == absl::StatusCode::kDataLoss) {
+    spdlog::error("request_id={} node-agent call failed: {}", request_id, st.ToString());
+    return grpc::Status(code, "internal error; see the server log for request id " + request_id);
+  }
+  return grpc::Status(code, std::string(st.message()));
+}
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng(), b = rng();
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+class GrpcServer::Impl final
+    : public v1::NodeAgent::WithCallbackMethod_WatchAssignments<v1::NodeAgent::Service> {
+ public:
+  Impl(NodeAgentApi& api, const auth::Authenticator& authn, GrpcServerOptions options)
+      : api_(api), authn_(authn), options_(std::move(options)) {}
+
+  absl::Status Start();
+  void Shutdown(std::chrono::milliseconds grace);
+  int port() const { return port_; }
+  uint64_t unexpected_errors() const { return unexpected_.load(); }
+  bool stopping() const { return stopping_.load(); }
+  NodeAgentApi& api() { return api_; }
+
+  // The caller of a call: a verified client certificate and/or a bearer token, through the
+  // same authenticator as REST. Unauthenticated without valid credentials.
+  absl::StatusOr<Caller> Authenticate(grpc::ServerContextBase* ctx) const;
+  void Unexpected(const std::string& request_id, const char* where) noexcept;
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                        v1::RegisterResponse* resp) override {
+    return Call(ctx, resp, "Register", [&](const Caller& c) { return api_.Register(c, *req); });
+  }
+  grpc::Status PublishResources(grpc::ServerContext* ctx, const v1::PublishResourcesRequest* req,
+                                v1::PublishResourcesResponse* resp) override {
+    return Call(ctx, resp, "PublishResources",
+                [&](const Caller& c) { return api_.PublishResources(c, *req); });
+  }
+  grpc::Status ReportPrepared(grpc::ServerContext* ctx, const v1::ReportPreparedRequest* req,
+                              v1::ReportPreparedResponse* resp) override {
+    return Call(ctx, resp, "ReportPrepared",
+                [&](const Caller& c) { return api_.ReportPrepared(c, *req); });
+  }
+  grpc::Status ReportUnprepared(grpc::ServerContext* ctx, const v1::ReportUnpreparedRequest* req,
+                                v1::ReportUnpreparedResponse* resp) override {
+    return Call(ctx, resp, "ReportUnprepared",
+                [&](const Caller& c) { return api_.ReportUnprepared(c, *req); });
+  }
+  grpc::Status ReportHealth(grpc::ServerContext* ctx, const v1::ReportHealthRequest* req,
+                            v1::ReportHealthResponse* resp) override {
+    return Call(ctx, resp, "ReportHealth",
+                [&](const Caller& c) { return api_.ReportHealth(c, *req); });
+  }
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    return Call(ctx, resp, "Heartbeat", [&](const Caller& c) { return api_.Heartbeat(c, *req); });
+  }
+  grpc::ServerWriteReactor<v1::WatchAssignmentsResponse>* WatchAssignments(
+      grpc::CallbackServerContext* ctx, const v1::WatchAssignmentsRequest* req) override;
+
+ private:
+  // Authenticates, runs `fn` and maps its outcome; the last-resort catch of unary calls.
+  template <typename Resp, typename Fn>
+  grpc::Status Call(grpc::ServerContext* ctx, Resp* resp, const char* method, Fn fn) {
+    std::string request_id = NewRequestId();
+    if (stopping_.load()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+    }
+    try {
+      auto caller = Authenticate(ctx);
+      if (!caller.ok()) return ToGrpc(caller.status(), request_id);
+      caller->request_id = request_id;
+      auto result = fn(*caller);
+      if (!result.ok()) {
+        if (absl::IsInvalidArgument(result.status()) || absl::IsPermissionDenied(result.status())) {
+          spdlog::info("request_id={} {} by {}: {}", request_id, method, caller->user.name,
+                       result.status().ToString());
+        }
+        return ToGrpc(result.status(), request_id);
+      }
+      *resp = std::move(*result);
+      return grpc::Status::OK;
+    } catch (...) {
+      Unexpected(request_id, method);
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          "internal error; see the server log for request id " + request_id);
+    }
+  }
+
+  NodeAgentApi& api_;
+  const auth::Authenticator& authn_;
+  const GrpcServerOptions options_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> unexpected_{0};
+};
+
+namespace {
+
+// Lets a feed wake its stream's reactor without outliving it: the reactor clears the pointer
+// before it is deleted, and the feed only ever calls through this object.
+class Waker {
+ public:
+  template <typename R>
+  explicit Waker(R* reactor) : wake_([reactor] { reactor->Wake(); }) {}
+  void Wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (wake_) wake_();
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  std::function<void()> wake_;
+};
+
+// One WatchAssignments stream: writes the feed's messages one at a time, as they come, and
+// finishes when the feed ends or the client goes. Lock order: Waker, then this reactor's mu_,
+// then the feed's (the feed never holds its lock while waking us).
+class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsResponse> {
+ public:
+  WatchReactor(GrpcServer::Impl& server, grpc::CallbackServerContext* ctx,
+               const v1::WatchAssignmentsRequest& request) {
+    const std::string request_id = NewRequestId();
+    if (server.stopping()) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+      finished_ = true;
+      return;
+    }
+    try {
+      auto caller = server.Authenticate(ctx);
+      if (!caller.ok()) {
+        Finish(ToGrpc(caller.status(), request_id));
+        finished_ = true;
+        return;
+      }
+      caller->request_id = request_id;
+      auto feed = server.api().WatchAssignments(*caller, request);
+      if (!feed.ok()) {
+        Finish(ToGrpc(feed.status(), request_id));
+        finished_ = true;
+        return;
+      }
+      feed_ = *feed;
+      waker_ = std::make_shared<Waker>(this);
+      feed_->SetNotify([w = waker_] { w->Wake(); });
+      spdlog::debug("request_id={} node {} watches its assignments", request_id, feed_->node());
+    } catch (...) {
+      server.Unexpected(request_id, "WatchAssignments");
+      Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                          "internal error; see the server log for request id " + request_id));
+      finished_ = true;
+      return;
+    }
+    Wake();
+  }
+
+  void Wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!writing_) NextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (pending_finish_.has_value()) {
+      finished_ = true;
+      Finish(std::move(*pending_finish_));
+      pending_finish_.reset();
+      return;
+    }
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    NextLocked();
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (waker_) waker_->Clear();
+    if (feed_) feed_->Close();
+    delete this;
+  }
+
+ private:
+  void NextLocked() {
+    if (finished_ || feed_ == nullptr) return;
+    if (feed_->Pop(&msg_)) {
+      writing_ = true;
+      StartWrite(&msg_);
+      return;
+    }
+    if (auto ended = feed_->Ended()) FinishLocked(ToGrpc(*ended, ""));
+  }
+
+  // Finishes once; after the write in progress, if there is one.
+  void FinishLocked(grpc::Status status) {
+    if (finished_) return;
+    if (writing_) {
+      pending_finish_ = std::move(status);
+      return;
+    }
+    finished_ = true;
+    Finish(std::move(status));
+  }
+
+  std::mutex mu_;
+  std::shared_ptr<AssignmentFeed> feed_;
+  std::shared_ptr<Waker> waker_;
+  v1::WatchAssignmentsResponse msg_;
+  bool writing_ = false;
+  bool finished_ = false;
+  std::optional<grpc::Status> pending_finish_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::WatchAssignmentsResponse>* GrpcServer::Impl::WatchAssignments(
+    grpc::CallbackServerContext* ctx, const v1::WatchAssignmentsRequest* req) {
+  return new WatchReactor(*this, ctx, *req);
+}
+
+absl::StatusOr<Caller> GrpcServer::Impl::Authenticate(grpc::ServerContextBase* ctx) const {
+  auth::Credentials creds;
+  const auto& md = ctx->client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) {
+    std::string value(it->second.data(), it->second.size());
+    constexpr char kBearer[] = "Bearer ";
+    if (value.rfind(kBearer, 0) == 0) creds.bearer_token = value.substr(sizeof(kBearer) - 1);
+  }
+  if (auto ac = ctx->auth_context(); ac != nullptr && ac->IsPeerAuthenticated()) {
+    auto pems = ac->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+    if (!pems.empty()) {
+      auto subject = auth::SubjectOfCertificatePem(std::string(pems[0].data(), pems[0].size()));
+      if (subject.ok()) {
+        creds.client_certificate = auth::PeerCertificate{subject->first, subject->second};
+      } else {
+        creds.untrusted_client_certificate = true;
+      }
+    }
+  }
+  auto user = authn_.Authenticate(creds);
+  if (!user.ok()) return absl::UnauthenticatedError(std::string(user.status().message()));
+  if (!user->has_value()) {
+    return absl::UnauthenticatedError(
+        "credentials required: a client certificate or an `authorization: Bearer` token");
+  }
+  Caller caller;
+  caller.user = **user;
+  caller.peer = ctx->peer();
+  if (auto it = md.find("user-agent"); it != md.end()) {
+    caller.user_agent = std::string(it->second.data(), it->second.size());
+  }
+  return caller;
+}
+
+void GrpcServer::Impl::Unexpected(const std::string& request_id, const char* where) noexcept {
+  unexpected_.fetch_add(1);
+  try {
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      spdlog::error("request_id={} node-agent {}: unexpected exception: {}", request_id, where,
+                    e.what());
+    } catch (...) {
+      spdlog::error("request_id={} node-agent {}: unexpected exception", request_id, where);
+    }
+  } catch (...) {
+  }
+}
+
+absl::Status GrpcServer::Impl::Start() {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (options_.tls_cert_file.empty()) {
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    auto cert = ReadFile(options_.tls_cert_file);
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(options_.tls_key_file);
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl(options_.client_ca_file.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    if (!options_.client_ca_file.empty()) {
+      auto ca = ReadFile(options_.client_ca_file);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.address, creds, &port_);
+  builder.RegisterService(this);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(options_.keepalive_time.count()));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(options_.keepalive_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(options_.min_client_ping_interval.count()));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  grpc::ResourceQuota quota("qm-node-agent");
+  quota.SetMaxThreads(options_.max_threads);
+  builder.SetResourceQuota(quota);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError("cannot serve gRPC on " + options_.address);
+  }
+  return absl::OkStatus();
+}
+
+void GrpcServer::Impl::Shutdown(std::chrono::milliseconds grace) {
+  if (stopping_.exchange(true)) return;
+  if (server_ == nullptr) return;
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+}
+
+GrpcServer::GrpcServer(NodeAgentApi& api, const auth::Authenticator& authenticator,
+                       GrpcServerOptions options)
+    : impl_(std::make_unique<Impl>(api, authenticator, std::move(options))) {}
+
+GrpcServer::~GrpcServer() { Shutdown(); }
+
+absl::Status GrpcServer::Start() { return impl_->Start(); }
+void GrpcServer::Shutdown(std::chrono::milliseconds grace) { impl_->Shutdown(grace); }
+int GrpcServer::port() const { return impl_->port(); }
+uint64_t GrpcServer::unexpected_errors() const { return impl_->unexpected_errors(); }
+
+}  // namespace qm::api::nodeapi

@@ -1,0 +1,1052 @@
+#include "api/grpc/node_agent_api.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "api/rest/codec.h"
+#include "api/rest/validation.h"
+#include "common/quantity.h"
+#include "common/status.h"
+#include "common/utf8.h"
+#include "model/names.h"
+#include "model/resource_types.h"
+#include "service/audit_log.h"
+#include "service/node_restriction.h"
+#include "spdlog/spdlog.h"
+
+namespace qm::api::nodeapi {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxAttempts = 8;
+constexpr size_t kMaxMessage = 1024;  // condition and health messages kept (DRA's health limit)
+constexpr size_t kMaxErrorsShown = 20;
+
+const model::ResourceType& NodeType() { return *model::FindResourceType("", "nodes"); }
+const model::ResourceType& PodType() { return *model::FindResourceType("", "pods"); }
+const model::ResourceType& SliceType() {
+  return *model::FindResourceType(model::kResourceGroup, "resourceslices");
+}
+const model::ResourceType& ClaimType() {
+  return *model::FindResourceType(model::kResourceGroup, "resourceclaims");
+}
+
+const json& At(const json& obj, const char* key) {
+  static const json* const kNull = new json();
+  if (!obj.is_object()) return *kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? *kNull : *it;
+}
+
+std::string Str(const json& obj, const char* key) {
+  const json& v = At(obj, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+std::string Truncate(const std::string& s, size_t max) {
+  if (s.size() <= max) return SanitizeUtf8(s);
+  return SanitizeUtf8(s.substr(0, max - 3)) + "...";
+}
+
+// "prefix.field: message; ..." for a list of validation problems.
+absl::Status InvalidFields(const std::string& prefix, const model::FieldErrors& errors) {
+  std::vector<std::string> parts;
+  for (const auto& e : errors) {
+    if (parts.size() == kMaxErrorsShown) {
+      parts.push_back("and " + std::to_string(errors.size() - kMaxErrorsShown) + " more");
+      break;
+    }
+    std::string path = prefix;
+    if (!e.field.empty()) path += (path.empty() ? "" : ".") + e.field;
+    parts.push_back(path + ": " + e.Message());
+  }
+  return absl::InvalidArgumentError(absl::StrJoin(parts, "; "));
+}
+
+// Kubernetes' NewForbidden wording for an admission refusal.
+absl::Status Forbidden(const model::ResourceType& type, const std::string& name,
+                       const absl::Status& st) {
+  if (!absl::IsPermissionDenied(st)) return st;
+  return absl::PermissionDeniedError(type.GroupResource() + " \"" + name +
+                                     "\" is forbidden: " + std::string(st.message()));
+}
+
+enum class ConditionStyle { kPod, kNode, kMeta };
+
+// Sets condition `type` in obj.status.conditions (or in the array `conditions`). The transition
+// time moves only when the status does. Returns whether anything but a heartbeat time changed.
+bool SetCondition(json& conditions, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, const std::string& now,
+                  ConditionStyle style) {
+  if (!conditions.is_array()) conditions = json::array();
+  for (auto& c : conditions) {
+    if (Str(c, "type") != type) continue;
+    if (style == ConditionStyle::kNode) c["lastHeartbeatTime"] = now;
+    if (Str(c, "status") == status && Str(c, "reason") == reason && Str(c, "message") == message) {
+      return false;
+    }
+    if (Str(c, "status") != status) c["lastTransitionTime"] = now;
+    c["status"] = status;
+    c["reason"] = reason;
+    if (message.empty()) {
+      c.erase("message");
+    } else {
+      c["message"] = message;
+    }
+    return true;
+  }
+  json c = {{"type", type}, {"status", status}, {"lastTransitionTime", now}, {"reason", reason}};
+  if (!message.empty()) c["message"] = message;
+  if (style == ConditionStyle::kNode) c["lastHeartbeatTime"] = now;
+  if (style == ConditionStyle::kPod) c["lastProbeTime"] = nullptr;
+  conditions.push_back(std::move(c));
+  return true;
+}
+
+// The key a claim's allocation result and its status.devices entry share.
+std::string DeviceKey(const json& entry) {
+  std::string key = Str(entry, "driver") + "/" + Str(entry, "pool") + "/" + Str(entry, "device");
+  if (std::string share = Str(entry, "shareID"); !share.empty()) key += "/" + share;
+  return key;
+}
+
+// The names of the claims a pod uses: direct references, claims generated from templates
+// (status.resourceClaimStatuses) and the extended-resource claim.
+std::vector<std::string> PodClaimNames(const json& pod) {
+  std::vector<std::string> out;
+  const json& status = At(pod, "status");
+  const json& statuses = At(status, "resourceClaimStatuses");
+  const json& claims = At(At(pod, "spec"), "resourceClaims");
+  for (size_t i = 0; claims.is_array() && i < claims.size(); ++i) {
+    std::string direct = Str(claims[i], "resourceClaimName");
+    if (!direct.empty()) {
+      out.push_back(direct);
+      continue;
+    }
+    for (size_t j = 0; statuses.is_array() && j < statuses.size(); ++j) {
+      if (Str(statuses[j], "name") == Str(claims[i], "name")) {
+        std::string generated = Str(statuses[j], "resourceClaimName");
+        if (!generated.empty()) out.push_back(generated);
+      }
+    }
+  }
+  std::string extended = Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName");
+  if (!extended.empty()) out.push_back(extended);
+  return out;
+}
+
+// How far a claim's devices are prepared: every allocated device has a Ready=True entry in
+// status.devices (kReady), some device has Ready=False (kFailed, with the message), or neither.
+enum class Prepared { kReady, kFailed, kPending };
+Prepared ClaimPrepared(const json& claim, std::string* message) {
+  const json& status = At(claim, "status");
+  const json& results = At(At(At(status, "allocation"), "devices"), "results");
+  if (!results.is_array() || results.empty()) return Prepared::kPending;
+  std::map<std::string, const json*> entries;
+  const json& devices = At(status, "devices");
+  for (size_t i = 0; devices.is_array() && i < devices.size(); ++i) {
+    entries[DeviceKey(devices[i])] = &devices[i];
+  }
+  bool pending = false;
+  for (const auto& r : results) {
+    auto it = entries.find(DeviceKey(r));
+    if (it == entries.end()) {
+      pending = true;
+      continue;
+    }
+    const json& conditions = At(*it->second, "conditions");
+    std::string ready;
+    for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+      if (Str(conditions[i], "type") == "Ready") {
+        ready = Str(conditions[i], "status");
+        if (ready == "False") *message = DeviceKey(r) + ": " + Str(conditions[i], "message");
+      }
+    }
+    if (ready == "False") return Prepared::kFailed;
+    if (ready != "True") pending = true;
+  }
+  return pending ? Prepared::kPending : Prepared::kReady;
+}
+
+// Splits "a,b" (an annotation value) into its non-empty parts.
+std::set<std::string> SplitList(const std::string& s) {
+  std::set<std::string> out;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    if (!part.empty()) out.insert(std::string(part));
+  }
+  return out;
+}
+
+// How an object is written: the main resource, or its status subresource.
+enum class Scope { kObject, kStatus };
+
+}  // namespace
+
+NodeAgentApi::NodeAgentApi(service::ObjectService& objects, service::WatchHub& hub,
+                           AssignmentRouter& router, const service::Authorizer& authorizer,
+                           const Clock& clock, service::AuditLog* audit,
+                           NodeAgentApiOptions options)
+    : objects_(objects),
+      hub_(hub),
+      router_(router),
+      authorizer_(authorizer),
+      clock_(clock),
+      audit_(audit),
+      options_(options) {}
+
+store::AuditRecord NodeAgentApi::Record(const Caller& caller, const std::string& verb,
+                                        const std::string& group, const std::string& resource,
+                                        const std::string& subresource,
+                                        const std::string& namespace_,
+                                        const std::string& name) const {
+  store::AuditRecord r;
+  r.time = clock_.Now();
+  r.request_id = caller.request_id;
+  r.user = caller.user.name;
+  r.groups = caller.user.groups;
+  r.verb = verb;
+  r.api_group = group;
+  r.resource = resource;
+  r.subresource = subresource;
+  r.namespace_ = namespace_;
+  r.name = name;
+  r.code = verb == "create" ? 201 : 200;
+  r.source = caller.peer;
+  r.user_agent = SanitizeUtf8(caller.user_agent.substr(0, 256));
+  return r;
+}
+
+absl::Status NodeAgentApi::Authorize(const Caller& caller, const std::string& verb,
+                                     const std::string& group, const std::string& resource,
+                                     const std::string& subresource, const std::string& namespace_,
+                                     const std::string& name) {
+  service::AuthzAttributes a;
+  a.verb = verb;
+  a.api_group = group;
+  a.resource = resource;
+  a.subresource = subresource;
+  a.namespace_name = namespace_;
+  a.name = name;
+  if (authorizer_.Authorize(caller.user, a).allowed) return absl::OkStatus();
+  if (audit_ != nullptr) {
+    store::AuditRecord r = Record(caller, verb, group, resource, subresource, namespace_, name);
+    r.code = 403;
+    audit_->Record(std::move(r));
+  }
+  return absl::PermissionDeniedError(service::ForbiddenMessage(caller.user, a));
+}
+
+absl::Status NodeAgentApi::CheckNode(const Caller& caller, const std::string& node) {
+  if (node.empty()) return absl::InvalidArgumentError("node_name: Required value");
+  if (auto errors = model::IsDns1123Subdomain(node); !errors.empty()) {
+    return absl::InvalidArgumentError("node_name: Invalid value: " + model::Quote(node) + ": " +
+                                      errors.front());
+  }
+  auto own = service::NodeNameOf(caller.user);
+  if (own.has_value() && *own != node) {
+    if (audit_ != nullptr) {
+      store::AuditRecord r = Record(caller, "update", "", "nodes", "", "", node);
+      r.code = 403;
+      audit_->Record(std::move(r));
+    }
+    return absl::PermissionDeniedError("node \"" + *own +
+                                       "\" may only act for itself, not for node \"" + node + "\"");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Reads `key`, applies `change` to its hub JSON and, when that changed something, writes it back
+// as REST would: validated (the object's rules, or the status rules for a status write),
+// admitted by node restriction for `user`, with optimistic concurrency (a concurrent write makes
+// `change` run again on the fresh object). Returns the stored object, or nullopt when nothing
+// changed. The caller holds the AuditScope.
+absl::StatusOr<std::optional<model::Object>> WriteChange(
+    service::ObjectService& objects, const auth::UserInfo& user, const model::ResourceType& type,
+    const model::ResourceKey& key, Scope scope,
+    const std::function<absl::StatusOr<bool>(json&)>& change) {
+  QM_ASSIGN_OR_RETURN(model::Object got, objects.Get(key));
+  {
+    json probe = FromObject(type, got);
+    QM_ASSIGN_OR_RETURN(bool changed, change(probe));
+    if (!changed) return std::nullopt;
+  }
+  QM_ASSIGN_OR_RETURN(
+      model::Object updated,
+      objects.Update(
+          key,
+          [&](const model::Object& current) -> absl::StatusOr<model::Object> {
+            const json old = FromObject(type, current);
+            json next = old;
+            QM_RETURN_IF_ERROR(change(next).status());
+            next["metadata"].erase("resourceVersion");
+            model::FieldErrors errors;
+            if (scope == Scope::kStatus) {
+              errors = ValidateStatusUpdate(type, next, old);
+            } else {
+              errors = ValidateObject(type, next, &old);
+              if (type.has_status && errors.empty()) {
+                errors = ValidateStatusUpdate(type, next, old);
+              }
+            }
+            if (!errors.empty()) return InvalidFields("", errors);
+            QM_RETURN_IF_ERROR(Forbidden(
+                type, key.name,
+                service::AdmitNodeWrite(user, type.kind, scope == Scope::kStatus ? "status" : "",
+                                        &old, &next)));
+            return ToObject(type, next);
+          },
+          /*dry_run=*/false));
+  return std::optional<model::Object>(std::move(updated));
+}
+
+}  // namespace
+
+// ---- Register ------------------------------------------------------------------------------
+
+absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller,
+                                                            const v1::RegisterRequest& request) {
+  const std::string& node = request.node_name();
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  for (const auto& [name, value] : request.capacity()) {
+    if (auto q = ParseQuantity(value); !q.ok()) {
+      return absl::InvalidArgumentError("capacity[" + name +
+                                        "]: Invalid value: " + model::Quote(value) + ": " +
+                                        std::string(q.status().message()));
+    }
+  }
+  const model::ResourceType& type = NodeType();
+  // Labels the agent owns: what it reports now plus the hostname label, as the kubelet sets it.
+  std::map<std::string, std::string> labels(request.labels().begin(), request.labels().end());
+  labels["kubernetes.io/hostname"] = node;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : labels) keys.push_back(k);
+  const std::string managed = absl::StrJoin(keys, ",");
+
+  auto apply = [&](json& obj) -> absl::StatusOr<bool> {
+    const json before = obj;
+    const std::string now = FormatRfc3339(clock_.Now());
+    json& meta = obj["metadata"];
+    if (!meta["labels"].is_object()) meta["labels"] = json::object();
+    if (!meta["annotations"].is_object()) meta["annotations"] = json::object();
+    json& lbl = meta["labels"];
+    json& ann = meta["annotations"];
+    // Merged, not replaced: labels an admin set stay; labels this agent set before and no
+    // longer reports go (node-feature-discovery does the same with its annotation).
+    for (const auto& k : SplitList(Str(ann, kAgentLabelsAnnotation))) {
+      if (!labels.contains(k)) lbl.erase(k);
+    }
+    for (const auto& [k, v] : labels) lbl[k] = v;
+    ann[kAgentLabelsAnnotation] = managed;
+    if (!request.agent_version().empty()) ann[kAgentVersionAnnotation] = request.agent_version();
+    json& status = obj["status"];
+    if (!status.is_object()) status = json::object();
+    if (!request.capacity().empty()) {
+      json cap = json::object();
+      for (const auto& [k, v] : request.capacity()) cap[k] = v;
+      status["capacity"] = cap;
+      status["allocatable"] = cap;
+    }
+    const auto& info = request.node_info();
+    json& ni = status["nodeInfo"];
+    if (!ni.is_object()) ni = json::object();
+    for (const auto& [field, value] :
+         {std::pair<const char*, std::string>{"operatingSystem", info.operating_system()},
+          {"architecture", info.architecture()},
+          {"kernelVersion", info.kernel_version()},
+          {"osImage", info.os_image()},
+          {"machineID", info.machine_id()},
+          {"bootID", info.boot_id()}}) {
+      if (!value.empty()) ni[field] = value;
+    }
+    SetCondition(status["conditions"], "Ready", "True", "AgentReady",
+                 "qm-agent is posting ready status", now, ConditionStyle::kNode);
+    return obj != before;
+  };
+
+  for (int attempt = 0;; ++attempt) {
+    auto existing = objects_.Get(model::ResourceKey{"nodes", "", node});
+    if (absl::IsNotFound(existing.status())) {
+      QM_RETURN_IF_ERROR(Authorize(caller, "create", "", "nodes", "", "", node));
+      json obj = {{"apiVersion", "v1"},
+                  {"kind", "Node"},
+                  {"metadata", {{"name", node}}},
+                  {"spec", json::object()}};
+      QM_RETURN_IF_ERROR(apply(obj).status());
+      json hub = ToHub(type, "v1", std::move(obj), clock_);
+      if (auto errors = ValidateObject(type, hub, nullptr); !errors.empty()) {
+        return InvalidFields("", errors);
+      }
+      QM_RETURN_IF_ERROR(
+          Forbidden(type, node, service::AdmitNodeWrite(caller.user, "Node", "", nullptr, &hub)));
+      QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, hub));
+      store::AuditRecord record = Record(caller, "create", "", "nodes", "", "", node);
+      absl::StatusOr<model::Object> created;
+      {
+        store::AuditScope scope(&record);
+        created = objects_.Create(std::move(o), false);
+      }
+      if (absl::IsAlreadyExists(created.status()) && attempt + 1 < kMaxAttempts) continue;
+      QM_RETURN_IF_ERROR(created.status());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_written_[node] = std::chrono::steady_clock::now();
+      }
+      v1::RegisterResponse resp;
+      resp.set_node_uid(created->meta.uid);
+      resp.set_resource_version(created->meta.resource_version);
+      resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
+      return resp;
+    }
+    QM_RETURN_IF_ERROR(existing.status());
+    QM_RETURN_IF_ERROR(Authorize(caller, "update", "", "nodes", "", "", node));
+    QM_RETURN_IF_ERROR(Authorize(caller, "update", "", "nodes", "status", "", node));
+    store::AuditRecord record = Record(caller, "update", "", "nodes", "", "", node);
+    store::AuditScope scope(&record);
+    auto written = WriteChange(objects_, caller.user, type, existing->Key(), Scope::kObject, apply);
+    if (absl::IsNotFound(written.status()) && attempt + 1 < kMaxAttempts) continue;
+    QM_RETURN_IF_ERROR(written.status());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_written_[node] = std::chrono::steady_clock::now();
+    }
+    const model::Object& now = written->has_value() ? **written : *existing;
+    v1::RegisterResponse resp;
+    resp.set_node_uid(now.meta.uid);
+    resp.set_resource_version(now.meta.resource_version);
+    resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
+    return resp;
+  }
+}
+
+// ---- PublishResources ----------------------------------------------------------------------
+
+absl::StatusOr<v1::PublishResourcesResponse> NodeAgentApi::PublishResources(
+    const Caller& caller, const v1::PublishResourcesRequest& request) {
+  const std::string& node = request.node_name();
+  const std::string& driver = request.driver();
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  if (driver.empty()) return absl::InvalidArgumentError("driver: Required value");
+  if (auto errors = model::IsDns1123Subdomain(driver); !errors.empty()) {
+    return absl::InvalidArgumentError("driver: Invalid value: " + model::Quote(driver) + ": " +
+                                      errors.front());
+  }
+  std::set<std::string> pool_names;
+  for (int i = 0; i < request.pools_size(); ++i) {
+    const auto& pool = request.pools(i);
+    const std::string path = "pools[" + std::to_string(i) + "]";
+    if (pool.name().empty()) return absl::InvalidArgumentError(path + ".name: Required value");
+    if (!pool_names.insert(pool.name()).second) {
+      return absl::InvalidArgumentError(path +
+                                        ".name: Duplicate value: " + model::Quote(pool.name()));
+    }
+    if (pool.slices_size() == 0) {
+      return absl::InvalidArgumentError(path +
+                                        ".slices: Required value: a pool has at least "
+                                        "one slice");
+    }
+    if (pool.generation() < 0) {
+      return absl::InvalidArgumentError(
+          path + ".generation: Invalid value: " + std::to_string(pool.generation()) +
+          ": must be greater than or equal to 0");
+    }
+  }
+  for (const char* verb : {"create", "update", "delete"}) {
+    QM_RETURN_IF_ERROR(
+        Authorize(caller, verb, model::kResourceGroup, "resourceslices", "", "", ""));
+  }
+  const model::ResourceType& type = SliceType();
+
+  for (int attempt = 0;; ++attempt) {
+    service::ListRequest list_request;
+    list_request.store.resource = type.GroupResource();
+    QM_ASSIGN_OR_RETURN(list_request.fields,
+                        model::FieldSelector::Parse("spec.nodeName=" + node, type.field_selectors));
+    QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(list_request));
+    std::map<std::string, std::pair<const model::Object*, json>> existing;  // this driver's
+    std::map<std::string, int64_t> stored_generation;                       // by pool
+    for (const auto& obj : list.items) {
+      auto it = obj.fields.find("spec.driver");
+      if (it == obj.fields.end() || it->second != driver) continue;
+      json hub = FromObject(type, obj);
+      const json& pool = At(At(hub, "spec"), "pool");
+      const json& gen = At(pool, "generation");
+      int64_t& g = stored_generation[Str(pool, "name")];
+      if (gen.is_number_integer()) g = std::max(g, gen.get<int64_t>());
+      existing.emplace(obj.meta.name, std::make_pair(&obj, std::move(hub)));
+    }
+
+    struct Desired {
+      std::string name;
+      json hub;
+      const model::Object* current = nullptr;
+      const json* current_hub = nullptr;
+    };
+    std::vector<Desired> desired;
+    std::set<std::string> desired_names;
+    v1::PublishResourcesResponse resp;
+    model::FieldErrors all_errors;
+    std::string first_prefix;
+    for (int i = 0; i < request.pools_size(); ++i) {
+      const auto& pool = request.pools(i);
+      const size_t count = static_cast<size_t>(pool.slices_size());
+      const int64_t stored =
+          stored_generation.contains(pool.name()) ? stored_generation[pool.name()] : 0;
+      // Compare the published content with what is stored, generations aside.
+      bool changed = false;
+      const size_t first = desired.size();
+      for (size_t j = 0; j < count; ++j) {
+        Desired d;
+        d.name = SliceName(node, driver, pool.name(), j, count);
+        d.hub = ToHub(type, "v1",
+                      SliceJson(pool.slices(static_cast<int>(j)), d.name, node, driver, pool.name(),
+                                stored, static_cast<int64_t>(count)),
+                      clock_);
+        auto it = existing.find(d.name);
+        if (it != existing.end()) {
+          d.current = it->second.first;
+          d.current_hub = &it->second.second;
+          json a = At(d.hub, "spec"), b = At(*d.current_hub, "spec");
+          a["pool"].erase("generation");
+          if (b.is_object() && b.contains("pool") && b["pool"].is_object()) {
+            b["pool"].erase("generation");
+          }
+          if (a != b) changed = true;
+        } else {
+          changed = true;
+        }
+        desired_names.insert(d.name);
+        desired.push_back(std::move(d));
+      }
+      for (const auto& [name, entry] : existing) {
+        if (Str(At(At(entry.second, "spec"), "pool"), "name") == pool.name() &&
+            !desired_names.contains(name)) {
+          changed = true;
+        }
+      }
+      int64_t generation = pool.generation();
+      const std::string path = "pools[" + std::to_string(i) + "]";
+      if (generation == 0) {
+        generation = changed || stored == 0 ? stored + 1 : stored;
+      } else if (generation < stored) {
+        return absl::FailedPreconditionError(
+            path + ".generation: stale: " + std::to_string(generation) +
+            " is older than the stored generation " + std::to_string(stored) + " of pool " +
+            model::Quote(pool.name()));
+      } else if (generation == stored && changed) {
+        return absl::FailedPreconditionError(
+            path + ".generation: " + std::to_string(generation) + " of pool " +
+            model::Quote(pool.name()) +
+            " is already published with different devices; publish a higher generation (or 0)");
+      }
+      auto* published = resp.add_pools();
+      published->set_name(pool.name());
+      published->set_generation(generation);
+      for (size_t j = first; j < desired.size(); ++j) {
+        Desired& d = desired[j];
+        d.hub["spec"]["pool"]["generation"] = generation;
+        // Metadata others may have set (labels, annotations) stays as it is.
+        if (d.current_hub != nullptr) d.hub["metadata"] = (*d.current_hub)["metadata"];
+        auto errors = ValidateObject(type, d.hub, d.current_hub);
+        const std::string prefix = path + ".slices[" + std::to_string(j - first) + "]";
+        for (auto& e : errors) {
+          e.field = prefix + (e.field.empty() ? "" : "." + e.field);
+          all_errors.push_back(std::move(e));
+        }
+        published->add_slice_names(d.name);
+      }
+    }
+    if (!all_errors.empty()) return InvalidFields("", all_errors);
+
+    std::vector<service::BatchWrite> writes;
+    for (auto& d : desired) {
+      QM_RETURN_IF_ERROR(Forbidden(
+          type, d.name,
+          service::AdmitNodeWrite(caller.user, "ResourceSlice", "", d.current_hub, &d.hub)));
+      if (d.current_hub != nullptr && At(d.hub, "spec") == At(*d.current_hub, "spec")) continue;
+      d.hub["metadata"].erase("resourceVersion");
+      QM_ASSIGN_OR_RETURN(model::Object obj, ToObject(type, d.hub));
+      service::BatchWrite w;
+      w.object = std::move(obj);
+      if (d.current != nullptr) {
+        w.kind = service::BatchWrite::Kind::kUpdate;
+        w.current = *d.current;
+      } else {
+        w.kind = service::BatchWrite::Kind::kCreate;
+      }
+      writes.push_back(std::move(w));
+    }
+    for (const auto& [name, entry] : existing) {
+      if (desired_names.contains(name)) continue;
+      QM_RETURN_IF_ERROR(Forbidden(
+          type, name,
+          service::AdmitNodeWrite(caller.user, "ResourceSlice", "", &entry.second, nullptr)));
+      service::BatchWrite w;
+      w.kind = service::BatchWrite::Kind::kDelete;
+      w.current = *entry.first;
+      writes.push_back(std::move(w));
+    }
+    resp.set_resource_version(list.resource_version);
+    if (writes.empty()) {
+      resp.set_changed(false);
+      return resp;
+    }
+    store::AuditRecord record =
+        Record(caller, "update", model::kResourceGroup, "resourceslices", "", "", "");
+    absl::StatusOr<std::vector<model::Object>> committed;
+    {
+      store::AuditScope scope(&record);
+      committed = objects_.CommitBatch(std::move(writes));
+    }
+    if ((absl::IsAborted(committed.status()) || absl::IsAlreadyExists(committed.status()) ||
+         absl::IsNotFound(committed.status())) &&
+        attempt + 1 < kMaxAttempts) {
+      continue;  // a concurrent writer: recompute from the fresh state
+    }
+    QM_RETURN_IF_ERROR(committed.status());
+    int64_t rv = 0;
+    for (const auto& o : *committed) rv = std::max(rv, o.meta.resource_version);
+    resp.set_resource_version(rv);
+    resp.set_changed(true);
+    return resp;
+  }
+}
+
+// ---- Assignments and reports ---------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<AssignmentFeed>> NodeAgentApi::WatchAssignments(
+    const Caller& caller, const v1::WatchAssignmentsRequest& request) {
+  QM_RETURN_IF_ERROR(CheckNode(caller, request.node_name()));
+  QM_RETURN_IF_ERROR(Authorize(caller, "get", model::kResourceGroup, "resourceclaims", "", "", ""));
+  for (int i = 0; i < request.prepared_size(); ++i) {
+    if (request.prepared(i).claim().uid().empty()) {
+      return absl::InvalidArgumentError("prepared[" + std::to_string(i) +
+                                        "].claim.uid: Required value");
+    }
+  }
+  std::vector<std::string> drivers(request.drivers().begin(), request.drivers().end());
+  std::vector<v1::PreparedRef> prepared(request.prepared().begin(), request.prepared().end());
+  return router_.Open(request.node_name(), drivers, prepared, request.resource_version());
+}
+
+namespace {
+
+absl::Status CheckClaimRef(const v1::ClaimRef& claim) {
+  if (claim.namespace_().empty())
+    return absl::InvalidArgumentError("claim.namespace: Required value");
+  if (claim.name().empty()) return absl::InvalidArgumentError("claim.name: Required value");
+  if (claim.uid().empty()) return absl::InvalidArgumentError("claim.uid: Required value");
+  return absl::OkStatus();
+}
+
+absl::Status NotThisClaim(const v1::ClaimRef& claim) {
+  return absl::NotFoundError("resourceclaim " + claim.namespace_() + "/" + claim.name() +
+                             " with uid " + claim.uid() + " not found");
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
+    const Caller& caller, const v1::ReportPreparedRequest& request) {
+  const std::string& node = request.node_name();
+  const v1::ClaimRef& claim = request.claim();
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  QM_RETURN_IF_ERROR(CheckClaimRef(claim));
+  if (request.driver().empty()) return absl::InvalidArgumentError("driver: Required value");
+  QM_RETURN_IF_ERROR(Authorize(caller, "update", model::kResourceGroup, "resourceclaims", "status",
+                               claim.namespace_(), claim.name()));
+  const model::ResourceType& type = ClaimType();
+  const model::ResourceKey key{type.GroupResource(), claim.namespace_(), claim.name()};
+  std::vector<std::string> consumers;
+
+  auto change = [&](json& obj) -> absl::StatusOr<bool> {
+    if (Str(At(obj, "metadata"), "uid") != claim.uid()) return NotThisClaim(claim);
+    if (service::AllocatedNodeOf(obj) != node) {
+      return absl::PermissionDeniedError(type.GroupResource() + " \"" + claim.name() +
+                                         "\" is forbidden: it is not allocated to node \"" + node +
+                                         "\"");
+    }
+    json& status = obj["status"];
+    const json& allocation = At(status, "allocation");
+    if (!request.allocation_id().empty() &&
+        AllocationId(claim.uid(), allocation) != request.allocation_id()) {
+      return absl::FailedPreconditionError("resourceclaim " + claim.namespace_() + "/" +
+                                           claim.name() + " was allocated anew since allocation " +
+                                           request.allocation_id() +
+                                           " was assigned; prepare the current assignment");
+    }
+    consumers.clear();
+    const json& reserved = At(status, "reservedFor");
+    for (size_t i = 0; reserved.is_array() && i < reserved.size(); ++i) {
+      if (Str(reserved[i], "resource") == "pods") consumers.push_back(Str(reserved[i], "name"));
+    }
+    // This driver's allocated devices.
+    std::map<std::string, const json*> allocated;
+    const json& results = At(At(allocation, "devices"), "results");
+    for (size_t i = 0; results.is_array() && i < results.size(); ++i) {
+      if (Str(results[i], "driver") == request.driver()) {
+        allocated[DeviceKey(results[i])] = &results[i];
+      }
+    }
+    const std::string now = FormatRfc3339(clock_.Now());
+    const json& gen = At(At(obj, "metadata"), "generation");
+    const json before = At(status, "devices");
+    std::map<std::string, json> old_entries;
+    json devices = json::array();
+    for (size_t i = 0; before.is_array() && i < before.size(); ++i) {
+      if (Str(before[i], "driver") == request.driver()) {
+        old_entries[DeviceKey(before[i])] = before[i];
+      } else {
+        devices.push_back(before[i]);
+      }
+    }
+    auto entry_for = [&](const std::string& dkey, const json& result) -> json& {
+      json e = {{"driver", request.driver()},
+                {"pool", Str(result, "pool")},
+                {"device", Str(result, "device")}};
+      if (std::string share = Str(result, "shareID"); !share.empty()) e["shareID"] = share;
+      auto old = old_entries.find(dkey);
+      e["conditions"] = old != old_entries.end() ? At(old->second, "conditions") : json::array();
+      devices.push_back(std::move(e));
+      return devices.back();
+    };
+    std::set<std::string> reported;
+    for (int i = 0; i < request.devices_size(); ++i) {
+      const v1::PreparedDevice& d = request.devices(i);
+      json probe = {{"driver", request.driver()}, {"pool", d.pool()}, {"device", d.device()}};
+      if (!d.share_id().empty()) probe["shareID"] = d.share_id();
+      const std::string dkey = DeviceKey(probe);
+      auto it = allocated.find(dkey);
+      if (it == allocated.end()) {
+        return absl::InvalidArgumentError("devices[" + std::to_string(i) +
+                                          "]: Invalid value: " + model::Quote(dkey) +
+                                          ": must be a device allocated to the claim");
+      }
+      if (!reported.insert(dkey).second) {
+        return absl::InvalidArgumentError("devices[" + std::to_string(i) +
+                                          "]: Duplicate value: " + model::Quote(dkey));
+      }
+      json& e = entry_for(dkey, *it->second);
+      std::string error = d.error().empty() ? request.error() : d.error();
+      if (error.empty()) {
+        SetCondition(e["conditions"], "Ready", "True", "Prepared",
+                     "prepared by qm-agent on node " + node, now, ConditionStyle::kMeta);
+        e["data"] = {{"cdiDeviceIDs", std::vector<std::string>(d.cdi_device_ids().begin(),
+                                                               d.cdi_device_ids().end())}};
+      } else {
+        SetCondition(e["conditions"], "Ready", "False", "PrepareFailed",
+                     Truncate(error, kMaxMessage), now, ConditionStyle::kMeta);
+      }
+    }
+    // A claim-wide error marks every device of this driver that was not reported.
+    for (const auto& [dkey, result] : allocated) {
+      if (reported.contains(dkey)) continue;
+      if (request.error().empty()) {
+        if (auto old = old_entries.find(dkey); old != old_entries.end()) {
+          devices.push_back(old->second);
+        }
+        continue;
+      }
+      json& e = entry_for(dkey, *result);
+      SetCondition(e["conditions"], "Ready", "False", "PrepareFailed",
+                   Truncate(request.error(), kMaxMessage), now, ConditionStyle::kMeta);
+    }
+    for (auto& e : devices) {
+      if (Str(e, "driver") != request.driver()) continue;
+      for (auto& c : e["conditions"]) {
+        if (gen.is_number_integer()) c["observedGeneration"] = gen;
+      }
+    }
+    if (devices == before || (devices.empty() && before.is_null())) return false;
+    if (devices.empty()) {
+      status.erase("devices");
+    } else {
+      status["devices"] = std::move(devices);
+    }
+    return true;
+  };
+
+  store::AuditRecord record = Record(caller, "update", model::kResourceGroup, "resourceclaims",
+                                     "status", claim.namespace_(), claim.name());
+  std::optional<model::Object> written;
+  {
+    store::AuditScope scope(&record);
+    auto result = WriteChange(objects_, caller.user, type, key, Scope::kStatus, change);
+    if (absl::IsNotFound(result.status())) return NotThisClaim(claim);
+    QM_RETURN_IF_ERROR(result.status());
+    written = std::move(*result);
+  }
+  if (!written.has_value()) {
+    // Nothing changed in the claim (a report repeated after a reconnect): its consumers may
+    // still lack the pod condition.
+    auto got = objects_.Get(key);
+    if (got.ok()) {
+      json obj = FromObject(type, *got);
+      const json& reserved = At(At(obj, "status"), "reservedFor");
+      consumers.clear();
+      for (size_t i = 0; reserved.is_array() && i < reserved.size(); ++i) {
+        if (Str(reserved[i], "resource") == "pods") consumers.push_back(Str(reserved[i], "name"));
+      }
+    }
+  }
+  if (auto st = UpdatePodConditions(caller, node, claim.namespace_(), consumers); !st.ok()) {
+    // The claim's status is written; the pod condition follows the next report or change.
+    spdlog::warn("request_id={} pod condition for claim {}/{}: {}", caller.request_id,
+                 claim.namespace_(), claim.name(), std::string(st.message()));
+  }
+  v1::ReportPreparedResponse resp;
+  resp.set_resource_version(written.has_value() ? written->meta.resource_version : 0);
+  return resp;
+}
+
+absl::Status NodeAgentApi::UpdatePodConditions(const Caller& caller, const std::string& node,
+                                               const std::string& namespace_,
+                                               const std::vector<std::string>& pods) {
+  const model::ResourceType& pod_type = PodType();
+  const model::ResourceType& claim_type = ClaimType();
+  for (const auto& name : pods) {
+    const model::ResourceKey key{"pods", namespace_, name};
+    auto change = [&](json& pod) -> absl::StatusOr<bool> {
+      if (Str(At(pod, "spec"), "nodeName") != node) return false;
+      int ready = 0, pending = 0;
+      std::string failure;
+      const auto claims = PodClaimNames(pod);
+      for (const auto& claim_name : claims) {
+        auto claim =
+            objects_.Get(model::ResourceKey{claim_type.GroupResource(), namespace_, claim_name});
+        std::string message;
+        Prepared p = claim.ok() ? ClaimPrepared(FromObject(claim_type, *claim), &message)
+                                : Prepared::kPending;
+        if (p == Prepared::kReady) ++ready;
+        if (p == Prepared::kPending) ++pending;
+        if (p == Prepared::kFailed && failure.empty()) failure = claim_name + ": " + message;
+      }
+      const std::string now = FormatRfc3339(clock_.Now());
+      json& conditions = pod["status"]["conditions"];
+      if (!failure.empty()) {
+        return SetCondition(conditions, kDevicesPreparedCondition, "False", "PrepareFailed",
+                            Truncate(failure, kMaxMessage), now, ConditionStyle::kPod);
+      }
+      if (pending > 0 || claims.empty()) {
+        return SetCondition(
+            conditions, kDevicesPreparedCondition, "False", "WaitingForDevices",
+            std::to_string(ready) + " of " + std::to_string(claims.size()) + " claims prepared",
+            now, ConditionStyle::kPod);
+      }
+      return SetCondition(conditions, kDevicesPreparedCondition, "True", "DevicesPrepared",
+                          "the devices of " + std::to_string(claims.size()) +
+                              (claims.size() == 1 ? " claim are" : " claims are") +
+                              " prepared on node " + node,
+                          now, ConditionStyle::kPod);
+    };
+    store::AuditRecord record = Record(caller, "update", "", "pods", "status", namespace_, name);
+    store::AuditScope scope(&record);
+    auto written = WriteChange(objects_, caller.user, pod_type, key, Scope::kStatus, change);
+    if (absl::IsNotFound(written.status())) continue;  // the pod is gone
+    QM_RETURN_IF_ERROR(written.status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ReportUnpreparedResponse> NodeAgentApi::ReportUnprepared(
+    const Caller& caller, const v1::ReportUnpreparedRequest& request) {
+  const std::string& node = request.node_name();
+  const v1::ClaimRef& claim = request.claim();
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  QM_RETURN_IF_ERROR(CheckClaimRef(claim));
+  if (request.driver().empty()) return absl::InvalidArgumentError("driver: Required value");
+  QM_RETURN_IF_ERROR(Authorize(caller, "update", model::kResourceGroup, "resourceclaims", "status",
+                               claim.namespace_(), claim.name()));
+  v1::ReportUnpreparedResponse resp;
+  if (!request.error().empty()) {
+    // The devices are still prepared; the agent keeps the claim and tries again.
+    spdlog::warn("request_id={} node {} could not unprepare claim {}/{}: {}", caller.request_id,
+                 node, claim.namespace_(), claim.name(), request.error());
+    return resp;
+  }
+  const model::ResourceType& type = ClaimType();
+  const model::ResourceKey key{type.GroupResource(), claim.namespace_(), claim.name()};
+  auto change = [&](json& obj) -> absl::StatusOr<bool> {
+    if (Str(At(obj, "metadata"), "uid") != claim.uid()) return false;
+    // Deallocated (or moved on): the claim no longer concerns this node, which may not write
+    // it; nothing of this node's is left to clear once the allocation is gone.
+    if (service::AllocatedNodeOf(obj) != node) return false;
+    json& status = obj["status"];
+    json& devices = status["devices"];
+    if (!devices.is_array()) {
+      status.erase("devices");
+      return false;
+    }
+    const size_t before = devices.size();
+    json kept = json::array();
+    for (const auto& e : devices) {
+      if (Str(e, "driver") != request.driver()) kept.push_back(e);
+    }
+    if (kept.size() == before) return false;
+    if (kept.empty()) {
+      status.erase("devices");
+    } else {
+      devices = std::move(kept);
+    }
+    return true;
+  };
+  store::AuditRecord record = Record(caller, "update", model::kResourceGroup, "resourceclaims",
+                                     "status", claim.namespace_(), claim.name());
+  store::AuditScope scope(&record);
+  auto written = WriteChange(objects_, caller.user, type, key, Scope::kStatus, change);
+  if (absl::IsNotFound(written.status())) return resp;  // gone with its pod: nothing to clear
+  QM_RETURN_IF_ERROR(written.status());
+  if (written->has_value()) resp.set_resource_version((*written)->meta.resource_version);
+  return resp;
+}
+
+// ---- Health and heartbeats -----------------------------------------------------------------
+
+absl::StatusOr<v1::ReportHealthResponse> NodeAgentApi::ReportHealth(
+    const Caller& caller, const v1::ReportHealthRequest& request) {
+  const std::string& node = request.node_name();
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  if (request.driver().empty()) return absl::InvalidArgumentError("driver: Required value");
+  QM_RETURN_IF_ERROR(Authorize(caller, "update", "", "nodes", "", "", node));
+  json mine = json::object();
+  v1::ReportHealthResponse resp;
+  for (int i = 0; i < request.devices_size(); ++i) {
+    const auto& d = request.devices(i);
+    const std::string path = "devices[" + std::to_string(i) + "]";
+    if (d.pool().empty()) return absl::InvalidArgumentError(path + ".pool: Required value");
+    if (d.device().empty()) return absl::InvalidArgumentError(path + ".device: Required value");
+    if (d.health() == v1::HEALTH_HEALTHY) continue;
+    const bool unhealthy = d.health() == v1::HEALTH_UNHEALTHY;
+    resp.set_unhealthy(resp.unhealthy() + (unhealthy ? 1 : 0));
+    resp.set_unknown(resp.unknown() + (unhealthy ? 0 : 1));
+    json entry = {{"health", unhealthy ? "Unhealthy" : "Unknown"}};
+    if (!d.reason().empty()) entry["reason"] = Truncate(d.reason(), 128);
+    if (!d.message().empty()) entry["message"] = Truncate(d.message(), kMaxMessage);
+    mine[d.pool() + "/" + d.device()] = std::move(entry);
+  }
+  auto change = [&](json& obj) -> absl::StatusOr<bool> {
+    const json before = obj;
+    json& ann = obj["metadata"]["annotations"];
+    if (!ann.is_object()) ann = json::object();
+    json health = json::parse(Str(ann, kDeviceHealthAnnotation), nullptr, false);
+    if (!health.is_object()) health = json::object();
+    if (mine.empty()) {
+      health.erase(request.driver());
+    } else {
+      health[request.driver()] = mine;
+    }
+    if (health.empty()) {
+      ann.erase(kDeviceHealthAnnotation);
+    } else {
+      ann[kDeviceHealthAnnotation] = health.dump();
+    }
+    if (ann.empty()) obj["metadata"].erase("annotations");
+    // The condition sums up every driver's report.
+    std::vector<std::string> bad, unknown;
+    for (const auto& [drv, devices] : health.items()) {
+      if (!devices.is_object()) continue;
+      for (const auto& [dev, e] : devices.items()) {
+        std::string what = drv + "/" + dev;
+        if (Str(e, "reason").empty()) {
+          what += "";
+        } else {
+          what += " (" + Str(e, "reason") + ")";
+        }
+        (Str(e, "health") == "Unhealthy" ? bad : unknown).push_back(what);
+      }
+    }
+    const std::string now = FormatRfc3339(clock_.Now());
+    json& conditions = obj["status"]["conditions"];
+    if (!bad.empty()) {
+      SetCondition(conditions, kDevicesHealthyCondition, "False", "DevicesUnhealthy",
+                   Truncate("unhealthy: " + absl::StrJoin(bad, ", "), kMaxMessage), now,
+                   ConditionStyle::kNode);
+    } else if (!unknown.empty()) {
+      SetCondition(conditions, kDevicesHealthyCondition, "Unknown", "DevicesHealthUnknown",
+                   Truncate("health unknown: " + absl::StrJoin(unknown, ", "), kMaxMessage), now,
+                   ConditionStyle::kNode);
+    } else {
+      SetCondition(conditions, kDevicesHealthyCondition, "True", "DevicesHealthy", "", now,
+                   ConditionStyle::kNode);
+    }
+    // A refreshed heartbeat time alone is not worth a write.
+    json a = obj, b = before;
+    for (json* o : {&a, &b}) {
+      json& cs = (*o)["status"]["conditions"];
+      for (auto& c : cs) {
+        if (c.is_object()) c.erase("lastHeartbeatTime");
+      }
+    }
+    return a != b;
+  };
+  store::AuditRecord record = Record(caller, "update", "", "nodes", "", "", node);
+  store::AuditScope scope(&record);
+  auto written = WriteChange(objects_, caller.user, NodeType(),
+                             model::ResourceKey{"nodes", "", node}, Scope::kObject, change);
+  if (absl::IsNotFound(written.status())) {
+    return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
+  }
+  QM_RETURN_IF_ERROR(written.status());
+  return resp;
+}
+
+absl::Status NodeAgentApi::WriteReady(const Caller& caller, const std::string& node) {
+  auto change = [&](json& obj) -> absl::StatusOr<bool> {
+    SetCondition(obj["status"]["conditions"], "Ready", "True", "AgentReady",
+                 "qm-agent is posting ready status", FormatRfc3339(clock_.Now()),
+                 ConditionStyle::kNode);
+    return true;  // the heartbeat time is the point of the write
+  };
+  store::AuditRecord record = Record(caller, "update", "", "nodes", "status", "", node);
+  store::AuditScope scope(&record);
+  auto written = WriteChange(objects_, caller.user, NodeType(),
+                             model::ResourceKey{"nodes", "", node}, Scope::kStatus, change);
+  if (absl::IsNotFound(written.status())) {
+    return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
+  }
+  return written.status();
+}
+
+absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& caller,
+                                                              const v1::HeartbeatRequest& request) {
+  const std::string& node = request.node_name();
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  QM_RETURN_IF_ERROR(Authorize(caller, "update", "", "nodes", "status", "", node));
+  const auto now = std::chrono::steady_clock::now();
+  bool write = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ready_written_.find(node);
+    write = it == ready_written_.end() || now - it->second >= options_.heartbeat_write_interval;
+  }
+  if (!write) {
+    // Recently written: write again only if someone (a node monitor, an admin) changed Ready.
+    auto cached = hub_.Find(model::ResourceKey{"nodes", "", node});
+    if (!cached.has_value()) {
+      write = true;
+    } else {
+      json body = json::parse(cached->body, nullptr, false);
+      const json& conditions = At(At(body, "status"), "conditions");
+      bool ready = false;
+      for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+        if (Str(conditions[i], "type") == "Ready") ready = Str(conditions[i], "status") == "True";
+      }
+      write = !ready;
+    }
+  }
+  if (write) {
+    QM_RETURN_IF_ERROR(WriteReady(caller, node));
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_written_[node] = now;
+  }
+  v1::HeartbeatResponse resp;
+  resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
+  return resp;
+}
+
+}  // namespace qm::api::nodeapi
