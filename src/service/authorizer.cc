@@ -538,6 +538,10 @@ class Authorizer::Feed : public Watcher {
  public:
   explicit Feed(Impl* impl) : impl_(impl) {}
 
+  // Applying a change to the index is cheap and never blocks; being synchronous makes a write
+  // count once the hub has dispatched it (see Authorizer::Follow).
+  bool Synchronous() const override { return true; }
+
   bool Deliver(const model::WatchEvent& event) override {
     if (!IsRbacResource(event.object.resource)) return true;
     std::lock_guard<std::mutex> lock(mu_);

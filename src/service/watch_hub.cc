@@ -1,5 +1,10 @@
 #include "service/watch_hub.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::service {
@@ -11,35 +16,115 @@ constexpr auto kCompactEvery = std::chrono::seconds(60);
 // How long the hub pauses after an exception before it starts over.
 constexpr auto kRestartDelay = std::chrono::milliseconds(200);
 
+using SharedEvent = std::shared_ptr<const model::WatchEvent>;
+
 }  // namespace
+
+// One subscription. The hub's lock guards the list of entries; an entry's own lock guards its
+// queue and flags, and is never held while its watcher is called.
+struct WatchHub::Entry {
+  Entry(std::shared_ptr<Watcher> w, int64_t start, bool is_live)
+      : watcher(std::move(w)),
+        start_rv(start),
+        synchronous(watcher->Synchronous()),
+        live(is_live) {}
+
+  const std::shared_ptr<Watcher> watcher;
+  const int64_t start_rv;  // changes after this revision are for it
+  const bool synchronous;  // called on the follower thread, never posted
+  std::mutex mu;
+  std::deque<SharedEvent> queue ABSL_GUARDED_BY(mu);
+  int64_t tick_rv ABSL_GUARDED_BY(mu) = 0;  // > 0: a Tick is due
+  std::optional<absl::Status> expire ABSL_GUARDED_BY(mu);
+  // False while Subscribe still replays history: queued changes wait until it is done.
+  bool live ABSL_GUARDED_BY(mu);
+  bool scheduled ABSL_GUARDED_BY(mu) = false;  // a delivery thread has it (or will)
+  bool done ABSL_GUARDED_BY(mu) = false;       // unsubscribed: nothing more is delivered
+
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return !queue.empty() || tick_rv > 0 || expire.has_value();
+  }
+  // Marks the entry scheduled when it has work a delivery thread may do now; true when the
+  // caller must Post it.
+  bool Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (synchronous || !live || scheduled || done || !HasWork()) return false;
+    scheduled = true;
+    return true;
+  }
+  // Ends the entry with `status`: what is queued is dropped, Expire comes next.
+  void EndWith(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (done || expire.has_value()) return;
+    expire = status;
+    queue.clear();
+  }
+};
 
 WatchHub::WatchHub(store::Store& store, WatchHubOptions options)
     : store_(store), options_(options) {}
 
 WatchHub::~WatchHub() { Stop(); }
 
-void WatchHub::LoadSnapshotLocked() {
+void WatchHub::Reload(const absl::Status& expired) {
+  // The store is read without the lock: lists and subscriptions go on meanwhile, and whoever
+  // subscribes before the new snapshot is installed is ended below with the others.
   auto all = store_.ListAll();
-  cache_.clear();
-  cache_ready_ = all.ok();
-  if (!all.ok()) {
+  std::map<model::ResourceKey, model::Object> fresh;
+  int64_t rv = 0;
+  if (all.ok()) {
+    for (auto& obj : all->items) {
+      model::ResourceKey key = obj.Key();
+      fresh.emplace(std::move(key), std::move(obj));
+    }
+    rv = all->resource_version;
+  } else {
     spdlog::warn("watch hub: cannot load the object cache ({}); lists read the store",
                  all.status().ToString());
-    auto rv = store_.CurrentRevision();
-    last_rv_ = rv.ok() ? *rv : 0;
-    return;
+    auto current = store_.CurrentRevision();
+    rv = current.ok() ? *current : 0;
   }
-  for (auto& obj : all->items) {
-    model::ResourceKey key = obj.Key();
-    cache_.emplace(std::move(key), std::move(obj));
+  std::vector<EntryPtr> ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_.swap(fresh);
+    cache_ready_ = all.ok();
+    last_rv_ = rv;
+    queued_rv_ = rv;
+    ended.swap(watchers_);
+    dispatched_.notify_all();
   }
-  last_rv_ = all->resource_version;
+  for (const auto& e : ended) {
+    bool post = false;
+    bool expire_now = false;
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (e->done) continue;
+      if (e->synchronous && e->live) {
+        e->done = true;  // this is the follower thread: tell it now
+        expire_now = true;
+      } else {
+        e->EndWith(expired);  // a Subscribe still replaying returns it
+        post = e->Schedule();
+      }
+    }
+    if (expire_now) {
+      try {
+        e->watcher->Expire(expired);
+      } catch (...) {
+        Unexpected("a watcher");
+      }
+    }
+    if (post) Post(e);
+  }
 }
 
 void WatchHub::Start() {
+  Reload(absl::OkStatus());
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    LoadSnapshotLocked();
+    std::lock_guard<std::mutex> lock(run_mu_);
+    delivery_stopping_ = false;
+  }
+  for (int i = 0; i < std::max(1, options_.delivery_threads); ++i) {
+    delivery_.emplace_back([this] { DeliveryLoop(); });
   }
   running_ = true;
   thread_ = std::thread([this] { Run(); });
@@ -48,6 +133,14 @@ void WatchHub::Start() {
 void WatchHub::Stop() {
   if (!running_.exchange(false)) return;
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(run_mu_);
+    delivery_stopping_ = true;
+    runnable_.clear();
+  }
+  run_cv_.notify_all();
+  for (auto& t : delivery_) t.join();
+  delivery_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   watchers_.clear();
   cache_ready_ = false;
@@ -60,26 +153,69 @@ size_t WatchHub::watcher_count() {
 }
 
 absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_rv) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int64_t dispatched = last_rv_.load();
-  if (from_rv < dispatched) {
-    // Replay what the hub has already passed; newer changes come through Run().
-    int64_t cursor = from_rv;
-    while (cursor < dispatched) {
-      auto events = store_.ChangesSince(cursor, kBatch);
-      if (!events.ok()) return events.status();
-      if (events->empty()) break;
-      for (const auto& ev : *events) {
-        if (ev.object.meta.resource_version > dispatched) {
-          cursor = dispatched;
-          break;
-        }
-        if (!watcher->Deliver(ev)) return absl::OkStatus();
-        cursor = ev.object.meta.resource_version;
+  EntryPtr entry;
+  int64_t dispatched;
+  {
+    // Registered at once: changes dispatched from now on (after `dispatched`) are queued for
+    // it, and held back until the history before them has been replayed.
+    std::lock_guard<std::mutex> lock(mu_);
+    dispatched = queued_rv_;
+    entry = std::make_shared<Entry>(watcher, std::max(from_rv, dispatched), from_rv >= dispatched);
+    watchers_.push_back(entry);
+  }
+  if (from_rv >= dispatched) return absl::OkStatus();
+
+  // The history (from_rv, dispatched] comes from the store, read and delivered without any of
+  // the hub's locks: other watches, lists and the follower carry on meanwhile.
+  bool went_live = false;
+  absl::Cleanup unsubscribe = [&] {
+    if (went_live) return;
+    {
+      std::lock_guard<std::mutex> lock(entry->mu);
+      entry->done = true;
+      entry->queue.clear();
+    }
+    Unsubscribe(entry.get());
+  };
+  int64_t cursor = from_rv;
+  while (cursor < dispatched) {
+    {
+      std::lock_guard<std::mutex> lock(entry->mu);
+      if (entry->expire.has_value()) return *entry->expire;
+    }
+    auto events = store_.ChangesSince(cursor, kBatch);
+    if (!events.ok()) return events.status();
+    if (events->empty()) break;
+    for (const auto& ev : *events) {
+      if (ev.object.meta.resource_version > dispatched) {
+        cursor = dispatched;
+        break;
       }
+      if (!watcher->Deliver(ev)) return absl::OkStatus();
+      cursor = ev.object.meta.resource_version;
     }
   }
-  watchers_.push_back(Entry{std::move(watcher), from_rv});
+  // Changes dispatched meanwhile were queued for it: deliver them here too, until none is left
+  // and it goes live (from then on the hub's threads call it).
+  bool post = false;
+  for (;;) {
+    std::deque<SharedEvent> pending;
+    {
+      std::lock_guard<std::mutex> lock(entry->mu);
+      if (entry->expire.has_value()) return *entry->expire;
+      if (entry->queue.empty()) {
+        entry->live = true;
+        post = entry->Schedule();
+        break;
+      }
+      pending.swap(entry->queue);
+    }
+    for (const auto& ev : pending) {
+      if (!watcher->Deliver(*ev)) return absl::OkStatus();
+    }
+  }
+  went_live = true;
+  if (post) Post(entry);
   return absl::OkStatus();
 }
 
@@ -120,55 +256,228 @@ absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int
   return result;
 }
 
-void WatchHub::DispatchLocked(const model::WatchEvent& event) {
-  const int64_t rv = event.object.meta.resource_version;
-  if (event.type == model::EventType::kDeleted) {
-    cache_.erase(event.object.Key());
-  } else {
-    cache_[event.object.Key()] = event.object;
+void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
+  if (events.empty()) return;
+  std::vector<SharedEvent> shared;
+  shared.reserve(events.size());
+  for (auto& ev : events)
+    shared.push_back(std::make_shared<const model::WatchEvent>(std::move(ev)));
+  const int64_t newest = shared.back()->object.meta.resource_version;
+  std::vector<EntryPtr> entries;
+  {
+    // Every entry registered after this starts after these changes.
+    std::lock_guard<std::mutex> lock(mu_);
+    entries = watchers_;
+    queued_rv_ = newest;
   }
-  for (size_t i = 0; i < watchers_.size();) {
-    Entry& e = watchers_[i];
-    if (rv > e.start_rv && !e.watcher->Deliver(event)) {
-      watchers_.erase(watchers_.begin() + static_cast<std::ptrdiff_t>(i));
-      continue;
+  for (const auto& e : entries) {
+    bool post = false;
+    bool deliver_now = false;
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (e->done || e->expire.has_value()) continue;
+      if (e->synchronous && e->live) {
+        deliver_now = true;
+      } else {
+        for (const auto& ev : shared) {
+          if (ev->object.meta.resource_version <= e->start_rv) continue;
+          if (e->queue.size() >= options_.max_queued_per_watcher) {
+            e->EndWith(absl::OutOfRangeError(
+                "the watch fell too far behind the changes; list again and start a new watch"));
+            break;
+          }
+          e->queue.push_back(ev);
+        }
+        post = e->Schedule();
+      }
     }
-    ++i;
+    if (deliver_now) {
+      CallSynchronous(e, [&](Watcher& w) {
+        for (const auto& ev : shared) {
+          if (ev->object.meta.resource_version > e->start_rv && !w.Deliver(*ev)) return false;
+        }
+        return true;
+      });
+    }
+    if (post) Post(e);
+  }
+  // Only now do lists see the changes (synchronous watchers have them already).
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& ev : shared) {
+    if (ev->type == model::EventType::kDeleted) {
+      cache_.erase(ev->object.Key());
+    } else {
+      cache_[ev->object.Key()] = ev->object;
+    }
+  }
+  last_rv_ = newest;
+  dispatched_.notify_all();
+}
+
+template <typename Call>
+void WatchHub::CallSynchronous(const EntryPtr& entry, Call call) {
+  bool keep = true;
+  try {
+    keep = call(*entry->watcher);
+  } catch (...) {
+    // A watcher that throws ends its own watch, no other.
+    Unexpected("a watcher");
+    try {
+      entry->watcher->Expire(absl::OutOfRangeError("the watch failed; list again"));
+    } catch (...) {
+    }
+    keep = false;
+  }
+  if (keep) return;
+  {
+    std::lock_guard<std::mutex> lock(entry->mu);
+    entry->done = true;
+    entry->queue.clear();
+  }
+  Unsubscribe(entry.get());
+}
+
+void WatchHub::TickAll() {
+  std::vector<EntryPtr> entries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries = watchers_;
+  }
+  const int64_t rv = last_rv_.load();
+  for (const auto& e : entries) {
+    bool post = false;
+    bool tick_now = false;
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (e->done) continue;
+      if (e->synchronous) {
+        tick_now = e->live;
+      } else {
+        e->tick_rv = std::max(e->tick_rv, rv);
+        post = e->Schedule();
+      }
+    }
+    if (tick_now) CallSynchronous(e, [&](Watcher& w) { return w.Tick(rv); });
+    if (post) Post(e);
+  }
+}
+
+void WatchHub::Post(EntryPtr entry) {
+  {
+    std::lock_guard<std::mutex> lock(run_mu_);
+    if (delivery_stopping_) return;
+    runnable_.push_back(std::move(entry));
+  }
+  run_cv_.notify_one();
+}
+
+void WatchHub::DeliveryLoop() {
+  for (;;) {
+    EntryPtr entry;
+    {
+      std::unique_lock<std::mutex> lock(run_mu_);
+      run_cv_.wait(lock, [&] { return delivery_stopping_ || !runnable_.empty(); });
+      if (delivery_stopping_) return;
+      entry = std::move(runnable_.front());
+      runnable_.pop_front();
+    }
+    // One round per turn, then to the back of the line: a busy watcher shares the threads.
+    if (!Drain(entry)) Post(std::move(entry));
+  }
+}
+
+bool WatchHub::Drain(const EntryPtr& entry) {
+  std::deque<SharedEvent> events;
+  int64_t tick = 0;
+  std::optional<absl::Status> expire;
+  {
+    std::lock_guard<std::mutex> lock(entry->mu);
+    if (entry->done) {
+      entry->scheduled = false;
+      return true;
+    }
+    events.swap(entry->queue);
+    tick = std::exchange(entry->tick_rv, 0);
+    expire = entry->expire;
+  }
+  bool keep = true;
+  try {
+    for (const auto& ev : events) {
+      if (!entry->watcher->Deliver(*ev)) {
+        keep = false;
+        break;
+      }
+    }
+    if (keep && expire.has_value()) {
+      entry->watcher->Expire(*expire);
+      keep = false;
+    } else if (keep && tick > 0 && !entry->watcher->Tick(tick)) {
+      keep = false;
+    }
+  } catch (...) {
+    // A watcher that throws ends its own watch, no other.
+    Unexpected("a watcher");
+    try {
+      entry->watcher->Expire(absl::OutOfRangeError("the watch failed; list again"));
+    } catch (...) {
+    }
+    keep = false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(entry->mu);
+    if (keep) {
+      if (entry->HasWork()) return false;  // still scheduled
+      entry->scheduled = false;
+      return true;
+    }
+    entry->done = true;
+    entry->scheduled = false;
+    entry->queue.clear();
+  }
+  // Unsubscribe takes the hub's lock: never with an entry's lock held.
+  Unsubscribe(entry.get());
+  return true;
+}
+
+void WatchHub::Unsubscribe(const Entry* entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(watchers_, [&](const EntryPtr& e) { return e.get() == entry; });
+}
+
+void WatchHub::Unexpected(const char* where) {
+  unexpected_errors_.fetch_add(1);
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    spdlog::error("watch hub: {} failed: {}", where, e.what());
+  } catch (...) {
+    spdlog::error("watch hub: {} failed with an exception of unknown type", where);
   }
 }
 
 void WatchHub::Run() {
   bool restart = false;
   while (running_) {
-    std::string failure;
+    bool failed = false;
     try {
-      if (restart) Restart();
+      if (restart) {
+        Reload(
+            absl::OutOfRangeError("the watch hub restarted after an internal error; list "
+                                  "again"));
+      }
       restart = false;
       Follow();
-    } catch (const std::exception& e) {
-      failure = e.what();
     } catch (...) {
-      failure = "an exception of unknown type";
+      // Nothing the follower meets (a store that throws, memory running out) may end the
+      // process. Where it stopped dispatching is not known for sure, so every watch ends with
+      // 410 (clients list again) and the cache is reloaded, after a short pause.
+      Unexpected("following the change log");
+      failed = true;
     }
-    if (failure.empty()) continue;
-    // Nothing the hub meets (a store that throws, a watcher that throws, memory running out)
-    // may end the process. Where it stopped dispatching is not known for sure, so every watch
-    // ends with 410 (clients list again) and the cache is reloaded, after a short pause.
-    unexpected_errors_.fetch_add(1);
-    spdlog::error("watch hub: {}; ending every watch and reloading the cache", failure);
+    if (!failed) continue;
     restart = true;
     std::this_thread::sleep_for(kRestartDelay);
   }
-}
-
-void WatchHub::Restart() {
-  std::lock_guard<std::mutex> lock(mu_);
-  const absl::Status expired =
-      absl::OutOfRangeError("the watch hub restarted after an internal error; list again");
-  for (auto& e : watchers_) e.watcher->Expire(expired);
-  watchers_.clear();
-  LoadSnapshotLocked();
-  dispatched_.notify_all();
 }
 
 void WatchHub::Follow() {
@@ -180,11 +489,7 @@ void WatchHub::Follow() {
       // Compaction overtook us: end every watch with 410 and continue from the present.
       spdlog::warn("watch hub: fell behind the change log ({}); expiring {} watches",
                    events.status().ToString(), watcher_count());
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& e : watchers_) e.watcher->Expire(events.status());
-      watchers_.clear();
-      LoadSnapshotLocked();
-      dispatched_.notify_all();
+      Reload(events.status());
       continue;
     }
     if (!events.ok()) {
@@ -192,24 +497,11 @@ void WatchHub::Follow() {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
-    if (!events->empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& ev : *events) {
-        DispatchLocked(ev);
-        last_rv_ = ev.object.meta.resource_version;
-      }
-      dispatched_.notify_all();
-    }
+    const bool idle = events->empty();
+    if (!idle) Dispatch(std::move(*events));
     auto now = std::chrono::steady_clock::now();
-    if (events->empty() || now - last_tick >= kIdleWait) {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < watchers_.size();) {
-        if (!watchers_[i].watcher->Tick(last_rv_.load())) {
-          watchers_.erase(watchers_.begin() + static_cast<std::ptrdiff_t>(i));
-          continue;
-        }
-        ++i;
-      }
+    if (idle || now - last_tick >= kIdleWait) {
+      TickAll();
       last_tick = now;
     }
     if (now - last_compact >= kCompactEvery) {
@@ -221,7 +513,7 @@ void WatchHub::Follow() {
         }
       }
     }
-    if (events->empty()) store_.WaitForChanges(last_rv_.load(), kIdleWait);
+    if (idle) store_.WaitForChanges(last_rv_.load(), kIdleWait);
   }
 }
 

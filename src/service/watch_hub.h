@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,29 +18,49 @@
 
 namespace qm::service {
 
-// A consumer of the change feed (one watch request). Called from the hub's thread only.
+// A consumer of the change feed (one watch request). Its methods are never called concurrently:
+// by the thread calling Subscribe while it replays history, then by the hub's threads, one at a
+// time.
 class Watcher {
  public:
   virtual ~Watcher() = default;
+  // A synchronous watcher is called on the hub's follower thread, before a change becomes
+  // visible in the cache: once a List with min_rv R returns, it has been given every change up
+  // to R. Only for in-process consumers whose calls are cheap and never block (an index kept in
+  // memory); one that is slow delays every watch. Others are called from the hub's delivery
+  // threads, shortly after the cache shows the change.
+  virtual bool Synchronous() const { return false; }
   // Delivers one change. Return false to be unsubscribed (client gone, timeout reached).
   virtual bool Deliver(const model::WatchEvent& event) = 0;
   // Called at least once a second when idle; `rv` is the newest revision dispatched, for
   // bookmarks. Return false to be unsubscribed.
   virtual bool Tick(int64_t rv) = 0;
-  // The hub lost its place in the change log (it fell behind compaction): changes may have
-  // been missed, so the watch must end with `status` (OutOfRange, a 410) and the client
-  // re-list. The watcher is unsubscribed afterwards.
+  // The hub cannot go on delivering every change in order: it fell behind compaction,
+  // restarted after an internal error, or this watcher fell too far behind. The watch must end
+  // with `status` (OutOfRange, a 410) and the client re-list. The watcher is unsubscribed
+  // afterwards.
   virtual void Expire(const absl::Status& status) = 0;
 };
 
 struct WatchHubOptions {
   // Change-log entries kept for watch resumption; older ones are compacted (410 Expired).
   int64_t history = 100000;
+  // Threads that call watchers: a slow watcher holds up one of them, not the others.
+  int delivery_threads = 4;
+  // Changes waiting for one watcher before it is ended with 410 as too slow (Kubernetes' watch
+  // cache ends watchers that cannot keep up the same way).
+  size_t max_queued_per_watcher = 100000;
 };
 
 // Follows the store's change log (LISTEN/NOTIFY plus catch-up by revision), keeps an in-memory
 // copy of every object up to date with it (ARCHITECTURE.md §5), and fans each change out to
 // the subscribed watchers, in revision order, each change exactly once. Thread-safe.
+//
+// The hub's lock guards only the cache and the list of watchers: it is never held while the
+// store is read or a watcher is called (watchers encode and write). Changes are queued per
+// watcher and delivered by a small pool of threads, so a watcher that is slow, or one that is
+// still reading old history from the store, holds up neither the other watches nor lists nor
+// the scheduler.
 class WatchHub {
  public:
   WatchHub(store::Store& store, WatchHubOptions options);
@@ -48,8 +69,10 @@ class WatchHub {
   void Start();
   void Stop();
 
-  // Subscribes `watcher` to every change with revision > `from_rv`. Changes already in the log
-  // are replayed to it before this returns. OutOfRange when `from_rv` has been compacted.
+  // Subscribes `watcher` to every change with revision > `from_rv`. Changes already dispatched
+  // are read from the store's change log and replayed to it, on the calling thread, before
+  // this returns; later ones follow from the delivery threads. OutOfRange when `from_rv` has
+  // been compacted (or the hub lost its place meanwhile).
   absl::Status Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_rv);
 
   // Lists from the cache once it reflects at least revision `min_rv` (normally the store's
@@ -61,39 +84,62 @@ class WatchHub {
   // The cached object at `key`, if the cache has one (it may lag the store by a few ms).
   std::optional<model::Object> Find(const model::ResourceKey& key);
 
+  // The newest revision the cache shows.
   int64_t last_dispatched() const { return last_rv_.load(); }
   size_t watcher_count();
-  // Exceptions the hub's thread caught (each is logged; every watch then ends with 410 and the
-  // cache is reloaded), for /metrics.
+  // Exceptions the hub's threads caught (each is logged; an exception in the change-log
+  // follower ends every watch with 410 and reloads the cache, one in a watcher ends that
+  // watch), for /metrics.
   uint64_t unexpected_errors() const { return unexpected_errors_.load(); }
 
  private:
-  struct Entry {
-    std::shared_ptr<Watcher> watcher;
-    int64_t start_rv;
-  };
+  struct Entry;
+  using EntryPtr = std::shared_ptr<Entry>;
 
-  // The hub's thread: Follow(), started over by Restart() after an exception.
+  // The follower thread: Follow(), started over by Reload() after an exception.
   void Run();
   // Follows the change log until Stop().
   void Follow();
-  // Ends every watch with 410 and reloads the cache.
-  void Restart();
-  void DispatchLocked(const model::WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Replaces the cache with a fresh snapshot of the store and moves last_rv_ to it.
-  void LoadSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads a fresh snapshot of the store (no lock held), installs it as the cache, moves the
+  // dispatch position to it, and ends every watch subscribed before with `expired`.
+  void Reload(const absl::Status& expired);
+  // Gives `events` to the synchronous watchers, queues them for the others, then applies them
+  // to the cache.
+  void Dispatch(std::vector<model::WatchEvent> events);
+  // Asks every watcher for a Tick.
+  void TickAll();
+  // Calls a synchronous watcher on the follower thread (`call` returns false to unsubscribe).
+  template <typename Call>
+  void CallSynchronous(const EntryPtr& entry, Call call);
+  // Hands `entry` to a delivery thread.
+  void Post(EntryPtr entry);
+  void DeliveryLoop();
+  // Delivers what is queued for `entry`; false when it still has work (post it again).
+  bool Drain(const EntryPtr& entry);
+  void Unsubscribe(const Entry* entry);
+  // Logs and counts the exception being handled; call from a catch block only.
+  void Unexpected(const char* where);
 
   store::Store& store_;
   const WatchHubOptions options_;
   std::mutex mu_;
   std::condition_variable dispatched_;
-  std::vector<Entry> watchers_ ABSL_GUARDED_BY(mu_);
+  std::vector<EntryPtr> watchers_ ABSL_GUARDED_BY(mu_);
   std::map<model::ResourceKey, model::Object> cache_ ABSL_GUARDED_BY(mu_);
   bool cache_ready_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<int64_t> last_rv_{0};
+  std::atomic<int64_t> last_rv_{0};  // written with mu_ held
+  // The newest revision given to (or queued for) the watchers, ahead of last_rv_ while a batch
+  // is being dispatched: a new subscription starts after it.
+  int64_t queued_rv_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> running_{false};
   std::atomic<uint64_t> unexpected_errors_{0};
   std::thread thread_;
+
+  std::mutex run_mu_;
+  std::condition_variable run_cv_;
+  std::deque<EntryPtr> runnable_ ABSL_GUARDED_BY(run_mu_);
+  bool delivery_stopping_ ABSL_GUARDED_BY(run_mu_) = false;
+  std::vector<std::thread> delivery_;
 };
 
 }  // namespace qm::service

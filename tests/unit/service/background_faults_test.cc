@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "forwarding_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "service/audit_log.h"
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
-#include "store/memory_store.h"
 
 namespace qm::service {
 namespace {
@@ -24,42 +24,16 @@ using nlohmann::json;
 
 // The in-memory store, except that each armed operation throws once (not even an
 // std::exception for ChangesSince, the worst case).
-class FaultyStore final : public store::Store {
+class FaultyStore final : public fakes::ForwardingStore {
  public:
-  absl::StatusOr<model::Object> Create(const model::Object& obj) override {
-    return inner.Create(obj);
-  }
-  absl::StatusOr<model::Object> Update(const model::Object& obj, int64_t rv) override {
-    return inner.Update(obj, rv);
-  }
-  absl::StatusOr<model::Object> Delete(const model::ResourceKey& key, int64_t rv) override {
-    return inner.Delete(key, rv);
-  }
-  absl::StatusOr<model::Object> Get(const model::ResourceKey& key) override {
-    return inner.Get(key);
-  }
-  absl::StatusOr<store::ListResult> List(const store::ListOptions& o) override {
-    return inner.List(o);
-  }
-  absl::StatusOr<store::ListResult> ListAll() override { return inner.ListAll(); }
-  absl::StatusOr<int64_t> CurrentRevision() override { return inner.CurrentRevision(); }
-  int64_t LastCommittedRevision() override { return inner.LastCommittedRevision(); }
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t rv, int64_t limit) override {
     if (Take(throw_changes_since)) throw 42;
     return inner.ChangesSince(rv, limit);
   }
-  void WaitForChanges(int64_t rv, std::chrono::milliseconds t) override {
-    inner.WaitForChanges(rv, t);
-  }
-  absl::Status Compact(int64_t rv) override { return inner.Compact(rv); }
   absl::StatusOr<std::vector<model::Object>> Commit(const store::Transaction& txn) override {
     if (Take(throw_commit)) throw std::bad_alloc();
     return inner.Commit(txn);
   }
-  absl::StatusOr<std::vector<store::DeviceClaim>> ListDeviceClaims() override {
-    return inner.ListDeviceClaims();
-  }
-  absl::Status Ping() override { return absl::OkStatus(); }
   absl::Status AppendAudit(const std::vector<store::AuditRecord>& records) override {
     if (Take(throw_append_audit)) throw std::runtime_error("disk on fire");
     std::lock_guard<std::mutex> lock(mu);
@@ -74,7 +48,6 @@ class FaultyStore final : public store::Store {
     return audit;
   }
 
-  store::MemoryStore inner;
   std::atomic<int> throw_changes_since{0};
   std::atomic<int> throw_commit{0};
   std::atomic<int> throw_append_audit{0};

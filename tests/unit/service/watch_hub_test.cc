@@ -1,0 +1,235 @@
+// The watch hub holds its lock across neither store reads nor watcher calls: a watch resuming
+// from an old revision whose history read is stuck, or a watcher that is stuck, leaves the other
+// watches, lists and lookups going; every watcher still sees every change once, in order.
+
+#include "service/watch_hub.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "forwarding_store.h"
+#include "gtest/gtest.h"
+
+namespace qm::service {
+namespace {
+
+constexpr auto kPrompt = std::chrono::seconds(5);
+
+// Reads of the change log after revision `gated_rv` wait until Open() (the follower reads from
+// the newest revision, so only a subscriber resuming from `gated_rv` is held).
+class GatedStore final : public fakes::ForwardingStore {
+ public:
+  absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t rv, int64_t limit) override {
+    if (rv == gated_rv) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    }
+    return inner.ChangesSince(rv, limit);
+  }
+
+  bool WaitUntilHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kPrompt, [&] { return waiting_ > 0; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+  int64_t gated_rv = -1;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+// Records the names of the objects it is given; a gated one blocks in Deliver until opened.
+class RecordingWatcher : public Watcher {
+ public:
+  explicit RecordingWatcher(bool gated = false) : gated_(gated) {}
+
+  bool Deliver(const model::WatchEvent& e) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (gated_) {
+      ++blocked_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !gated_; });
+    }
+    names_.push_back(e.object.meta.name);
+    cv_.notify_all();
+    return true;
+  }
+  bool Tick(int64_t) override { return true; }
+  void Expire(const absl::Status& st) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    expired_ = st;
+    cv_.notify_all();
+  }
+
+  // The names seen once there are `n` (or what there is after kPrompt).
+  std::vector<std::string> WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kPrompt, [&] { return names_.size() >= n; });
+    return names_;
+  }
+  bool WaitUntilBlocked() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kPrompt, [&] { return blocked_ > 0; });
+  }
+  absl::Status WaitForExpiry() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kPrompt, [&] { return !expired_.ok(); });
+    return expired_;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gated_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool gated_;
+  int blocked_ = 0;
+  std::vector<std::string> names_;
+  absl::Status expired_;
+};
+
+model::Object Thing(const std::string& name) {
+  model::Object o;
+  o.resource = "things";
+  o.meta.name = name;
+  o.meta.uid = "uid-" + name;
+  o.body = "{}";
+  return o;
+}
+
+class WatchHubTest : public ::testing::Test {
+ protected:
+  int64_t Put(const std::string& name) {
+    auto created = store_.Create(Thing(name));
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->meta.resource_version : 0;
+  }
+
+  // A list of "things" from the cache at the store's current revision, on another thread, so
+  // that a hub that blocks fails the test instead of hanging it.
+  std::future<size_t> ListLater(WatchHub& hub) {
+    return std::async(std::launch::async, [&hub, this]() -> size_t {
+      ListRequest request;
+      request.store.resource = "things";
+      auto listed = hub.List(request, *store_.CurrentRevision());
+      return listed.ok() ? listed->items.size() : 0;
+    });
+  }
+
+  GatedStore store_;
+};
+
+TEST_F(WatchHubTest, AResumingWatchStuckReadingHistoryStallsNoOne) {
+  const int64_t first = Put("a");
+  Put("b");
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  auto live = std::make_shared<RecordingWatcher>();
+  ASSERT_TRUE(hub.Subscribe(live, hub.last_dispatched()).ok());
+
+  // A watch resuming from `first` needs history from the store; that read is stuck.
+  store_.gated_rv = first;
+  auto resumer = std::make_shared<RecordingWatcher>();
+  auto subscribed = std::async(std::launch::async, [&] { return hub.Subscribe(resumer, first); });
+  ASSERT_TRUE(store_.WaitUntilHeld());
+
+  // Meanwhile the other watch gets new changes, lists and lookups answer, new watches start.
+  Put("c");
+  EXPECT_EQ(live->WaitFor(1), std::vector<std::string>{"c"});
+  auto listed = ListLater(hub);
+  ASSERT_EQ(listed.wait_for(kPrompt), std::future_status::ready);
+  EXPECT_EQ(listed.get(), 3u);
+  EXPECT_TRUE(hub.Find(model::ResourceKey{"things", "", "c"}).has_value());
+  auto another = std::make_shared<RecordingWatcher>();
+  ASSERT_TRUE(hub.Subscribe(another, hub.last_dispatched()).ok());
+  Put("d");
+  EXPECT_EQ(live->WaitFor(2), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(another->WaitFor(1), std::vector<std::string>{"d"});
+
+  // Once the read completes, the resumed watch gets its history and then the changes made
+  // meanwhile: each once, in order.
+  store_.Open();
+  ASSERT_EQ(subscribed.wait_for(kPrompt), std::future_status::ready);
+  EXPECT_TRUE(subscribed.get().ok());
+  Put("e");
+  EXPECT_EQ(resumer->WaitFor(4), (std::vector<std::string>{"b", "c", "d", "e"}));
+  EXPECT_EQ(live->WaitFor(3), (std::vector<std::string>{"c", "d", "e"}));
+  hub.Stop();
+}
+
+TEST_F(WatchHubTest, AStuckWatcherStallsNoOneAndIsEndedWhenTooFarBehind) {
+  WatchHubOptions options;
+  options.delivery_threads = 2;
+  options.max_queued_per_watcher = 3;
+  WatchHub hub(store_, options);
+  hub.Start();
+  auto stuck = std::make_shared<RecordingWatcher>(/*gated=*/true);
+  auto fine = std::make_shared<RecordingWatcher>();
+  ASSERT_TRUE(hub.Subscribe(stuck, hub.last_dispatched()).ok());
+  ASSERT_TRUE(hub.Subscribe(fine, hub.last_dispatched()).ok());
+
+  Put("a");
+  ASSERT_TRUE(stuck->WaitUntilBlocked());
+  // One at a time (a batch larger than the limit would end even a prompt watcher).
+  std::vector<std::string> sent = {"a"};
+  for (const char* name : {"b", "c", "d", "e"}) {
+    Put(name);
+    sent.push_back(name);
+    ASSERT_EQ(fine->WaitFor(sent.size()), sent);
+  }
+  auto listed = ListLater(hub);
+  ASSERT_EQ(listed.wait_for(kPrompt), std::future_status::ready);
+  EXPECT_EQ(listed.get(), 5u);
+
+  // Four changes waited for it, one more than allowed: it ends with 410 once it wakes up.
+  stuck->Open();
+  absl::Status expired = stuck->WaitForExpiry();
+  EXPECT_TRUE(absl::IsOutOfRange(expired)) << expired;
+  EXPECT_EQ(stuck->WaitFor(1), std::vector<std::string>{"a"});
+  for (int i = 0; i < 500 && hub.watcher_count() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(hub.watcher_count(), 1u);
+  hub.Stop();
+}
+
+// Resuming while changes keep coming: history from the store and live changes meet without a
+// gap or a repeat.
+TEST_F(WatchHubTest, ResumingDuringWritesSeesEveryChangeOnceInOrder) {
+  const int64_t first = Put("x0");
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  constexpr int kWrites = 300;
+  std::thread writer([&] {
+    for (int i = 1; i <= kWrites; ++i) Put("x" + std::to_string(i));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let some history accumulate
+  auto resumer = std::make_shared<RecordingWatcher>();
+  ASSERT_TRUE(hub.Subscribe(resumer, first).ok());
+  writer.join();
+  std::vector<std::string> expected;
+  for (int i = 1; i <= kWrites; ++i) expected.push_back("x" + std::to_string(i));
+  EXPECT_EQ(resumer->WaitFor(kWrites), expected);
+  hub.Stop();
+}
+
+}  // namespace
+}  // namespace qm::service
