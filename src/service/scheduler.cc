@@ -979,7 +979,12 @@ class Scheduler::PassRun {
       } else {
         s["reservedFor"] = keep;
       }
-      if (release) s.erase("allocation");
+      if (release) {
+        // The drivers' device statuses go with the allocation they described (they must name
+        // allocated devices).
+        s.erase("allocation");
+        s.erase("devices");
+      }
       txn.writes.push_back(
           {store::Write::Kind::kUpdate, WithBody(next, *body), {}, c.obj.meta.resource_version});
     }
