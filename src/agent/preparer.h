@@ -1,0 +1,89 @@
+#pragma once
+
+// Prepares and unprepares claims on the node: a CDI spec per claim (cdi.h) and the checkpoint
+// (checkpoint.h) kept in step with the files, so that whatever the agent is told, and wherever it
+// is interrupted, it neither prepares a claim twice nor leaves a spec behind:
+//  * Prepare writes the spec, then the checkpoint. A crash in between leaves a spec the
+//    checkpoint does not know; Recover() removes it at start (the server sends the claim again if
+//    it is still assigned).
+//  * Unprepare removes the spec, then the checkpoint entry. A claim whose spec is gone at start is
+//    dropped from the checkpoint by Recover(), so it is prepared again if still assigned.
+// Not thread-safe: the agent calls it from its session thread only.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/checkpoint.h"
+#include "agent/inventory.h"
+
+namespace qm::agent {
+
+// One claim to prepare, as the server assigned it (the agent's drivers only).
+struct ClaimAssignment {
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  std::string allocation_id;
+  struct Device {
+    std::string request;
+    std::string driver;
+    std::string pool;
+    std::string device;
+    std::string share_id;
+  };
+  std::vector<Device> devices;
+};
+
+// The outcome of Prepare: per device, its CDI device IDs, or an error for the claim.
+struct PrepareOutcome {
+  std::vector<PreparedDeviceRecord> devices;
+  std::string error;              // set: nothing was prepared
+  bool already_prepared = false;  // held before with this allocation: nothing was done
+};
+
+class Preparer {
+ public:
+  // `data` is the loaded checkpoint, owned by the caller and kept current here; `checkpoint`
+  // persists it.
+  Preparer(std::string node, std::string pool, std::string cdi_dir, CheckpointData* data,
+           const Checkpoint* checkpoint);
+
+  // The devices this node publishes (what a claim may name).
+  void SetInventory(Inventory inventory);
+
+  // Brings the files and the checkpoint into agreement after a start: specs of ours that the
+  // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped.
+  absl::Status Recover();
+
+  // Prepares `claim`: idempotent for the allocation it is held with; a claim held for another
+  // allocation is unprepared first. Devices must be of this node's driver and pool and be
+  // published; otherwise the outcome carries an error and nothing is written. A failure to write
+  // the spec or the checkpoint is an error Status (nothing is held then).
+  absl::StatusOr<PrepareOutcome> Prepare(const ClaimAssignment& claim);
+
+  // Unprepares claim `uid`: removes its spec and forgets it (and records it as unreported).
+  // OK when it is not held.
+  absl::Status Unprepare(const std::string& uid, const std::string& namespace_,
+                         const std::string& name);
+
+  // The server acknowledged the report of claim `uid` (prepared or unprepared).
+  absl::Status MarkPreparedReported(const std::string& uid);
+  absl::Status MarkUnpreparedReported(const std::string& uid);
+
+  absl::Status SetResourceVersion(int64_t rv);
+
+  const CheckpointData& data() const { return *data_; }
+
+ private:
+  absl::Status Save();
+
+  const std::string node_;
+  const std::string pool_;
+  const std::string cdi_dir_;
+  CheckpointData* data_;
+  const Checkpoint* checkpoint_;
+  Inventory inventory_;
+};
+
+}  // namespace qm::agent
