@@ -58,14 +58,18 @@ absl::StatusOr<CheckpointData> DecodeCheckpoint(const std::string& text) {
     CheckpointData data;
     data.node = in.value("node", "");
     data.resource_version = in.value("resourceVersion", int64_t{0});
-    for (const auto& [uid, c] : in.value("claims", json::object()).items()) {
+    // Named, not temporaries: items() refers to the object it iterates.
+    const json claims = in.value("claims", json::object());
+    const json unreported = in.value("unreportedUnprepares", json::object());
+    for (const auto& [uid, c] : claims.items()) {
       PreparedClaim claim;
       claim.uid = uid;
       claim.namespace_ = c.at("namespace").get<std::string>();
       claim.name = c.at("name").get<std::string>();
       claim.allocation_id = c.at("allocationID").get<std::string>();
       claim.reported = c.value("reported", false);
-      for (const auto& d : c.value("devices", json::array())) {
+      const json devices = c.value("devices", json::array());
+      for (const auto& d : devices) {
         PreparedDeviceRecord r;
         r.request = d.value("request", "");
         r.pool = d.at("pool").get<std::string>();
@@ -76,7 +80,7 @@ absl::StatusOr<CheckpointData> DecodeCheckpoint(const std::string& text) {
       }
       data.claims[uid] = std::move(claim);
     }
-    for (const auto& [uid, c] : in.value("unreportedUnprepares", json::object()).items()) {
+    for (const auto& [uid, c] : unreported.items()) {
       data.unreported[uid] = UnpreparedClaim{c.at("namespace").get<std::string>(),
                                              c.at("name").get<std::string>(), uid};
     }

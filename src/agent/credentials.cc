@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/escaping.h"
@@ -10,19 +11,28 @@
 namespace qm::agent {
 namespace {
 
-// The entry of `list` (clusters, users) named `name`, or the first one when `name` is empty.
-YAML::Node Named(const YAML::Node& list, const std::string& name, const char* key) {
-  if (!list || !list.IsSequence()) return YAML::Node();
+bool Present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+// The entry of `list` (clusters, users) named `name`, or the first one when `name` is empty;
+// nullopt when there is none.
+std::optional<YAML::Node> Named(const YAML::Node& list, const std::string& name, const char* key) {
+  if (!Present(list) || !list.IsSequence()) return std::nullopt;
   for (const auto& item : list) {
-    if (name.empty() || (item["name"] && item["name"].as<std::string>() == name)) {
-      return item[key];
+    if (!item.IsMap()) continue;
+    const YAML::Node n = item["name"];
+    if (name.empty() || (Present(n) && n.IsScalar() && n.as<std::string>() == name)) {
+      const YAML::Node v = item[key];
+      if (Present(v)) return v;
+      return std::nullopt;
     }
   }
-  return YAML::Node();
+  return std::nullopt;
 }
 
 std::string Scalar(const YAML::Node& n, const char* key) {
-  return n && n[key] && n[key].IsScalar() ? n[key].as<std::string>() : "";
+  if (!Present(n) || !n.IsMap()) return "";
+  const YAML::Node v = n[key];
+  return Present(v) && v.IsScalar() ? v.as<std::string>() : "";
 }
 
 // `data` (base64) or the file `file` (relative to `dir`), whichever is set.
@@ -69,29 +79,30 @@ absl::StatusOr<ClientCredentials> LoadKubeconfig(const std::string& path) {
     std::string cluster_name, user_name;
     const std::string current = Scalar(root, "current-context");
     if (!current.empty()) {
-      YAML::Node ctx = Named(root["contexts"], current, "context");
+      auto ctx = Named(root["contexts"], current, "context");
       if (!ctx) {
         return absl::InvalidArgumentError(path + ": context \"" + current + "\" not found");
       }
-      cluster_name = Scalar(ctx, "cluster");
-      user_name = Scalar(ctx, "user");
+      cluster_name = Scalar(*ctx, "cluster");
+      user_name = Scalar(*ctx, "user");
     }
-    YAML::Node cluster = Named(root["clusters"], cluster_name, "cluster");
-    YAML::Node user = Named(root["users"], user_name, "user");
+    auto cluster = Named(root["clusters"], cluster_name, "cluster");
+    auto user = Named(root["users"], user_name, "user");
     if (!cluster) return absl::InvalidArgumentError(path + ": no cluster");
     ClientCredentials out;
-    out.server_url = Scalar(cluster, "server");
-    auto ca = DataOrFile(cluster, "certificate-authority-data", "certificate-authority", dir, path);
+    out.server_url = Scalar(*cluster, "server");
+    auto ca =
+        DataOrFile(*cluster, "certificate-authority-data", "certificate-authority", dir, path);
     if (!ca.ok()) return ca.status();
     out.ca_pem = *ca;
     if (user) {
-      auto cert = DataOrFile(user, "client-certificate-data", "client-certificate", dir, path);
+      auto cert = DataOrFile(*user, "client-certificate-data", "client-certificate", dir, path);
       if (!cert.ok()) return cert.status();
-      auto key = DataOrFile(user, "client-key-data", "client-key", dir, path);
+      auto key = DataOrFile(*user, "client-key-data", "client-key", dir, path);
       if (!key.ok()) return key.status();
       out.cert_pem = *cert;
       out.key_pem = *key;
-      out.token = Scalar(user, "token");
+      out.token = Scalar(*user, "token");
     }
     if (out.cert_pem.empty() != out.key_pem.empty()) {
       return absl::InvalidArgumentError(path + ": a client certificate needs its key");
