@@ -6,6 +6,7 @@
 // assignment stream with its resumption, reports into claim and pod status, health, heartbeats,
 // the audit trail and UNAVAILABLE at shutdown.
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -153,8 +154,8 @@ class NodeAgentApiTest : public ::testing::Test {
     ASSERT_TRUE(Call(&v1::NodeAgent::Stub::Register, token, req).ok());
   }
   json Slices(const std::string& node) {
-    api::HttpRequest r{"GET", std::string(kV1) + "/resourceslices",
-                       {{"fieldSelector", "spec.nodeName=" + node}}};
+    api::HttpRequest r{
+        "GET", std::string(kV1) + "/resourceslices", {{"fieldSelector", "spec.nodeName=" + node}}};
     auto resp = rest_->Handle(r);
     return resp.code == 200 ? json::parse(resp.body)["items"] : json::array();
   }
@@ -572,6 +573,58 @@ TEST_F(NodeAgentApiTest, HealthAndHeartbeats) {
   h->set_device("");
   EXPECT_EQ(Call(&v1::NodeAgent::Stub::ReportHealth, "node-a", health).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(NodeAgentApiTest, OversizedMessagesAreRefused) {
+  v1::PublishResourcesRequest req = Publish("gpu-node-a", 1);
+  (*req.mutable_pools(0)->mutable_slices(0)->mutable_devices(0)->mutable_attributes())["big"]
+      .set_string_value(std::string(17 * 1024 * 1024, 'x'));
+  EXPECT_EQ(Call(&v1::NodeAgent::Stub::PublishResources, "node-a", req).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(Slices("gpu-node-a").size(), 0u);
+}
+
+// Server reflection (what grpcurl uses) lists the service. The reflection protocol is spoken
+// by hand: a ServerReflectionRequest with list_services set (field 7, empty string).
+TEST_F(NodeAgentApiTest, ServerReflectionListsTheService) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto wait = [&cq](intptr_t want) {
+    void* tag = nullptr;
+    bool ok = false;
+    return cq.Next(&tag, &ok) && ok && reinterpret_cast<intptr_t>(tag) == want;
+  };
+  auto call = generic.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(wait(1));
+  grpc::Slice request_bytes(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer request(&request_bytes, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(wait(2));
+  call->WritesDone(reinterpret_cast<void*>(3));
+  ASSERT_TRUE(wait(3));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(wait(4));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_NE(bytes.find("qm.agent.v1.NodeAgent"), std::string::npos);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  EXPECT_TRUE(wait(5));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 TEST_F(NodeAgentApiTest, ShutdownEndsStreamsWithUnavailable) {
