@@ -8,7 +8,7 @@ packages=(
   clang clang-format clang-tidy libclang-rt-14-dev
   libpqxx-dev libpq-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libabsl-dev libre2-dev prometheus-cpp-dev libcurl4-openssl-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libyaml-cpp-dev
   libboost-dev libboost-system-dev libssl-dev openssl jq
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15

@@ -364,6 +364,9 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
           {"bootID", info.boot_id()}}) {
       if (!value.empty()) ni[field] = value;
     }
+    // What `kubectl get nodes` shows as VERSION: the node daemon's, as a kubelet's would be.
+    if (!request.agent_version().empty())
+      ni["kubeletVersion"] = "qm-agent/" + request.agent_version();
     SetCondition(status["conditions"], "Ready", "True", "AgentReady",
                  "qm-agent is posting ready status", now, ConditionStyle::kNode);
     return obj != before;
@@ -952,11 +955,7 @@ absl::StatusOr<v1::ReportHealthResponse> NodeAgentApi::ReportHealth(
       if (!devices.is_object()) continue;
       for (const auto& [dev, e] : devices.items()) {
         std::string what = drv + "/" + dev;
-        if (Str(e, "reason").empty()) {
-          what += "";
-        } else {
-          what += " (" + Str(e, "reason") + ")";
-        }
+        if (!Str(e, "reason").empty()) what += " (" + Str(e, "reason") + ")";
         (Str(e, "health") == "Unhealthy" ? bad : unknown).push_back(what);
       }
     }
