@@ -152,9 +152,9 @@ TEST(OptionsTest, BadPortIsInvalidArgumentNamingFlag) {
 }
 
 TEST(OptionsTest, InsecureHttpKeepsTheNodeAgentPortOnLoopbackToo) {
-  EXPECT_THAT(Msg(LoadError({"--insecure-http", "--http-addr=127.0.0.1:0",
-                             "--grpc-addr=0.0.0.0:8081"})),
-              StartsWith("--insecure-http also serves the node-agent gRPC API without TLS"));
+  EXPECT_THAT(
+      Msg(LoadError({"--insecure-http", "--http-addr=127.0.0.1:0", "--grpc-addr=0.0.0.0:8081"})),
+      StartsWith("--insecure-http also serves the node-agent gRPC API without TLS"));
   auto o = LoadServerOptions({"--insecure-http", "--grpc-addr=[::1]:0"}, {});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->grpc_addr, "[::1]:0");
