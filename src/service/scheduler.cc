@@ -661,7 +661,7 @@ struct Scheduler::State {
 };
 
 // Follows the object cache for the scheduler: collects every change for the next pass and wakes
-// the loop. Called from the hub's thread; Close() detaches it from the scheduler.
+// the loop. Called from the hub's delivery threads; Close() detaches it from the scheduler.
 class Scheduler::Feed final : public Watcher {
  public:
   explicit Feed(Scheduler* s) : s_(s) {}
