@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/credentials.h"
+#include "agent/nvml_source.h"
 #include "agent/simulated_source.h"
 #include "common/logging.h"
 #include "spdlog/spdlog.h"
@@ -28,7 +29,7 @@ constexpr char kHelp[] =
     "\n"
     "Usage: qm-agent --node-name NAME (--kubeconfig FILE | --ca-file F --cert-file F --key-file "
     "F)\n"
-    "                [--server HOST:PORT] [--simulate FILE] [flags]\n"
+    "                [--server HOST:PORT] [--simulate FILE | --nvml-library PATH] [flags]\n"
     "\n"
     "Flags:\n"
     "  --server HOST:PORT      the server's node-agent (gRPC) address; default: the host of the\n"
@@ -37,6 +38,8 @@ constexpr char kHelp[] =
     "  --simulate FILE         simulate the GPUs described in FILE (YAML) instead of discovering\n"
     "                          them, e.g.  gpus: [{model: NVIDIA A100-SXM4-80GB, memory: 80Gi,\n"
     "                          count: 4}]  (see docs/agents.md for every field)\n"
+    "  --nvml-library PATH     the NVML library GPUs are discovered through when --simulate is\n"
+    "                          not given (default libnvidia-ml.so.1, found as dlopen finds it)\n"
     "  --cdi-dir DIR           where CDI spec files are written (default /var/run/cdi)\n"
     "  --state-dir DIR         where the checkpoint of prepared claims is kept\n"
     "                          (default /var/lib/qm-agent)\n"
@@ -70,9 +73,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::map<std::string, std::string> flags;
   bool insecure = false;
-  const std::vector<std::string> known = {"server",    "node-name",  "simulate",  "cdi-dir",
-                                          "state-dir", "kubeconfig", "ca-file",   "cert-file",
-                                          "key-file",  "token-file", "log-level", "log-format"};
+  const std::vector<std::string> known = {
+      "server",  "node-name", "simulate", "nvml-library", "cdi-dir",   "state-dir", "kubeconfig",
+      "ca-file", "cert-file", "key-file", "token-file",   "log-level", "log-format"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -147,16 +150,21 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<qm::agent::DeviceSource> source;
   if (!flag("simulate").empty()) {
+    if (!flag("nvml-library").empty())
+      return Usage("--simulate and --nvml-library exclude each other");
     source = std::make_unique<qm::agent::SimulatedSource>(flag("simulate"), options.node_name);
-    // Fail fast on a bad file instead of retrying it forever.
-    if (auto inv = source->Discover(); !inv.ok()) {
-      std::fprintf(stderr, "qm-agent: %s\n", std::string(inv.status().message()).c_str());
+  } else {
+    auto nvml = qm::agent::NvmlSource::Open(flag("nvml-library", qm::agent::kDefaultNvmlLibrary));
+    if (!nvml.ok()) {
+      std::fprintf(stderr, "qm-agent: %s\n", std::string(nvml.status().message()).c_str());
       return 2;
     }
-  } else {
-    return Usage(
-        "GPU discovery through NVML is not available in this build yet; run with "
-        "--simulate FILE");
+    source = std::move(*nvml);
+  }
+  // Fail fast on a bad file or a driver that does not answer instead of retrying forever.
+  if (auto inv = source->Discover(); !inv.ok()) {
+    std::fprintf(stderr, "qm-agent: %s\n", std::string(inv.status().message()).c_str());
+    return 2;
   }
 
   sigset_t signals;

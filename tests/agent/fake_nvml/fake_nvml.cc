@@ -1,0 +1,285 @@
+// A stand-in for libnvidia-ml.so.1 in tests: the NVML functions qm-agent calls, answering from
+// a JSON file named by QM_FAKE_NVML_CONFIG, so NvmlSource and qm-agent can be tested on
+// machines without GPUs. Built as a shared library and loaded with --nvml-library.
+//
+//   {"driverVersion": "560.35.03", "cudaDriverVersion": 12060,
+//    "failInit": false,                       // nvmlInit_v2 answers DRIVER_NOT_LOADED
+//    "gpus": [{"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-...", "memoryMiB": 81920,
+//              "pciBusId": "00000000:07:00.0", "computeCapability": [8, 0],
+//              "architecture": 7, "brand": 14, "minor": 0, "multiprocessors": 108,
+//              "migMode": "unsupported" | "disabled" | "enabled", "maxMigDevices": 7,
+//              "mig": [{"slot": 0, "uuid": "MIG-...", "gpuInstanceSlices": 3,
+//                       "memoryMiB": 40192, "multiprocessors": 42}]}]}
+//
+// Init and Shutdown are counted as NVML counts them; calls without an init answer
+// UNINITIALIZED, so a source that forgets nvmlInit_v2 fails here as it would on a real node.
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
+              kNotFound = 6, kInsufficientSize = 7, kDriverNotLoaded = 9;
+
+struct FakeDevice {
+  bool is_mig = false;
+  std::string name, uuid, bus_id;
+  unsigned long long memory_mib = 0;
+  int cc_major = 0, cc_minor = 0;
+  unsigned int architecture = 0, brand = 0, minor = 0, multiprocessors = 0;
+  std::string mig_mode = "unsupported";
+  unsigned int max_mig = 7;
+  unsigned int gi_slices = 0;
+  std::vector<std::pair<unsigned int, std::unique_ptr<FakeDevice>>> migs;  // by slot
+};
+
+struct State {
+  int inits = 0;
+  std::string driver_version = "560.35.03";
+  int cuda_version = 12060;
+  std::vector<std::unique_ptr<FakeDevice>> gpus;
+};
+
+State* g_state = nullptr;
+
+int Load() {
+  delete g_state;
+  g_state = nullptr;
+  const char* path = std::getenv("QM_FAKE_NVML_CONFIG");
+  if (path == nullptr) return kDriverNotLoaded;
+  std::ifstream in(path);
+  if (!in) return kDriverNotLoaded;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (...) {
+    return kDriverNotLoaded;
+  }
+  if (j.value("failInit", false)) return kDriverNotLoaded;
+  auto s = std::make_unique<State>();
+  s->driver_version = j.value("driverVersion", s->driver_version);
+  s->cuda_version = j.value("cudaDriverVersion", s->cuda_version);
+  unsigned int n = 0;
+  for (const auto& g : j.value("gpus", nlohmann::json::array())) {
+    auto d = std::make_unique<FakeDevice>();
+    d->name = g.value("name", "NVIDIA A100-SXM4-80GB");
+    d->uuid = g.value("uuid", "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(n));
+    d->memory_mib = g.value("memoryMiB", 81920ULL);
+    d->bus_id = g.value("pciBusId", "00000000:07:00.0");
+    auto cc = g.value("computeCapability", std::vector<int>{8, 0});
+    d->cc_major = cc.at(0);
+    d->cc_minor = cc.at(1);
+    d->architecture = g.value("architecture", 7u);
+    d->brand = g.value("brand", 14u);
+    d->minor = g.value("minor", n);
+    d->multiprocessors = g.value("multiprocessors", 108u);
+    d->mig_mode = g.value("migMode", "unsupported");
+    d->max_mig = g.value("maxMigDevices", 7u);
+    for (const auto& m : g.value("mig", nlohmann::json::array())) {
+      auto md = std::make_unique<FakeDevice>();
+      md->is_mig = true;
+      md->uuid = m.value("uuid", "");
+      md->gi_slices = m.value("gpuInstanceSlices", 1u);
+      md->memory_mib = m.value("memoryMiB", 9728ULL);
+      md->multiprocessors = m.value("multiprocessors", 14u);
+      d->migs.emplace_back(m.value("slot", 0u), std::move(md));
+    }
+    s->gpus.push_back(std::move(d));
+    ++n;
+  }
+  g_state = s.release();
+  return kSuccess;
+}
+
+int CopyString(const std::string& s, char* out, unsigned int length) {
+  if (out == nullptr) return kInvalidArgument;
+  if (s.size() + 1 > length) return kInsufficientSize;
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return kSuccess;
+}
+
+FakeDevice* Dev(void* handle) { return static_cast<FakeDevice*>(handle); }
+
+#define REQUIRE_INIT() \
+  if (g_state == nullptr || g_state->inits == 0) return kUninitialized
+
+}  // namespace
+
+// The layouts the agent declares (nvml_source.cc), repeated: a mismatch would show as wrong
+// values in the tests.
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
+extern "C" {
+
+int nvmlInit_v2() {
+  if (g_state == nullptr || g_state->inits == 0) {
+    if (int rc = Load(); rc != kSuccess) return rc;
+  }
+  ++g_state->inits;
+  return kSuccess;
+}
+
+int nvmlShutdown() {
+  REQUIRE_INIT();
+  --g_state->inits;
+  return kSuccess;
+}
+
+// Tests read this to check that every init was shut down.
+int qmFakeNvmlInitCount() { return g_state == nullptr ? 0 : g_state->inits; }
+
+const char* nvmlErrorString(int rc) {
+  switch (rc) {
+    case kSuccess:
+      return "Success";
+    case kUninitialized:
+      return "Uninitialized";
+    case kInvalidArgument:
+      return "Invalid Argument";
+    case kNotSupported:
+      return "Not Supported";
+    case kNotFound:
+      return "Not Found";
+    case kDriverNotLoaded:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
+  }
+}
+
+int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  REQUIRE_INIT();
+  return CopyString(g_state->driver_version, version, length);
+}
+
+int nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  REQUIRE_INIT();
+  *version = g_state->cuda_version;
+  return kSuccess;
+}
+
+int nvmlDeviceGetCount_v2(unsigned int* count) {
+  REQUIRE_INIT();
+  *count = static_cast<unsigned int>(g_state->gpus.size());
+  return kSuccess;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
+  REQUIRE_INIT();
+  if (index >= g_state->gpus.size()) return kInvalidArgument;
+  *device = g_state->gpus[index].get();
+  return kSuccess;
+}
+
+int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
+  REQUIRE_INIT();
+  return CopyString(Dev(device)->name, name, length);
+}
+
+int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
+  REQUIRE_INIT();
+  return CopyString(Dev(device)->uuid, uuid, length);
+}
+
+int nvmlDeviceGetPciInfo_v3(void* device, nvmlPciInfo_t* pci) {
+  REQUIRE_INIT();
+  if (Dev(device)->is_mig) return kNotSupported;
+  *pci = {};
+  const std::string& id = Dev(device)->bus_id;
+  std::strncpy(pci->busId, id.c_str(), sizeof(pci->busId) - 1);
+  std::sscanf(id.c_str(), "%x:%x:%x", &pci->domain, &pci->bus, &pci->device);
+  return kSuccess;
+}
+
+int nvmlDeviceGetMemoryInfo(void* device, nvmlMemory_t* memory) {
+  REQUIRE_INIT();
+  memory->total = Dev(device)->memory_mib * 1024 * 1024;
+  memory->used = 0;
+  memory->free = memory->total;
+  return kSuccess;
+}
+
+int nvmlDeviceGetCudaComputeCapability(void* device, int* major, int* minor) {
+  REQUIRE_INIT();
+  *major = Dev(device)->cc_major;
+  *minor = Dev(device)->cc_minor;
+  return kSuccess;
+}
+
+int nvmlDeviceGetBrand(void* device, unsigned int* brand) {
+  REQUIRE_INIT();
+  *brand = Dev(device)->brand;
+  return kSuccess;
+}
+
+int nvmlDeviceGetArchitecture(void* device, unsigned int* arch) {
+  REQUIRE_INIT();
+  *arch = Dev(device)->architecture;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMinorNumber(void* device, unsigned int* minor) {
+  REQUIRE_INIT();
+  *minor = Dev(device)->minor;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMigMode(void* device, unsigned int* current, unsigned int* pending) {
+  REQUIRE_INIT();
+  const std::string& mode = Dev(device)->mig_mode;
+  if (mode == "unsupported") return kNotSupported;
+  *current = *pending = mode == "enabled" ? 1 : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned int* count) {
+  REQUIRE_INIT();
+  if (Dev(device)->mig_mode == "unsupported") return kNotSupported;
+  *count = Dev(device)->max_mig;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void* device, unsigned int index, void** mig) {
+  REQUIRE_INIT();
+  FakeDevice* d = Dev(device);
+  if (d->mig_mode != "enabled") return kInvalidArgument;
+  if (index >= d->max_mig) return kInvalidArgument;
+  for (auto& [slot, m] : d->migs) {
+    if (slot == index) {
+      *mig = m.get();
+      return kSuccess;
+    }
+  }
+  return kNotFound;
+}
+
+int nvmlDeviceGetAttributes_v2(void* device, nvmlDeviceAttributes_t* attrs) {
+  REQUIRE_INIT();
+  FakeDevice* d = Dev(device);
+  *attrs = {};
+  attrs->multiprocessorCount = d->multiprocessors;
+  attrs->gpuInstanceSliceCount = d->is_mig ? d->gi_slices : 0;
+  attrs->computeInstanceSliceCount = attrs->gpuInstanceSliceCount;
+  attrs->memorySizeMB = d->memory_mib;
+  return kSuccess;
+}
+
+}  // extern "C"

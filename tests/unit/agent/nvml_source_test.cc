@@ -1,0 +1,210 @@
+// NvmlSource against the fake NVML library (tests/agent/fake_nvml): what it publishes for plain
+// GPUs and for a GPU in MIG mode, and the errors for a missing library, a library without the
+// functions, and a driver that does not initialise.
+#include "agent/nvml_source.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace qm::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string Str(const model::Device& d, const std::string& key) {
+  auto it = d.attributes.find(key);
+  if (it == d.attributes.end()) return "<missing>";
+  if (const auto* s = std::get_if<std::string>(&it->second)) return *s;
+  if (const auto* v = std::get_if<model::Version>(&it->second)) return "v" + v->value;
+  if (const auto* i = std::get_if<int64_t>(&it->second)) return "i" + std::to_string(*i);
+  return "<other>";
+}
+
+class NvmlSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("qm-nvml-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    // A sysfs where GPU 0000:07:00.0 sits under root complex pci0000:3a; other GPUs are unknown.
+    fs::create_directories(dir_ / "sys/devices/pci0000:3a/0000:3a:00.0/0000:07:00.0");
+    fs::create_directories(dir_ / "sys/bus/pci/devices");
+    fs::create_symlink("../../../devices/pci0000:3a/0000:3a:00.0/0000:07:00.0",
+                       dir_ / "sys/bus/pci/devices/0000:07:00.0");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  absl::StatusOr<Inventory> Discover(const std::string& json) {
+    const fs::path config = dir_ / "nvml.json";
+    std::ofstream(config) << json;
+    setenv("QM_FAKE_NVML_CONFIG", config.c_str(), 1);
+    auto source = NvmlSource::Open(QM_FAKE_NVML_PATH, (dir_ / "sys").string());
+    if (!source.ok()) return source.status();
+    auto inv = (*source)->Discover();
+    // Every nvmlInit_v2 was matched by nvmlShutdown.
+    void* h = dlopen(QM_FAKE_NVML_PATH, RTLD_NOW | RTLD_NOLOAD);
+    EXPECT_NE(h, nullptr);
+    if (h != nullptr) {
+      auto count = reinterpret_cast<int (*)()>(dlsym(h, "qmFakeNvmlInitCount"));
+      EXPECT_EQ(count(), 0);
+      dlclose(h);
+    }
+    return inv;
+  }
+
+  fs::path dir_;
+};
+
+constexpr char kPlain[] = R"({
+  "driverVersion": "560.35.03", "cudaDriverVersion": 12060,
+  "gpus": [
+    {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000",
+     "memoryMiB": 81559, "pciBusId": "00000000:07:00.0", "computeCapability": [9, 0],
+     "architecture": 9, "brand": 14, "minor": 0, "migMode": "disabled"},
+    {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000",
+     "memoryMiB": 81559, "pciBusId": "00000000:0F:00.0", "computeCapability": [9, 0],
+     "architecture": 9, "brand": 14, "minor": 3, "migMode": "disabled"}]})";
+
+TEST_F(NvmlSourceTest, PublishesPlainGpusAsNvidiasDriverDoes) {
+  auto inv = Discover(kPlain);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->driver, "gpu.nvidia.com");
+  ASSERT_EQ(inv->devices.size(), 2u);
+  EXPECT_TRUE(inv->shared_counters.empty());
+  const model::Device& d = inv->devices[0];
+  EXPECT_EQ(d.name, "gpu-0");
+  EXPECT_EQ(Str(d, "productName"), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(Str(d, "brand"), "Nvidia");
+  EXPECT_EQ(Str(d, "architecture"), "Hopper");
+  EXPECT_EQ(Str(d, "cudaComputeCapability"), "v9.0.0");
+  EXPECT_EQ(Str(d, "driverVersion"), "v560.35.3");
+  EXPECT_EQ(Str(d, "cudaDriverVersion"), "v12.6.0");
+  EXPECT_EQ(Str(d, "uuid"), "GPU-aaaaaaaa-0000-0000-0000-000000000000");
+  EXPECT_EQ(Str(d, "pcieBusID"), "0000:07:00.0");
+  EXPECT_EQ(Str(d, "resource.kubernetes.io/pcieRoot"), "pci0000:3a");
+  EXPECT_EQ(Str(d, "index"), "i0");
+  EXPECT_EQ(Str(d, "minor"), "i0");
+  EXPECT_EQ(Str(d, "type"), "gpu");
+  EXPECT_EQ(d.capacity.at("memory").value.String(), "81559Mi");
+  EXPECT_TRUE(d.consumes_counters.empty());
+
+  const model::Device& d1 = inv->devices[1];
+  EXPECT_EQ(d1.name, "gpu-1");
+  EXPECT_EQ(Str(d1, "pcieBusID"), "0000:0f:00.0");
+  // sysfs does not know this one: no guessed root.
+  EXPECT_EQ(Str(d1, "resource.kubernetes.io/pcieRoot"), "<missing>");
+  EXPECT_EQ(Str(d1, "index"), "i1");
+  EXPECT_EQ(Str(d1, "minor"), "i3");
+  EXPECT_EQ(inv->local.at("gpu-1").uuid, "GPU-bbbbbbbb-0000-0000-0000-000000000000");
+  EXPECT_EQ(inv->local.at("gpu-1").device_nodes, std::vector<std::string>{"/dev/nvidia3"});
+
+  const std::map<std::string, std::string> labels = {
+      {"nvidia.com/gpu.present", "true"},      {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+      {"nvidia.com/gpu.count", "2"},           {"nvidia.com/gpu.memory", "81559"},
+      {"nvidia.com/gpu.family", "hopper"},     {"nvidia.com/gpu.compute.major", "9"},
+      {"nvidia.com/gpu.compute.minor", "0"},   {"nvidia.com/cuda.driver.major", "560"},
+      {"nvidia.com/cuda.driver.minor", "35"},  {"nvidia.com/cuda.driver.rev", "03"},
+      {"nvidia.com/cuda.runtime.major", "12"}, {"nvidia.com/cuda.runtime.minor", "6"},
+      {"nvidia.com/mig.capable", "true"}};
+  EXPECT_EQ(inv->node_labels, labels);
+  EXPECT_EQ(inv->node_capacity.at("nvidia.com/gpu"), "2");
+}
+
+TEST_F(NvmlSourceTest, GpusWithoutMigAreNotMigCapable) {
+  auto inv = Discover(R"({"gpus": [{"name": "NVIDIA L4", "memoryMiB": 23034,
+      "computeCapability": [8, 9], "architecture": 8, "migMode": "unsupported"}]})");
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(Str(inv->devices[0], "architecture"), "Ada Lovelace");
+  EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.capable"), "false");
+  EXPECT_EQ(inv->node_labels.at("nvidia.com/gpu.family"), "ada-lovelace");
+}
+
+TEST_F(NvmlSourceTest, PublishesMigDevicesOverTheirGpusCounters) {
+  auto inv = Discover(R"({"gpus": [
+    {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-cccccccc-0000-0000-0000-000000000000",
+     "memoryMiB": 81920, "pciBusId": "00000000:07:00.0", "computeCapability": [8, 0],
+     "architecture": 7, "migMode": "enabled", "maxMigDevices": 7,
+     "mig": [
+       {"slot": 0, "uuid": "MIG-11111111-0000-0000-0000-000000000000", "gpuInstanceSlices": 3,
+        "memoryMiB": 40192, "multiprocessors": 42},
+       {"slot": 3, "uuid": "MIG-22222222-0000-0000-0000-000000000000", "gpuInstanceSlices": 1,
+        "memoryMiB": 9728, "multiprocessors": 14},
+       {"slot": 4, "uuid": "MIG-33333333-0000-0000-0000-000000000000", "gpuInstanceSlices": 1,
+        "memoryMiB": 9728, "multiprocessors": 14}]},
+    {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-dddddddd-0000-0000-0000-000000000000",
+     "memoryMiB": 81920, "pciBusId": "00000000:0f:00.0", "computeCapability": [8, 0],
+     "architecture": 7, "minor": 1, "migMode": "disabled"}]})");
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  // The partitioned GPU is published as its MIG devices only; the other one whole.
+  ASSERT_EQ(inv->devices.size(), 4u);
+  EXPECT_EQ(inv->devices[0].name, "gpu-0-mig-3g-40gb-0");
+  EXPECT_EQ(inv->devices[1].name, "gpu-0-mig-1g-10gb-0");
+  EXPECT_EQ(inv->devices[2].name, "gpu-0-mig-1g-10gb-1");
+  EXPECT_EQ(inv->devices[3].name, "gpu-1");
+
+  ASSERT_EQ(inv->shared_counters.size(), 1u);
+  const model::CounterSet& set = inv->shared_counters[0];
+  EXPECT_EQ(set.name, "gpu-0-counter-set");
+  EXPECT_EQ(set.counters.at("memory").String(), "80Gi");
+  EXPECT_EQ(set.counters.at("compute-slices").String(), "7");
+
+  const model::Device& m = inv->devices[0];
+  EXPECT_EQ(Str(m, "type"), "mig");
+  EXPECT_EQ(Str(m, "uuid"), "MIG-11111111-0000-0000-0000-000000000000");
+  EXPECT_EQ(Str(m, "parentUUID"), "GPU-cccccccc-0000-0000-0000-000000000000");
+  EXPECT_EQ(Str(m, "parentIndex"), "i0");
+  EXPECT_EQ(Str(m, "profile"), "3g.40gb");
+  EXPECT_EQ(Str(m, "productName"), "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(Str(m, "architecture"), "Ampere");
+  EXPECT_EQ(Str(m, "resource.kubernetes.io/pcieRoot"), "pci0000:3a");
+  EXPECT_EQ(m.capacity.at("memory").value.String(), "40192Mi");
+  EXPECT_EQ(m.capacity.at("multiprocessors").value.String(), "42");
+  ASSERT_EQ(m.consumes_counters.size(), 1u);
+  EXPECT_EQ(m.consumes_counters[0].counter_set, "gpu-0-counter-set");
+  EXPECT_EQ(m.consumes_counters[0].counters.at("memory").String(), "40192Mi");
+  EXPECT_EQ(m.consumes_counters[0].counters.at("compute-slices").String(), "3");
+  EXPECT_EQ(Str(inv->devices[2], "index"), "i1");
+  EXPECT_EQ(inv->devices[2].consumes_counters[0].counters.at("compute-slices").String(), "1");
+
+  const LocalDevice& local = inv->local.at("gpu-0-mig-1g-10gb-1");
+  EXPECT_EQ(local.uuid, "MIG-33333333-0000-0000-0000-000000000000");
+  EXPECT_EQ(local.parent_uuid, "GPU-cccccccc-0000-0000-0000-000000000000");
+  EXPECT_EQ(local.device_nodes, std::vector<std::string>{"/dev/nvidia0"});
+  EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.strategy"), "mixed");
+  EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.capable"), "true");
+  EXPECT_EQ(inv->node_labels.at("nvidia.com/gpu.count"), "2");
+}
+
+TEST_F(NvmlSourceTest, AMissingLibraryIsAClearError) {
+  auto source = NvmlSource::Open((dir_ / "libnvidia-ml.so.1").string());
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(source.status().message(), HasSubstr("cannot load the NVML library"));
+  EXPECT_THAT(source.status().message(), HasSubstr("--simulate"));
+}
+
+TEST_F(NvmlSourceTest, ALibraryWithoutNvmlIsAClearError) {
+  auto source = NvmlSource::Open("libm.so.6");
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(source.status().message(), HasSubstr("nvmlInit_v2"));
+}
+
+TEST_F(NvmlSourceTest, ADriverThatDoesNotInitialiseIsUnavailable) {
+  auto inv = Discover(R"({"failInit": true})");
+  ASSERT_FALSE(inv.ok());
+  EXPECT_EQ(inv.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(inv.status().message(), HasSubstr("nvmlInit_v2: Driver Not Loaded"));
+}
+
+}  // namespace
+}  // namespace qm::agent
