@@ -101,9 +101,13 @@ std::string Str(const json& obj, const char* key) {
 
 json SliceDevicesJson(const v1::Slice& slice) {
   json spec = json::object();
-  json devices = json::array();
-  for (const auto& d : slice.devices()) devices.push_back(DeviceJson(d));
-  spec["devices"] = std::move(devices);
+  // A slice holds devices or shared counters, never both (validation refuses both fields, even
+  // an empty devices list beside counters).
+  if (slice.devices_size() > 0 || slice.shared_counters_size() == 0) {
+    json devices = json::array();
+    for (const auto& d : slice.devices()) devices.push_back(DeviceJson(d));
+    spec["devices"] = std::move(devices);
+  }
   if (slice.shared_counters_size() > 0) {
     json sets = json::array();
     for (const auto& s : slice.shared_counters()) {

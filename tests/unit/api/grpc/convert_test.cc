@@ -55,6 +55,24 @@ TEST(ConvertTest, SliceIsAValidResourceSlice) {
   EXPECT_TRUE(errors.empty()) << errors.front().ToString();
 }
 
+// A partitionable pool (NVML's MIG devices): the counters' slice has no devices field at all,
+// which validation requires ("only one of sharedCounters or devices").
+TEST(ConvertTest, ACountersSliceHasNoDevices) {
+  v1::Slice s;
+  auto* set = s.add_shared_counters();
+  set->set_name("gpu-0-counter-set");
+  (*set->mutable_counters())["memory"] = "80Gi";
+  json obj = SliceJson(s, "n-gpu.nvidia.com", "n", "gpu.nvidia.com", "n", 1, 2);
+  EXPECT_FALSE(obj["spec"].contains("devices"));
+  EXPECT_EQ(obj["spec"]["sharedCounters"][0]["name"], "gpu-0-counter-set");
+  auto errors = Validate(obj);
+  EXPECT_TRUE(errors.empty()) << errors.front().ToString();
+  // A slice with neither still lists its (empty) devices.
+  EXPECT_TRUE(
+      SliceJson(v1::Slice(), "n-gpu.nvidia.com", "n", "gpu.nvidia.com", "n", 1, 1)["spec"].contains(
+          "devices"));
+}
+
 TEST(ConvertTest, InvalidContentIsRefusedWithFieldPaths) {
   v1::Slice s = ExampleSlice();
   s.mutable_devices(0)->set_name("GPU_0");

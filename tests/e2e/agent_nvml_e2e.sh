@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# qm-agent's NVML discovery end to end: the real agent loads the fake NVML library
+# (tests/agent/fake_nvml, described by QM_FAKE_NVML_CONFIG) with --nvml-library and publishes
+# to a real quartermaster: a whole GPU, a GPU in MIG mode as its MIG devices over a shared
+# counter set, GFD labels; a claim for a MIG device is prepared with its MIG UUID. Also: a
+# missing NVML library stops the agent with a clear error.
+# Usage: agent_nvml_e2e.sh <path to quartermaster> <path to qm-agent> <path to libfake_nvml.so>
+set -u
+QM_BIN=$(realpath "$1")
+AGENT_BIN=$(realpath "$2")
+FAKE_NVML=$(realpath "$3")
+source "$(dirname "$0")/lib.sh" qm-agent-nvml-e2e
+failures=0
+checks=0
+AGENT=""
+stop_agent() { if [ -n "$AGENT" ] && kill -0 "$AGENT" 2>/dev/null; then kill -TERM "$AGENT"; wait "$AGENT" 2>/dev/null; fi; }
+trap 'stop_agent; cleanup' EXIT
+
+pass() { checks=$((checks + 1)); echo "ok:   $1"; }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
+expect() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi; }
+expect_match() { if grep -qE -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want /$3/" "got:  $2"; fi; }
+eventually() {
+  local deadline=$((SECONDS + $1)); shift
+  local out
+  while true; do
+    out=$("$@") && { echo "$out"; return 0; }
+    [ $SECONDS -ge $deadline ] && { echo "$out"; return 1; }
+    sleep 0.2
+  done
+}
+k() { kubectl "$@" 2>&1; }
+
+# --- without an NVML library: a clear error, exit code 2 -----------------------------------
+echo token > "$WORK/token"
+out=$("$AGENT_BIN" --server 127.0.0.1:1 --node-name x --token-file "$WORK/token" \
+        --nvml-library "$WORK/missing/libnvidia-ml.so.1" 2>&1)
+expect "a missing NVML library stops the agent with exit code 2" "$?" "2"
+expect_match "and says which library and what to do" "$out" \
+  "cannot load the NVML library .*missing/libnvidia-ml.so.1.*--simulate FILE"
+expect_match "--help documents --nvml-library" "$("$AGENT_BIN" --help)" "--nvml-library PATH"
+
+# --- one whole GPU and one in MIG mode ------------------------------------------------------
+cat > "$WORK/nvml.json" <<'EOF'
+{"driverVersion": "570.86.15", "cudaDriverVersion": 12080,
+ "gpus": [
+  {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-0a000000-0000-4000-8000-000000000000",
+   "memoryMiB": 81920, "pciBusId": "00000000:07:00.0", "computeCapability": [8, 0],
+   "architecture": 7, "brand": 14, "minor": 0, "migMode": "disabled"},
+  {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-0b000000-0000-4000-8000-000000000000",
+   "memoryMiB": 81920, "pciBusId": "00000000:0F:00.0", "computeCapability": [8, 0],
+   "architecture": 7, "brand": 14, "minor": 1, "migMode": "enabled", "maxMigDevices": 7,
+   "mig": [
+    {"slot": 0, "uuid": "MIG-1b000000-0000-4000-8000-000000000000", "gpuInstanceSlices": 3,
+     "memoryMiB": 40192, "multiprocessors": 42},
+    {"slot": 1, "uuid": "MIG-2b000000-0000-4000-8000-000000000000", "gpuInstanceSlices": 1,
+     "memoryMiB": 9728, "multiprocessors": 14}]}]}
+EOF
+start_server
+"$QM_BIN" credential --node nvml-node --server "$URL" --data-dir "$WORK/data" --out "$WORK/nvml-node.kubeconfig"
+mkdir -p "$WORK/nvml-node"
+QM_FAKE_NVML_CONFIG="$WORK/nvml.json" "$AGENT_BIN" --server "$GRPC_ADDR" --node-name nvml-node \
+  --nvml-library "$FAKE_NVML" --kubeconfig "$WORK/nvml-node.kubeconfig" \
+  --cdi-dir "$WORK/nvml-node/cdi" --state-dir "$WORK/nvml-node/state" >> "$WORK/nvml-node.log" 2>&1 &
+AGENT=$!
+devices() { k get resourceslices -o jsonpath='{range .items[*]}{range .spec.devices[*]}{.name}{" "}{end}{end}' | grep . ; }
+out=$(eventually 30 devices)
+expect "the whole GPU and the MIG devices are published, the partitioned GPU is not" "$out" \
+  "gpu-0 gpu-1-mig-3g-40gb-0 gpu-1-mig-1g-10gb-0 "
+expect "the GPU's attributes come from NVML" \
+  "$(k get resourceslices -o jsonpath='{range .items[*]}{range .spec.devices[?(@.name=="gpu-0")]}{.attributes.productName.string}/{.attributes.uuid.string}/{.attributes.architecture.string}/{.attributes.cudaComputeCapability.version}/{.attributes.driverVersion.version}/{.attributes.cudaDriverVersion.version}/{.attributes.pcieBusID.string}/{.attributes.type.string}/{.capacity.memory.value}{end}{end}')" \
+  "NVIDIA A100-SXM4-80GB/GPU-0a000000-0000-4000-8000-000000000000/Ampere/8.0.0/570.86.15/12.8.0/0000:07:00.0/gpu/80Gi"
+expect "a MIG device: profile, parent, memory, counters it consumes" \
+  "$(k get resourceslices -o jsonpath='{range .items[*]}{range .spec.devices[?(@.name=="gpu-1-mig-3g-40gb-0")]}{.attributes.type.string}/{.attributes.profile.string}/{.attributes.parentUUID.string}/{.attributes.uuid.string}/{.capacity.memory.value}/{.consumesCounters[0].counterSet}/{.consumesCounters[0].counters.compute-slices.value}/{.consumesCounters[0].counters.memory.value}{end}{end}')" \
+  "mig/3g.40gb/GPU-0b000000-0000-4000-8000-000000000000/MIG-1b000000-0000-4000-8000-000000000000/40192Mi/gpu-1-counter-set/3/40192Mi"
+expect "the GPU's counter set" \
+  "$(k get resourceslices -o jsonpath='{range .items[*]}{range .spec.sharedCounters[*]}{.name}/{.counters.memory.value}/{.counters.compute-slices.value}{end}{end}')" \
+  "gpu-1-counter-set/80Gi/7"
+expect "GFD labels from NVML" \
+  "$(k get node nvml-node -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.product} {.metadata.labels.nvidia\.com/gpu\.count} {.metadata.labels.nvidia\.com/mig\.capable} {.metadata.labels.nvidia\.com/mig\.strategy} {.metadata.labels.nvidia\.com/cuda\.driver\.major}')" \
+  "NVIDIA-A100-SXM4-80GB 2 true mixed 570"
+
+# --- a claim for a MIG device is prepared with the MIG device's UUID --------------------------
+k create namespace mig-test >/dev/null
+cat > "$WORK/claim.yaml" <<'EOF'
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: mig.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mig-claim, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: mig
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-pod, namespace: mig-test}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources:
+      claims: [{name: mig}]
+  resourceClaims:
+  - {name: mig, resourceClaimName: mig-claim}
+EOF
+out=$(k apply -f "$WORK/claim.yaml")
+expect_match "the MIG class, claim and pod are created" "$out" "pod/mig-pod created"
+allocated() { local d; d=$(k -n mig-test get resourceclaim mig-claim -o jsonpath='{.status.allocation.devices.results[0].device}'); [ -n "$d" ] && echo "$d"; }
+expect "the claim gets the 1g.10gb MIG device" "$(eventually 30 allocated)" "gpu-1-mig-1g-10gb-0"
+uid=$(k -n mig-test get resourceclaim mig-claim -o jsonpath='{.metadata.uid}')
+spec="$WORK/nvml-node/cdi/k8s.gpu.nvidia.com-claim_$uid.json"
+exists() { [ -f "$1" ] && echo present; }
+expect "its CDI spec is written" "$(eventually 20 exists "$spec")" "present"
+expect_match "the spec names the MIG device by its NVML UUID" "$(cat "$spec" 2>/dev/null)" \
+  "NVIDIA_VISIBLE_DEVICES=MIG-2b000000-0000-4000-8000-000000000000"
+expect_match "and its parent GPU's device node" "$(cat "$spec" 2>/dev/null)" '"/dev/nvidia1"'
+
+stop_agent
+echo "$checks checks, $failures failures"
+[ "$failures" -eq 0 ]
