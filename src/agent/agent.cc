@@ -356,7 +356,13 @@ absl::Status Agent::Session::Handle(const v1::WatchAssignmentsResponse& msg) {
     ca.allocation_id = a.allocation_id();
     for (const auto& d : a.devices()) {
       if (d.driver() != driver_) continue;
-      ca.devices.push_back({d.request(), d.driver(), d.pool(), d.device(), d.share_id()});
+      ClaimAssignment::Device dev{d.request(), d.driver(), d.pool(), d.device(), d.share_id(), {}};
+      for (const auto& [k, v] : d.consumed_capacity()) dev.consumed_capacity[k] = v;
+      ca.devices.push_back(std::move(dev));
+    }
+    for (const auto& c : a.configs()) {
+      ca.configs.push_back(OpaqueConfig{
+          c.source(), {c.requests().begin(), c.requests().end()}, c.driver(), c.parameters_json()});
     }
     PreparedClaim report;
     report.namespace_ = ca.namespace_;
@@ -486,6 +492,9 @@ absl::Status Agent::Init() {
   data_ = std::move(*data);
   preparer_ = std::make_unique<Preparer>(options_.node_name, options_.node_name, options_.cdi_dir,
                                          &data_, &checkpoint_);
+  // Per-claim MPS pipe directories live with the agent's state (outside the CDI directory,
+  // which only holds specs).
+  preparer_->SetMpsRoot(options_.state_dir + "/mps");
   QM_RETURN_IF_ERROR(preparer_->Recover());
   QM_RETURN_IF_ERROR(checkpoint_.Save(data_));
   spdlog::info("checkpoint {}: {} prepared claims, resource version {}", checkpoint_.path(),

@@ -18,13 +18,23 @@ using nlohmann::json;
 constexpr char kFilePrefix[] = "k8s.gpu.nvidia.com-claim_";
 constexpr char kFileSuffix[] = ".json";
 
-json Edits(const std::vector<std::string>& env, const std::vector<std::string>& nodes) {
+json Edits(const std::vector<std::string>& env, const std::vector<std::string>& nodes,
+           const std::vector<CdiMount>& mounts) {
   json edits = json::object();
   if (!env.empty()) edits["env"] = env;
   if (!nodes.empty()) {
     json list = json::array();
     for (const auto& n : nodes) list.push_back({{"path", n}});
     edits["deviceNodes"] = std::move(list);
+  }
+  if (!mounts.empty()) {
+    json list = json::array();
+    for (const auto& m : mounts) {
+      list.push_back({{"hostPath", m.host_path},
+                      {"containerPath", m.container_path},
+                      {"options", {"rw", "nosuid", "nodev", "bind"}}});
+    }
+    edits["mounts"] = std::move(list);
   }
   return edits;
 }
@@ -40,10 +50,11 @@ std::string CdiSpecJson(const CdiSpec& spec) {
   }
   json devices = json::array();
   for (const auto& d : spec.devices) {
-    devices.push_back({{"name", d.name}, {"containerEdits", Edits(d.env, d.device_nodes)}});
+    devices.push_back(
+        {{"name", d.name}, {"containerEdits", Edits(d.env, d.device_nodes, d.mounts)}});
   }
   out["devices"] = std::move(devices);
-  json common = Edits(spec.env, spec.device_nodes);
+  json common = Edits(spec.env, spec.device_nodes, spec.mounts);
   if (!common.empty()) out["containerEdits"] = std::move(common);
   return out.dump(2) + "\n";
 }

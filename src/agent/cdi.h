@@ -17,10 +17,17 @@ namespace qm::agent {
 inline constexpr char kCdiVersion[] = "0.6.0";
 inline constexpr char kCdiKind[] = "k8s.gpu.nvidia.com/claim";
 
+// A bind mount of a host directory into the container (the MPS pipe directory).
+struct CdiMount {
+  std::string host_path;
+  std::string container_path;
+};
+
 struct CdiDevice {
   std::string name;                       // unique in the spec; [A-Za-z0-9][A-Za-z0-9_.:-]*
   std::vector<std::string> env;           // "NAME=value"
   std::vector<std::string> device_nodes;  // paths
+  std::vector<CdiMount> mounts;
 };
 
 struct CdiSpec {
@@ -30,6 +37,7 @@ struct CdiSpec {
   // Edits applied whenever any device of the spec is injected.
   std::vector<std::string> env;
   std::vector<std::string> device_nodes;
+  std::vector<CdiMount> mounts;
 };
 
 // The spec as CDI JSON (cdiVersion 0.6.0).

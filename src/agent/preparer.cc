@@ -2,8 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <optional>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "agent/cdi.h"
 #include "common/status.h"
@@ -11,6 +14,27 @@
 #include "spdlog/spdlog.h"
 
 namespace qm::agent {
+namespace {
+
+// Where containers find the MPS control daemon's pipes (CUDA_MPS_PIPE_DIRECTORY).
+constexpr char kMpsContainerDir[] = "/tmp/nvidia-mps";
+
+// "memory" -> "MEMORY", "example.com/bw" -> "EXAMPLE_COM_BW": capacity names in env names.
+std::string EnvName(const std::string& name) {
+  std::string out = absl::AsciiStrToUpper(name);
+  for (char& c : out) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return out;
+}
+
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT takes whole megabytes ("<uuid>=1024M").
+std::string MegabytesLimit(const Quantity& q) {
+  const int64_t mib = (q.Value() + 1024 * 1024 - 1) / (1024 * 1024);
+  return std::to_string(mib) + "M";
+}
+
+}  // namespace
 
 Preparer::Preparer(std::string node, std::string pool, std::string cdi_dir, CheckpointData* data,
                    const Checkpoint* checkpoint)
@@ -71,6 +95,11 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
   std::vector<std::string> uuids;
   std::set<std::string> nodes;
   std::vector<std::string> problems;
+  // MPS settings of the claim's devices: one pipe directory, one thread percentage and one list
+  // of pinned memory limits for the whole claim (CUDA reads them per process, not per device).
+  bool mps = false;
+  std::optional<int> mps_percentage;
+  std::vector<std::string> mps_limits;
   for (const auto& d : claim.devices) {
     const std::string id = d.driver + "/" + d.pool + "/" + d.device;
     if (d.driver != inventory_.driver || d.pool != pool_) {
@@ -82,6 +111,64 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     if (local == inventory_.local.end()) {
       problems.push_back(id + ": not published by this agent");
       continue;
+    }
+    std::optional<DeviceConfig> config;
+    if (const OpaqueConfig* c = ConfigForRequest(claim.configs, inventory_.driver, d.request)) {
+      auto parsed = ParseDeviceConfig(c->parameters_json);
+      if (!parsed.ok()) {
+        problems.push_back(id + ": invalid config (" + c->source + ") for request " + d.request +
+                           ": " + std::string(parsed.status().message()));
+        continue;
+      }
+      config = *std::move(parsed);
+    }
+    const bool is_mig = !local->second.parent_uuid.empty();
+    if (config && config->kind == "GpuConfig" && is_mig) {
+      problems.push_back(id + ": a GpuConfig does not apply to a MIG device (use MigDeviceConfig)");
+      continue;
+    }
+    if (config && config->kind == "MigDeviceConfig" && !is_mig) {
+      problems.push_back(id + ": a MigDeviceConfig applies to MIG devices only (use GpuConfig)");
+      continue;
+    }
+    const std::string n = std::to_string(spec.devices.size());
+    std::vector<std::string> env = {"QM_DEVICE_" + n + "=" + local->second.uuid};
+    // A consumable-capacity share: its limits, for the workload (and MPS below) to honour.
+    std::optional<Quantity> share_memory;
+    for (const auto& [capacity, value] : d.consumed_capacity) {
+      env.push_back("QM_DEVICE_" + n + "_" + EnvName(capacity) + "=" + value);
+      if (capacity == "memory") {
+        if (auto q = ParseQuantity(value); q.ok()) share_memory = *q;
+      }
+    }
+    if (config && config->sharing.strategy == SharingConfig::Strategy::kTimeSlicing) {
+      env.push_back("QM_DEVICE_" + n + "_TIMESLICE_INTERVAL=" + config->sharing.interval);
+    }
+    if (config && config->sharing.strategy == SharingConfig::Strategy::kMps) {
+      const SharingConfig& s = config->sharing;
+      if (s.active_thread_percentage) {
+        if (mps_percentage && *mps_percentage != *s.active_thread_percentage) {
+          problems.push_back(id +
+                             ": MPS configs of one claim must agree on "
+                             "defaultActiveThreadPercentage");
+          continue;
+        }
+        mps_percentage = s.active_thread_percentage;
+      }
+      // The most specific limit: this GPU's (by UUID, or index for whole GPUs), the default,
+      // else what a consumable-capacity share of memory took.
+      std::optional<Quantity> limit = s.pinned_memory_limit;
+      if (!limit) limit = share_memory;
+      if (auto it = s.per_device_pinned_memory_limit.find(local->second.uuid);
+          it != s.per_device_pinned_memory_limit.end()) {
+        limit = it->second;
+      } else if (auto by_index =
+                     s.per_device_pinned_memory_limit.find(std::to_string(local->second.index));
+                 !is_mig && by_index != s.per_device_pinned_memory_limit.end()) {
+        limit = by_index->second;
+      }
+      if (limit) mps_limits.push_back(local->second.uuid + "=" + MegabytesLimit(*limit));
+      mps = true;
     }
     // CDI device names allow [A-Za-z0-9_.:-]; a share id (a UUID) keeps shares apart.
     std::string name = claim.uid + "-" + d.device;
@@ -95,7 +182,7 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     CdiDevice cdi;
     cdi.name = name;
     cdi.device_nodes = local->second.device_nodes;
-    cdi.env = {"QM_DEVICE_" + std::to_string(spec.devices.size()) + "=" + local->second.uuid};
+    cdi.env = std::move(env);
     spec.devices.push_back(std::move(cdi));
     uuids.push_back(local->second.uuid);
     out.devices.push_back(PreparedDeviceRecord{
@@ -110,6 +197,22 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
               "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
               "QM_CLAIM=" + claim.namespace_ + "/" + claim.name};
   spec.device_nodes = inventory_.common_device_nodes;
+  if (mps) {
+    // The pipe directory an MPS control daemon for this claim serves; each claim gets its own,
+    // so clients of different claims never share a daemon.
+    const std::string host_dir = mps_root_ + "/" + claim.uid;
+    std::error_code ec;
+    std::filesystem::create_directories(host_dir, ec);
+    if (ec) return absl::FailedPreconditionError("cannot create " + host_dir + ": " + ec.message());
+    spec.env.push_back(std::string("CUDA_MPS_PIPE_DIRECTORY=") + kMpsContainerDir);
+    if (mps_percentage) {
+      spec.env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(*mps_percentage));
+    }
+    if (!mps_limits.empty()) {
+      spec.env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + absl::StrJoin(mps_limits, ","));
+    }
+    spec.mounts.push_back(CdiMount{host_dir, kMpsContainerDir});
+  }
   mkdir(cdi_dir_.c_str(), 0755);
   QM_RETURN_IF_ERROR(WriteCdiSpec(cdi_dir_, claim.uid, spec));
   PreparedClaim record;
@@ -128,6 +231,8 @@ absl::Status Preparer::Unprepare(const std::string& uid, const std::string& name
                                  const std::string& name) {
   if (!IsSafeClaimUid(uid)) return absl::InvalidArgumentError("claim uid is not a UUID");
   QM_RETURN_IF_ERROR(RemoveCdiSpec(cdi_dir_, uid));
+  std::error_code ec;  // a claim without MPS has no directory: nothing to remove
+  std::filesystem::remove_all(mps_root_ + "/" + uid, ec);
   data_->claims.erase(uid);
   data_->unreported[uid] = UnpreparedClaim{namespace_, name, uid};
   return Save();

@@ -10,12 +10,14 @@
 //    dropped from the checkpoint by Recover(), so it is prepared again if still assigned.
 // Not thread-safe: the agent calls it from its session thread only.
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/checkpoint.h"
 #include "agent/inventory.h"
+#include "agent/sharing.h"
 
 namespace qm::agent {
 
@@ -31,8 +33,12 @@ struct ClaimAssignment {
     std::string pool;
     std::string device;
     std::string share_id;
+    // Consumable-capacity share: what the share takes ("memory": "10Gi").
+    std::map<std::string, std::string> consumed_capacity;
   };
   std::vector<Device> devices;
+  // The opaque configs of the claim and its classes (GpuConfig, MigDeviceConfig: sharing.h).
+  std::vector<OpaqueConfig> configs;
 };
 
 // The outcome of Prepare: per device, its CDI device IDs, or an error for the claim.
@@ -51,6 +57,10 @@ class Preparer {
 
   // The devices this node publishes (what a claim may name).
   void SetInventory(Inventory inventory);
+
+  // Where per-claim MPS pipe directories are made (<dir>/<claim uid>), mounted into containers
+  // of claims with an MPS sharing config. Default /run/qm-agent/mps.
+  void SetMpsRoot(std::string dir) { mps_root_ = std::move(dir); }
 
   // Brings the files and the checkpoint into agreement after a start: specs of ours that the
   // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped.
@@ -84,6 +94,7 @@ class Preparer {
   CheckpointData* data_;
   const Checkpoint* checkpoint_;
   Inventory inventory_;
+  std::string mps_root_ = "/run/qm-agent/mps";
 };
 
 }  // namespace qm::agent

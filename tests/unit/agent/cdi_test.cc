@@ -42,8 +42,8 @@ std::string Read(const std::string& path) {
 CdiSpec Example() {
   CdiSpec spec;
   spec.annotations = {{"quartermaster.io/claim", "ns/c"}};
-  spec.devices.push_back({"u1-gpu-0", {"QM_DEVICE_0=GPU-a"}, {"/dev/nvidia0"}});
-  spec.devices.push_back({"u1-gpu-1", {}, {"/dev/nvidia1"}});
+  spec.devices.push_back({"u1-gpu-0", {"QM_DEVICE_0=GPU-a"}, {"/dev/nvidia0"}, {}});
+  spec.devices.push_back({"u1-gpu-1", {}, {"/dev/nvidia1"}, {}});
   spec.env = {"NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"};
   spec.device_nodes = {"/dev/nvidiactl"};
   return spec;

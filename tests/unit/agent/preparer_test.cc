@@ -23,6 +23,7 @@ using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr char kUid[] = "72bfb82f-dcf3-4617-99f8-99aec37e963e";
 
@@ -58,7 +59,8 @@ class PreparerTest : public ::testing::Test {
     c.name = "claim";
     c.uid = kUid;
     c.allocation_id = allocation_id;
-    for (const auto& d : devices) c.devices.push_back({"gpu", "gpu.nvidia.com", "node-a", d, ""});
+    for (const auto& d : devices)
+      c.devices.push_back({"gpu", "gpu.nvidia.com", "node-a", d, "", {}});
     return c;
   }
 
@@ -174,6 +176,137 @@ TEST_F(PreparerTest, ResourceVersionOnlyMovesForward) {
   ASSERT_TRUE(preparer_->SetResourceVersion(5).ok());
   Reopen();
   EXPECT_EQ(data_.resource_version, 10);
+}
+
+// --- opaque configs: sharing strategies and consumable-capacity shares -----------------------
+
+OpaqueConfig Config(const std::string& parameters, std::vector<std::string> requests = {},
+                    const std::string& source = "FromClaim") {
+  return OpaqueConfig{source, std::move(requests), "gpu.nvidia.com", parameters};
+}
+
+std::string Env(const json& edits) { return edits.contains("env") ? edits["env"].dump() : ""; }
+
+TEST_F(PreparerTest, TimeSlicingSetsTheIntervalOfTheDevice) {
+  ClaimAssignment c = Claim("a1", {"gpu-0", "gpu-1"});
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}})")};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_THAT(out->error, IsEmpty());
+  json spec = Spec();
+  EXPECT_THAT(Env(spec["devices"][0]["containerEdits"]),
+              HasSubstr("QM_DEVICE_0_TIMESLICE_INTERVAL=Long"));
+  EXPECT_THAT(Env(spec["devices"][1]["containerEdits"]),
+              HasSubstr("QM_DEVICE_1_TIMESLICE_INTERVAL=Long"));
+  EXPECT_THAT(Env(spec["containerEdits"]), Not(HasSubstr("CUDA_MPS")));
+  EXPECT_FALSE(spec["containerEdits"].contains("mounts"));
+}
+
+TEST_F(PreparerTest, MpsGivesTheClaimAPipeDirectoryAndLimits) {
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  ClaimAssignment c = Claim("a1", {"gpu-0", "gpu-1"});
+  // The class asks for time-slicing; the claim's own config (later) wins.
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                   "sharing": {"strategy": "TimeSlicing"}})",
+                      {}, "FromClass"),
+               Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50,
+        "defaultPinnedDeviceMemoryLimit": "10Gi",
+        "defaultPerDevicePinnedMemoryLimit": {"1": "5Gi"}}}})",
+                      {"gpu"})};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_THAT(out->error, IsEmpty());
+  json spec = Spec();
+  const std::string env = Env(spec["containerEdits"]);
+  EXPECT_THAT(env, HasSubstr("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"));
+  EXPECT_THAT(env, HasSubstr("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+  EXPECT_THAT(env, HasSubstr("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + uuid0_ + "=10240M,GPU-"));
+  EXPECT_THAT(env, HasSubstr("=5120M\""));
+  EXPECT_THAT(Env(spec["devices"][0]["containerEdits"]), Not(HasSubstr("TIMESLICE")));
+  const json& mount = spec["containerEdits"]["mounts"][0];
+  EXPECT_EQ(mount["hostPath"], dir_ + "/mps/" + kUid);
+  EXPECT_EQ(mount["containerPath"], "/tmp/nvidia-mps");
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/mps/" + kUid));
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/mps/" + kUid));
+}
+
+TEST_F(PreparerTest, AConsumableCapacityShareCarriesItsLimits) {
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  ClaimAssignment c = Claim();
+  c.devices[0].share_id = "0a5bd1f2-6a43-4b8e-9d1c-3b4f0f1f4c11";
+  c.devices[0].consumed_capacity = {{"memory", "10Gi"}, {"example.com/bandwidth", "100"}};
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "MPS"}})")};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_THAT(out->error, IsEmpty());
+  json spec = Spec();
+  const std::string env = Env(spec["devices"][0]["containerEdits"]);
+  EXPECT_THAT(env, HasSubstr("QM_DEVICE_0_MEMORY=10Gi"));
+  EXPECT_THAT(env, HasSubstr("QM_DEVICE_0_EXAMPLE_COM_BANDWIDTH=100"));
+  // MPS without an explicit limit holds the share to the memory it took.
+  EXPECT_THAT(Env(spec["containerEdits"]),
+              HasSubstr("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + uuid0_ + "=10240M"));
+  EXPECT_EQ(spec["devices"][0]["name"],
+            std::string(kUid) + "-gpu-0-0a5bd1f2-6a43-4b8e-9d1c-3b4f0f1f4c11");
+}
+
+TEST_F(PreparerTest, AnInvalidConfigPreparesNothing) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+           "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 150}}})",
+       "sharing.mpsConfig.defaultActiveThreadPercentage: want a whole number from 1 to 100"},
+      {R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+           "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Forever"}}})",
+       "sharing.timeSlicingConfig.interval: want Default, Short, Medium or Long"},
+      {R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+           "sharing": {"strategy": "Spatial"}})",
+       "sharing.strategy: want TimeSlicing or MPS"},
+      {R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "MigDeviceConfig",
+           "sharing": {"strategy": "MPS"}})",
+       "a MigDeviceConfig applies to MIG devices only"},
+  };
+  for (const auto& [params, want] : cases) {
+    ClaimAssignment c = Claim();
+    c.configs = {Config(params)};
+    auto out = preparer_->Prepare(c);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_THAT(out->error, HasSubstr(want));
+    EXPECT_THAT(out->error, HasSubstr("gpu.nvidia.com/node-a/gpu-0"));
+    EXPECT_THAT(out->devices, IsEmpty());
+    EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(cdi_, kUid)));
+    EXPECT_FALSE(data_.claims.contains(kUid));
+  }
+}
+
+TEST_F(PreparerTest, GpuConfigDoesNotApplyToMigDevices) {
+  auto sim = ParseSimulation(
+      "gpus: [{model: NVIDIA A100-SXM4-80GB, memory: 80Gi, mig: [3g.40gb, 3g.40gb]}]");
+  ASSERT_TRUE(sim.ok());
+  preparer_->SetInventory(*BuildInventory(*sim, "node-a"));
+  ClaimAssignment c = Claim("a1", {"gpu-0-mig-3g-40gb-0"});
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "TimeSlicing"}})")};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(out->error, HasSubstr("a GpuConfig does not apply to a MIG device"));
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "MigDeviceConfig",
+      "sharing": {"strategy": "TimeSlicing"}})")};
+  out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(out->error, IsEmpty());
+}
+
+TEST_F(PreparerTest, ConfigsOfOtherDriversAndRequestsAreIgnored) {
+  ClaimAssignment c = Claim();
+  c.configs = {Config(R"({"not": "ours"})", {}), Config(R"({"kind": "Nonsense"})", {"other"})};
+  c.configs[0].driver = "example.com";
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT(out->error, IsEmpty());
 }
 
 }  // namespace
