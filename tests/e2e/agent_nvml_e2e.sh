@@ -2,8 +2,10 @@
 # qm-agent's NVML discovery end to end: the real agent loads the fake NVML library
 # (tests/agent/fake_nvml, described by QM_FAKE_NVML_CONFIG) with --nvml-library and publishes
 # to a real quartermaster: a whole GPU, a GPU in MIG mode as its MIG devices over a shared
-# counter set, GFD labels; a claim for a MIG device is prepared with its MIG UUID. Also: a
-# missing NVML library stops the agent with a clear error.
+# counter set, GFD labels; a claim for a MIG device is prepared with its MIG UUID; an MPS config
+# becomes env and a mounted pipe directory in the CDI spec; an invalid config fails the claim
+# (Ready=False, PrepareFailed) and prepares nothing. Also: a missing NVML library stops the
+# agent with a clear error.
 # Usage: agent_nvml_e2e.sh <path to quartermaster> <path to qm-agent> <path to libfake_nvml.so>
 set -u
 QM_BIN=$(realpath "$1")
@@ -125,6 +127,88 @@ expect "its CDI spec is written" "$(eventually 20 exists "$spec")" "present"
 expect_match "the spec names the MIG device by its NVML UUID" "$(cat "$spec" 2>/dev/null)" \
   "NVIDIA_VISIBLE_DEVICES=MIG-2b000000-0000-4000-8000-000000000000"
 expect_match "and its parent GPU's device node" "$(cat "$spec" 2>/dev/null)" '"/dev/nvidia1"'
+
+# --- opaque configs: MPS on the whole GPU; a GpuConfig for a MIG device fails the claim -------
+cat > "$WORK/configs.yaml" <<'EOF'
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: whole-gpu.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mps-claim, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: whole-gpu.nvidia.com}
+    config:
+    - requests: [gpu]
+      opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing:
+            strategy: MPS
+            mpsConfig: {defaultActiveThreadPercentage: 40, defaultPinnedDeviceMemoryLimit: 8Gi}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: bad-config-claim, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: mig
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}
+    config:
+    - opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mps-pod, namespace: mig-test}
+spec:
+  containers: [{name: c, image: busybox, resources: {claims: [{name: gpu}]}}]
+  resourceClaims: [{name: gpu, resourceClaimName: mps-claim}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bad-config-pod, namespace: mig-test}
+spec:
+  containers: [{name: c, image: busybox, resources: {claims: [{name: mig}]}}]
+  resourceClaims: [{name: mig, resourceClaimName: bad-config-claim}]
+EOF
+out=$(k apply -f "$WORK/configs.yaml")
+expect_match "claims with opaque configs are created" "$out" "pod/bad-config-pod created"
+uid=$(k -n mig-test get resourceclaim mps-claim -o jsonpath='{.metadata.uid}')
+spec="$WORK/nvml-node/cdi/k8s.gpu.nvidia.com-claim_$uid.json"
+expect "the MPS claim's CDI spec is written" "$(eventually 30 exists "$spec")" "present"
+body=$(cat "$spec" 2>/dev/null)
+expect_match "MPS: the pipe directory" "$body" '"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"'
+expect_match "MPS: the thread percentage" "$body" '"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40"'
+expect_match "MPS: the pinned memory limit of the GPU" "$body" \
+  '"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=GPU-0a000000-0000-4000-8000-000000000000=8192M"'
+expect_match "MPS: the claim's pipe directory is mounted" "$body" \
+  "\"hostPath\": \"$WORK/nvml-node/state/mps/$uid\""
+failed() {
+  local s; s=$(k -n mig-test get resourceclaim bad-config-claim -o jsonpath='{.status.devices[0].conditions[?(@.type=="Ready")].status} {.status.devices[0].conditions[?(@.type=="Ready")].reason} {.status.devices[0].conditions[?(@.type=="Ready")].message}')
+  [ "${s%% *}" = False ] && echo "$s"
+}
+expect_match "an invalid config: the claim's device is Ready=False with the reason" \
+  "$(eventually 30 failed)" "False PrepareFailed .*a GpuConfig does not apply to a MIG device"
+bad_uid=$(k -n mig-test get resourceclaim bad-config-claim -o jsonpath='{.metadata.uid}')
+expect "and nothing is prepared for it" "$(ls "$WORK/nvml-node/cdi" | grep -c "$bad_uid")" "0"
 
 stop_agent
 echo "$checks checks, $failures failures"
