@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -143,6 +144,20 @@ std::string MigProfile(const nvmlDeviceAttributes_t& a) {
   return std::to_string(a.gpuInstanceSliceCount) + "g." + std::to_string(gb) + "gb";
 }
 
+// The capability device file a MIG access file names ("DeviceFileMinor: 12" ->
+// /dev/nvidia-caps/nvidia-cap12). Empty when the file is missing or says nothing.
+std::string CapDeviceNode(const std::string& access_file) {
+  std::ifstream in(access_file);
+  std::string line;
+  while (std::getline(in, line)) {
+    int minor = -1;
+    if (std::sscanf(line.c_str(), "DeviceFileMinor: %d", &minor) == 1 && minor >= 0) {
+      return "/dev/nvidia-caps/nvidia-cap" + std::to_string(minor);
+    }
+  }
+  return "";
+}
+
 Quantity Mebibytes(unsigned long long mib) {
   return Quantity::FromInt(static_cast<int64_t>(mib) * 1024 * 1024, Quantity::Format::kBinarySI);
 }
@@ -169,6 +184,8 @@ struct NvmlSource::Api {
   nvmlReturn_t (*DeviceGetMaxMigDeviceCount)(nvmlDevice_t, unsigned int*);
   nvmlReturn_t (*DeviceGetMigDeviceHandleByIndex)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
   nvmlReturn_t (*DeviceGetAttributes)(nvmlDevice_t, nvmlDeviceAttributes_t*);
+  nvmlReturn_t (*DeviceGetGpuInstanceId)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*DeviceGetComputeInstanceId)(nvmlDevice_t, unsigned int*);
 
   std::string Error(const std::string& call, nvmlReturn_t rc) const {
     const char* text = ErrorString != nullptr ? ErrorString(rc) : nullptr;
@@ -177,7 +194,8 @@ struct NvmlSource::Api {
 };
 
 absl::StatusOr<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library,
-                                                             const std::string& sysfs_root) {
+                                                             const std::string& sysfs_root,
+                                                             const std::string& proc_root) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
@@ -211,6 +229,8 @@ absl::StatusOr<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& 
   bind(api->DeviceGetMaxMigDeviceCount, "nvmlDeviceGetMaxMigDeviceCount");
   bind(api->DeviceGetMigDeviceHandleByIndex, "nvmlDeviceGetMigDeviceHandleByIndex");
   bind(api->DeviceGetAttributes, "nvmlDeviceGetAttributes_v2");
+  bind(api->DeviceGetGpuInstanceId, "nvmlDeviceGetGpuInstanceId");
+  bind(api->DeviceGetComputeInstanceId, "nvmlDeviceGetComputeInstanceId");
   if (!missing.empty()) {
     dlclose(handle);
     std::string names;
@@ -219,11 +239,15 @@ absl::StatusOr<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& 
         "the NVML library " + library +
         " lacks functions the agent needs (driver too old?): " + names);
   }
-  return std::unique_ptr<NvmlSource>(new NvmlSource(handle, std::move(api), sysfs_root));
+  return std::unique_ptr<NvmlSource>(new NvmlSource(handle, std::move(api), sysfs_root, proc_root));
 }
 
-NvmlSource::NvmlSource(void* handle, std::unique_ptr<Api> api, std::string sysfs_root)
-    : handle_(handle), api_(std::move(api)), sysfs_root_(std::move(sysfs_root)) {}
+NvmlSource::NvmlSource(void* handle, std::unique_ptr<Api> api, std::string sysfs_root,
+                       std::string proc_root)
+    : handle_(handle),
+      api_(std::move(api)),
+      sysfs_root_(std::move(sysfs_root)),
+      proc_root_(std::move(proc_root)) {}
 
 NvmlSource::~NvmlSource() {
   api_.reset();
@@ -403,7 +427,18 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
       use.counters["memory"] = mig_memory;
       use.counters["compute-slices"] = Quantity::FromInt(attrs.gpuInstanceSliceCount);
       d.consumes_counters.push_back(std::move(use));
-      inv.local[d.name] = LocalDevice{mig_uuid, static_cast<int>(index), uuid, {dev_node}};
+      std::vector<std::string> nodes = {dev_node};
+      unsigned int gi = 0, ci = 0;
+      if (nv.DeviceGetGpuInstanceId(mig, &gi) == kSuccess &&
+          nv.DeviceGetComputeInstanceId(mig, &ci) == kSuccess) {
+        const std::string base = proc_root_ + "/driver/nvidia/capabilities/gpu" +
+                                 std::to_string(minor) + "/mig/gi" + std::to_string(gi);
+        for (const std::string& access :
+             {base + "/access", base + "/ci" + std::to_string(ci) + "/access"}) {
+          if (std::string cap = CapDeviceNode(access); !cap.empty()) nodes.push_back(cap);
+        }
+      }
+      inv.local[d.name] = LocalDevice{mig_uuid, static_cast<int>(index), uuid, std::move(nodes)};
       inv.devices.push_back(std::move(d));
     }
   }

@@ -15,7 +15,9 @@
 // while it is partitioned. Each MIG device consumes counters (memory, multiprocessors) of a
 // counter set of its parent GPU (`gpu-<index>-counter-set`), so the pool describes the
 // partitioning as KEP-4815 partitionable devices do. The agent does not create or destroy
-// GPU instances itself.
+// GPU instances itself. A MIG device's container also needs the capability device files of its
+// GPU and compute instance (/dev/nvidia-caps/nvidia-cap<N>, N from
+// /proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access).
 
 #include <memory>
 #include <string>
@@ -31,9 +33,11 @@ class NvmlSource final : public DeviceSource {
  public:
   // Opens `library` and resolves the NVML functions the agent uses. FailedPrecondition naming
   // the library and dlerror() when it cannot be loaded or lacks a function. `sysfs_root` is
-  // where PCI devices are looked up for their PCIe root ("/sys"; tests point it elsewhere).
+  // where PCI devices are looked up for their PCIe root, `proc_root` where the driver lists
+  // the capability device files of MIG devices ("/sys", "/proc"; tests point them elsewhere).
   static absl::StatusOr<std::unique_ptr<NvmlSource>> Open(const std::string& library,
-                                                          const std::string& sysfs_root = "/sys");
+                                                          const std::string& sysfs_root = "/sys",
+                                                          const std::string& proc_root = "/proc");
   ~NvmlSource() override;
 
   // Initialises NVML, reads every GPU (and MIG device) and shuts NVML down again, so a driver
@@ -43,11 +47,12 @@ class NvmlSource final : public DeviceSource {
   struct Api;  // the resolved function pointers (nvml_source.cc)
 
  private:
-  NvmlSource(void* handle, std::unique_ptr<Api> api, std::string sysfs_root);
+  NvmlSource(void* handle, std::unique_ptr<Api> api, std::string sysfs_root, std::string proc_root);
 
   void* handle_;
   std::unique_ptr<Api> api_;
   const std::string sysfs_root_;
+  const std::string proc_root_;
 };
 
 }  // namespace qm::agent

@@ -9,7 +9,8 @@
 //              "architecture": 7, "brand": 14, "minor": 0, "multiprocessors": 108,
 //              "migMode": "unsupported" | "disabled" | "enabled", "maxMigDevices": 7,
 //              "mig": [{"slot": 0, "uuid": "MIG-...", "gpuInstanceSlices": 3,
-//                       "memoryMiB": 40192, "multiprocessors": 42}]}]}
+//                       "memoryMiB": 40192, "multiprocessors": 42,
+//                       "gpuInstanceId": 1, "computeInstanceId": 0}]}]}
 //
 // Init and Shutdown are counted as NVML counts them; calls without an init answer
 // UNINITIALIZED, so a source that forgets nvmlInit_v2 fails here as it would on a real node.
@@ -36,6 +37,7 @@ struct FakeDevice {
   std::string mig_mode = "unsupported";
   unsigned int max_mig = 7;
   unsigned int gi_slices = 0;
+  unsigned int gi_id = 0, ci_id = 0;
   std::vector<std::pair<unsigned int, std::unique_ptr<FakeDevice>>> migs;  // by slot
 };
 
@@ -88,6 +90,8 @@ int Load() {
       md->gi_slices = m.value("gpuInstanceSlices", 1u);
       md->memory_mib = m.value("memoryMiB", 9728ULL);
       md->multiprocessors = m.value("multiprocessors", 14u);
+      md->gi_id = m.value("gpuInstanceId", 0u);
+      md->ci_id = m.value("computeInstanceId", 0u);
       d->migs.emplace_back(m.value("slot", 0u), std::move(md));
     }
     s->gpus.push_back(std::move(d));
@@ -279,6 +283,20 @@ int nvmlDeviceGetAttributes_v2(void* device, nvmlDeviceAttributes_t* attrs) {
   attrs->gpuInstanceSliceCount = d->is_mig ? d->gi_slices : 0;
   attrs->computeInstanceSliceCount = attrs->gpuInstanceSliceCount;
   attrs->memorySizeMB = d->memory_mib;
+  return kSuccess;
+}
+
+int nvmlDeviceGetGpuInstanceId(void* device, unsigned int* id) {
+  REQUIRE_INIT();
+  if (!Dev(device)->is_mig) return kNotSupported;
+  *id = Dev(device)->gi_id;
+  return kSuccess;
+}
+
+int nvmlDeviceGetComputeInstanceId(void* device, unsigned int* id) {
+  REQUIRE_INIT();
+  if (!Dev(device)->is_mig) return kNotSupported;
+  *id = Dev(device)->ci_id;
   return kSuccess;
 }
 

@@ -47,7 +47,8 @@ class NvmlSourceTest : public ::testing::Test {
     const fs::path config = dir_ / "nvml.json";
     std::ofstream(config) << json;
     setenv("QM_FAKE_NVML_CONFIG", config.c_str(), 1);
-    auto source = NvmlSource::Open(QM_FAKE_NVML_PATH, (dir_ / "sys").string());
+    auto source =
+        NvmlSource::Open(QM_FAKE_NVML_PATH, (dir_ / "sys").string(), (dir_ / "proc").string());
     if (!source.ok()) return source.status();
     auto inv = (*source)->Discover();
     // Every nvmlInit_v2 was matched by nvmlShutdown.
@@ -129,6 +130,11 @@ TEST_F(NvmlSourceTest, GpusWithoutMigAreNotMigCapable) {
 }
 
 TEST_F(NvmlSourceTest, PublishesMigDevicesOverTheirGpusCounters) {
+  // The driver's capability files of GPU instance 9 (and its compute instance 0) on GPU minor 0.
+  const fs::path gi = dir_ / "proc/driver/nvidia/capabilities/gpu0/mig/gi9";
+  fs::create_directories(gi / "ci0");
+  std::ofstream(gi / "access") << "DeviceFileMinor: 84\nDeviceFileMode: 292\n";
+  std::ofstream(gi / "ci0/access") << "DeviceFileMinor: 85\nDeviceFileMode: 292\n";
   auto inv = Discover(R"({"gpus": [
     {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-cccccccc-0000-0000-0000-000000000000",
      "memoryMiB": 81920, "pciBusId": "00000000:07:00.0", "computeCapability": [8, 0],
@@ -139,7 +145,7 @@ TEST_F(NvmlSourceTest, PublishesMigDevicesOverTheirGpusCounters) {
        {"slot": 3, "uuid": "MIG-22222222-0000-0000-0000-000000000000", "gpuInstanceSlices": 1,
         "memoryMiB": 9728, "multiprocessors": 14},
        {"slot": 4, "uuid": "MIG-33333333-0000-0000-0000-000000000000", "gpuInstanceSlices": 1,
-        "memoryMiB": 9728, "multiprocessors": 14}]},
+        "memoryMiB": 9728, "multiprocessors": 14, "gpuInstanceId": 9, "computeInstanceId": 0}]},
     {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-dddddddd-0000-0000-0000-000000000000",
      "memoryMiB": 81920, "pciBusId": "00000000:0f:00.0", "computeCapability": [8, 0],
      "architecture": 7, "minor": 1, "migMode": "disabled"}]})");
@@ -178,7 +184,12 @@ TEST_F(NvmlSourceTest, PublishesMigDevicesOverTheirGpusCounters) {
   const LocalDevice& local = inv->local.at("gpu-0-mig-1g-10gb-1");
   EXPECT_EQ(local.uuid, "MIG-33333333-0000-0000-0000-000000000000");
   EXPECT_EQ(local.parent_uuid, "GPU-cccccccc-0000-0000-0000-000000000000");
-  EXPECT_EQ(local.device_nodes, std::vector<std::string>{"/dev/nvidia0"});
+  EXPECT_EQ(local.device_nodes,
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap84",
+                                      "/dev/nvidia-caps/nvidia-cap85"}));
+  // Where the driver lists no capability files, only the GPU's device node.
+  EXPECT_EQ(inv->local.at("gpu-0-mig-3g-40gb-0").device_nodes,
+            std::vector<std::string>{"/dev/nvidia0"});
   EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.strategy"), "mixed");
   EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.capable"), "true");
   EXPECT_EQ(inv->node_labels.at("nvidia.com/gpu.count"), "2");
