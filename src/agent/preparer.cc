@@ -68,6 +68,15 @@ absl::Status Preparer::Recover() {
     it = data_->claims.erase(it);
     changed = true;
   }
+  // MPS pipe directories of claims no longer held (an interrupted prepare or unprepare).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(mps_root_, ec)) {
+    const std::string uid = entry.path().filename().string();
+    if (!IsSafeClaimUid(uid) || data_->claims.contains(uid)) continue;
+    spdlog::info("removing MPS directory of claim {}: not prepared", uid);
+    std::error_code rm;
+    std::filesystem::remove_all(entry.path(), rm);
+  }
   return changed ? Save() : absl::OkStatus();
 }
 

@@ -63,7 +63,8 @@ class Preparer {
   void SetMpsRoot(std::string dir) { mps_root_ = std::move(dir); }
 
   // Brings the files and the checkpoint into agreement after a start: specs of ours that the
-  // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped.
+  // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped;
+  // MPS directories of claims not held are removed (call SetMpsRoot first).
   absl::Status Recover();
 
   // Prepares `claim`: idempotent for the allocation it is held with; a claim held for another

@@ -231,6 +231,16 @@ TEST_F(PreparerTest, MpsGivesTheClaimAPipeDirectoryAndLimits) {
   EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/mps/" + kUid));
   ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/mps/" + kUid));
+
+  // A directory left by an interrupted prepare goes at the next start; a held claim's stays.
+  ASSERT_TRUE(preparer_->Prepare(c).ok());
+  const std::string stale = dir_ + "/mps/0a5bd1f2-6a43-4b8e-9d1c-3b4f0f1f4c11";
+  std::filesystem::create_directories(stale);
+  Reopen();
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  ASSERT_TRUE(preparer_->Recover().ok());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/mps/" + kUid));
 }
 
 TEST_F(PreparerTest, AConsumableCapacityShareCarriesItsLimits) {
