@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <map>
@@ -16,6 +17,7 @@
 #include "api/grpc/grpc_server.h"
 #include "api/grpc/node_agent_api.h"
 #include "api/rest/auth_endpoints.h"
+#include "api/rest/codec.h"
 #include "api/rest/http_server.h"
 #include "api/rest/metrics.h"
 #include "api/rest/request_gate.h"
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
   }
   qm::ConfigureLogging(options->log_level, options->log_format);
   RaiseDescriptorLimit();
+  qm::api::SetDefaultTolerationSeconds(options->default_unreachable_toleration_seconds);
 
   // Handle SIGINT/SIGTERM synchronously in main; every other thread inherits the mask.
   sigset_t signals;
@@ -315,7 +318,16 @@ int main(int argc, char** argv) {
   // The node-agent API (gRPC) on its own port, with the same TLS material and authenticator.
   qm::api::nodeapi::AssignmentRouter assignments(objects, hub);
   if (auto st = assignments.Start(); !st.ok()) return Fail("node-agent assignments", st);
-  qm::api::nodeapi::NodeAgentApi agent_api(objects, hub, assignments, authorizer, clock, &audit);
+  qm::api::nodeapi::NodeAgentApiOptions agent_api_options;
+  agent_api_options.node_monitor_grace_period =
+      std::chrono::milliseconds(options->node_monitor_grace_period_ms);
+  // Kubernetes' kubelet posts every 10 s against a 40 s grace period: keep that ratio when the
+  // grace period is shorter (tests), so a live node is never declared unreachable.
+  agent_api_options.heartbeat_interval_seconds =
+      static_cast<int>(std::clamp<int64_t>(options->node_monitor_grace_period_ms / 4000, 1, 10));
+  qm::api::nodeapi::NodeAgentApi agent_api(objects, hub, assignments, authorizer, clock, &audit,
+                                           agent_api_options);
+  agent_api.StartNodeMonitor();
   qm::api::nodeapi::GrpcServerOptions grpc_options;
   grpc_options.address = options->grpc_addr;
   grpc_options.tls_cert_file = http_options.tls_cert_file;

@@ -246,7 +246,8 @@ absl::Status Agent::Session::Publish(const Inventory& inv) {
 }
 
 absl::Status Agent::Session::ReportHealth(const Inventory& inv) {
-  // Simulated devices are healthy; NVML health events will report through the same call.
+  // As the device source found them (a simulate file may mark GPUs unhealthy); NVML health
+  // events will report through the same call.
   v1::ReportHealthRequest req;
   req.set_node_name(node());
   req.set_driver(inv.driver);
@@ -254,7 +255,12 @@ absl::Status Agent::Session::ReportHealth(const Inventory& inv) {
     auto* h = req.add_devices();
     h->set_pool(node());
     h->set_device(d.name);
-    h->set_health(v1::HEALTH_HEALTHY);
+    if (auto bad = inv.unhealthy.find(d.name); bad != inv.unhealthy.end()) {
+      h->set_health(v1::HEALTH_UNHEALTHY);
+      h->set_reason(bad->second);
+    } else {
+      h->set_health(v1::HEALTH_HEALTHY);
+    }
   }
   grpc::ClientContext ctx;
   Setup(&ctx);

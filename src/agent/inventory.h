@@ -31,6 +31,8 @@ struct Inventory {
   std::vector<model::Device> devices;
   std::vector<model::CounterSet> shared_counters;
   std::map<std::string, LocalDevice> local;  // by device name
+  // Devices to report unhealthy, by name, with the reason (e.g. XidCriticalError).
+  std::map<std::string, std::string> unhealthy;
   // Device files every container with a device of this driver needs (/dev/nvidiactl, ...).
   std::vector<std::string> common_device_nodes;
   // GPU Feature Discovery style labels (nvidia.com/gpu.product, ...) and node capacity

@@ -154,6 +154,8 @@ absl::StatusOr<Simulation> ParseSimulation(const std::string& yaml) {
         }
       } else if (key == "pcieRoot") {
         out.pcie_root = Scalar(kv.second);
+      } else if (key == "unhealthy") {
+        out.unhealthy = Scalar(kv.second);
       } else if (key == "mig") {
         if (!kv.second.IsSequence()) return FieldError(fpath, "want a list of MIG profiles");
         int slices = 0;
@@ -171,7 +173,7 @@ absl::StatusOr<Simulation> ParseSimulation(const std::string& yaml) {
       } else {
         return FieldError(fpath,
                           "unknown field (want model, memory, count, architecture, "
-                          "cudaComputeCapability, pcieRoot, mig)");
+                          "cudaComputeCapability, pcieRoot, mig, unhealthy)");
       }
     }
     if (out.model.empty()) return FieldError(path + ".model", "required");
@@ -256,6 +258,7 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
         d.attributes["minor"] = static_cast<int64_t>(index);
         d.capacity["memory"] = model::DeviceCapacity{*memory, std::nullopt};
         inv.local[d.name] = LocalDevice{uuid, index, "", {dev_node}};
+        if (!g.unhealthy.empty()) inv.unhealthy[d.name] = g.unhealthy;
         inv.devices.push_back(std::move(d));
         continue;
       }
@@ -282,6 +285,7 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
         d.capacity["multiprocessors"] =
             model::DeviceCapacity{Quantity::FromInt(slices * 14), std::nullopt};
         inv.local[d.name] = LocalDevice{mig_uuid, index, uuid, {dev_node}};
+        if (!g.unhealthy.empty()) inv.unhealthy[d.name] = g.unhealthy;
         inv.devices.push_back(std::move(d));
       }
     }

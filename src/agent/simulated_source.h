@@ -35,6 +35,9 @@ struct SimulatedGpus {
   std::string compute_capability;  // "8.0"; empty: from the model
   std::string pcie_root = "pci0000:00";
   std::vector<std::string> mig;  // MIG profiles per GPU, e.g. "3g.40gb"
+  // Reported unhealthy with this reason (e.g. XidCriticalError); empty: healthy. For tests and
+  // demos of the server's health taints; the file is read again at every reconnection.
+  std::string unhealthy;
 };
 
 struct Simulation {

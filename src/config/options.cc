@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 
@@ -169,6 +170,35 @@ const std::vector<Setting>& Settings() {
          o.audit_retention_seconds = n * unit;
          return absl::OkStatus();
        }},
+      {"node-monitor-grace-period",
+       "how long an agent's node may go without a heartbeat before it is Ready=Unknown and "
+       "tainted node.kubernetes.io/unreachable: <n>ms, <n>s, <n>m or <n>h",
+       [](ServerOptions& o, const std::string& v) {
+         int64_t n = 0;
+         int64_t unit = 0;
+         std::string digits = v;
+         if (absl::EndsWith(v, "ms")) {
+           unit = 1;
+           digits = v.substr(0, v.size() - 2);
+         } else if (!v.empty()) {
+           unit = v.back() == 'h' ? 3600000 : v.back() == 'm' ? 60000 : v.back() == 's' ? 1000 : 0;
+           digits = v.substr(0, v.size() - 1);
+         }
+         if (unit == 0 || !absl::SimpleAtoi(digits, &n) || n < 1) {
+           return absl::InvalidArgumentError(
+               "--node-monitor-grace-period: want a duration like 40s, 500ms or 2m, got \"" + v +
+               "\"");
+         }
+         o.node_monitor_grace_period_ms = n * unit;
+         return absl::OkStatus();
+       }},
+      {"default-unreachable-toleration-seconds",
+       "tolerationSeconds of the node.kubernetes.io/not-ready and unreachable NoExecute "
+       "tolerations added to every new pod that has none",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseInt("default-unreachable-toleration-seconds", v, 0,
+                         &o.default_unreachable_toleration_seconds);
+       }},
       {"max-requests-inflight",
        "requests handled at once (watches excluded); more get 429 with Retry-After",
        [](ServerOptions& o, const std::string& v) {
@@ -259,6 +289,9 @@ std::string ServerHelp() {
       {"insecure-http", "false"},
       {"token-auth-file", "(none)"},
       {"audit-retention", "30d"},
+      {"node-monitor-grace-period", "40s"},
+      {"default-unreachable-toleration-seconds",
+       std::to_string(defaults.default_unreachable_toleration_seconds)},
       {"max-requests-inflight", std::to_string(defaults.max_requests_inflight)},
       {"max-connections", std::to_string(defaults.max_connections)},
   };

@@ -36,6 +36,12 @@ struct ServerOptions {
   int64_t audit_retention_seconds = 30LL * 24 * 3600;
   int max_requests_inflight = 400;
   int max_connections = 20000;
+  // Node lifecycle (Kubernetes' node lifecycle controller and DefaultTolerationSeconds
+  // admission): an agent-managed node without a heartbeat for this long becomes Ready=Unknown
+  // and gets the unreachable taints.
+  int64_t node_monitor_grace_period_ms = 40000;
+  // tolerationSeconds of the not-ready/unreachable NoExecute tolerations added to new pods.
+  int64_t default_unreachable_toleration_seconds = 300;
 };
 
 // Loads options with the precedence defaults < config file < environment (QM_HTTP_ADDR, ...)

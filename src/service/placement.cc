@@ -90,6 +90,38 @@ bool ToleratesNodeTaint(const PodToleration& toleration, const NodeTaint& taint)
   return toleration.value == taint.value;
 }
 
+std::string NodeEvictionReason(const std::vector<PodToleration>& tolerations,
+                               const std::vector<NodeTaint>& taints,
+                               std::chrono::system_clock::time_point now) {
+  for (const auto& taint : taints) {
+    if (taint.effect != "NoExecute") continue;
+    bool tolerated = false;
+    std::optional<int64_t> seconds;  // the smallest matching tolerationSeconds
+    for (const auto& t : tolerations) {
+      if (!ToleratesNodeTaint(t, taint)) continue;
+      if (!tolerated) {
+        seconds = t.toleration_seconds;
+      } else if (!t.toleration_seconds.has_value()) {
+        // Kubernetes takes the minimum over those that set one; a toleration without it does not
+        // lift another's limit.
+      } else if (!seconds.has_value() || *t.toleration_seconds < *seconds) {
+        seconds = t.toleration_seconds;
+      }
+      tolerated = true;
+    }
+    const std::string what =
+        absl::StrCat(taint.key, taint.value.empty() ? "" : "=", taint.value, ":NoExecute");
+    if (!tolerated) return absl::StrCat("the node has the untolerated taint ", what);
+    if (!seconds.has_value()) continue;
+    const auto added = taint.time_added.value_or(now);
+    if (now >= added + std::chrono::seconds(std::max<int64_t>(*seconds, 0))) {
+      return absl::StrCat("the node has had the taint ", what, " for ", *seconds,
+                          "s, longer than the pod tolerates");
+    }
+  }
+  return "";
+}
+
 size_t NodesToFind(size_t nodes) {
   if (nodes <= 100) return nodes;
   const int64_t percent = std::max<int64_t>(5, 50 - static_cast<int64_t>(nodes) / 125);

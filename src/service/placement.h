@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <chrono>
+#include <optional>
+
 #include "allocator/allocator.h"
 #include "model/dra.h"
 
@@ -22,6 +25,8 @@ struct NodeTaint {
   std::string key;
   std::string value;
   std::string effect;
+  // timeAdded (NoExecute taints): tolerationSeconds count from it; unset counts from now.
+  std::optional<std::chrono::system_clock::time_point> time_added;
 };
 
 // A core/v1 pod toleration.
@@ -30,6 +35,8 @@ struct PodToleration {
   std::string op;  // "" = Equal, Equal, Exists
   std::string value;
   std::string effect;  // "" = all effects
+  // NoExecute only: how long the pod may stay once the taint is added (unset: forever).
+  std::optional<int64_t> toleration_seconds;
 };
 
 struct NodeState {
@@ -103,5 +110,13 @@ Placement Place(const PlacementRequest& request);
 
 // True when `toleration` tolerates a node taint (core/v1 semantics).
 bool ToleratesNodeTaint(const PodToleration& toleration, const NodeTaint& taint);
+
+// Why a pod with `tolerations` must leave a node with `taints` at `now`, as Kubernetes' taint
+// eviction controller decides: a NoExecute taint it does not tolerate, or tolerates only for a
+// tolerationSeconds (the smallest of the matching ones) counted from the taint's timeAdded that
+// has passed. Empty: it may stay.
+std::string NodeEvictionReason(const std::vector<PodToleration>& tolerations,
+                               const std::vector<NodeTaint>& taints,
+                               std::chrono::system_clock::time_point now);
 
 }  // namespace qm::service

@@ -291,8 +291,11 @@ PodPlacementSpec PlacementSpecOf(const json& spec, const model::ObjectMeta& meta
   const json& tolerations = At(spec, "tolerations");
   for (size_t i = 0; tolerations.is_array() && i < tolerations.size(); ++i) {
     const json& t = tolerations[i];
-    out.tolerations.push_back(
-        {Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")});
+    PodToleration tol{Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")};
+    if (const json& secs = At(t, "tolerationSeconds"); secs.is_number_integer()) {
+      tol.toleration_seconds = secs.get<int64_t>();
+    }
+    out.tolerations.push_back(std::move(tol));
   }
   out.spread = meta.annotations.contains(kSpreadAnnotation);
   return out;
@@ -398,6 +401,7 @@ struct Scheduler::State {
   std::shared_ptr<const allocator::Inventory> inventory;
   std::map<std::string, std::string> extended_classes;  // extended resource name -> class
   bool any_no_execute = false;
+  bool any_node_no_execute = false;  // some node has a NoExecute taint
   std::vector<NodeState> nodes;
   std::map<std::pair<std::string, std::string>, Body> templates;  // (namespace, name)
   // The devices in use, resolved against `inventory`: kept across passes (each binding adds its
@@ -632,6 +636,7 @@ struct Scheduler::State {
     }
     if (nodes_dirty) {
       nodes.clear();
+      any_node_no_execute = false;
       for (const auto& [key, o] : Others(kNodes)) {
         const json body = Parse(o.body);
         NodeState n;
@@ -641,8 +646,14 @@ struct Scheduler::State {
         n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
         const json& taints = At(spec, "taints");
         for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
-          n.taints.push_back(
-              {Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")});
+          NodeTaint t{Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")};
+          std::chrono::system_clock::time_point added;
+          if (const std::string ta = Str(taints[i], "timeAdded");
+              !ta.empty() && ParseRfc3339(ta, &added)) {
+            t.time_added = added;
+          }
+          any_node_no_execute |= t.effect == "NoExecute";
+          n.taints.push_back(std::move(t));
         }
         const json& conditions = At(At(body, "status"), "conditions");
         for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
@@ -1118,6 +1129,7 @@ class Scheduler::PassRun {
   // 2b. NoExecute device taints evict the pods that use the device unless the allocation
   // tolerates them (see EvictionReason); their claims are released on the next pass.
   void Evict() {
+    EvictFromNodes();
     if (!st_.any_no_execute) return;
     for (auto& [key, c] : claims_) {
       if (!c.allocation->has_value()) continue;
@@ -1145,6 +1157,43 @@ class Scheduler::PassRun {
               ++stats_.evicted;
             });
       }
+    }
+  }
+
+  // NoExecute node taints (node.kubernetes.io/unreachable from the node monitor, an admin's)
+  // evict the pods bound to the node that do not tolerate them, or tolerate them for a
+  // tolerationSeconds that has passed (NodeEvictionReason); their claims are released on the
+  // next pass.
+  void EvictFromNodes() {
+    if (!st_.any_node_no_execute) return;
+    std::map<std::string, const NodeState*> tainted;
+    for (const auto& n : nodes_) {
+      for (const auto& t : n.taints) {
+        if (t.effect == "NoExecute") tainted[n.info.name] = &n;
+      }
+    }
+    for (auto& [uid, pod] : pods_) {
+      if (pod.node_name.empty() || pod.deleting || pod.terminal) continue;
+      auto it = tainted.find(pod.node_name);
+      if (it == tainted.end()) continue;
+      const PodPlacementSpec spec = PlacementSpecOf(At(*pod.body, "spec"), pod.obj.meta);
+      std::string reason = NodeEvictionReason(spec.tolerations, it->second->taints, now_tp_);
+      if (reason.empty()) continue;
+      pod.deleting = true;
+      reason = absl::StrCat("node ", pod.node_name, ": ", reason);
+      commits_.Submit(
+          store::Transaction{
+              {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
+              {},
+              {}},
+          [this, p = &pod, reason](CommitResult deleted) {
+            if (!deleted.ok()) {
+              ++stats_.conflicts;
+              return;
+            }
+            spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name, reason);
+            ++stats_.evicted;
+          });
     }
   }
 

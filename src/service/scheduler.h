@@ -64,7 +64,7 @@ struct PassStats {
   int conflicts = 0;  // commits lost to a concurrent writer, retried next pass
   int claims_created = 0;
   int claims_released = 0;
-  int evicted = 0;      // pods deleted for an untolerated NoExecute device taint
+  int evicted = 0;      // pods deleted for an untolerated NoExecute device or node taint
   int backing_off = 0;  // unschedulable pods not tried this pass (backoff, nothing changed)
 };
 

@@ -1,6 +1,7 @@
 #include "api/grpc/node_agent_api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <set>
 
@@ -399,6 +400,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
       {
         std::lock_guard<std::mutex> lock(mu_);
         ready_written_[node] = std::chrono::steady_clock::now();
+        last_heard_[node] = clock_.Now();
       }
       v1::RegisterResponse resp;
       resp.set_node_uid(created->meta.uid);
@@ -417,6 +419,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
     {
       std::lock_guard<std::mutex> lock(mu_);
       ready_written_[node] = std::chrono::steady_clock::now();
+      last_heard_[node] = clock_.Now();
     }
     const model::Object& now = written->has_value() ? **written : *existing;
     v1::RegisterResponse resp;
@@ -991,12 +994,136 @@ absl::StatusOr<v1::ReportHealthResponse> NodeAgentApi::ReportHealth(
     return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
   }
   QM_RETURN_IF_ERROR(written.status());
+  std::map<std::string, std::pair<std::string, std::string>> unhealthy;  // pool/device -> reason
+  for (const auto& d : request.devices()) {
+    if (d.health() == v1::HEALTH_UNHEALTHY)
+      unhealthy[d.pool() + "/" + d.device()] = {d.pool(), d.device()};
+  }
+  std::map<std::string, std::string> reasons;
+  for (const auto& d : request.devices()) {
+    if (d.health() == v1::HEALTH_UNHEALTHY) reasons[d.pool() + "/" + d.device()] = d.reason();
+  }
+  QM_RETURN_IF_ERROR(SyncHealthTaints(node, request.driver(), unhealthy, reasons));
   return resp;
+}
+
+namespace {
+
+// Health reasons that mean the device cannot be used at all (NVIDIA's critical XIDs: fallen off
+// the bus, uncorrectable ECC / row-remap failures, GSP or NVLink faults): their taint is
+// NoExecute and evicts the workloads on the device. Any other unhealthy reason (a recoverable or
+// unknown fault) is NoSchedule: nothing new lands on the device, what runs there stays.
+bool UnusableReason(const std::string& reason) {
+  static const std::set<std::string> kUnusable = {
+      "XidCriticalError", "GpuLost",  "FallenOffBus", "UncorrectableEccError", "DoubleBitEccError",
+      "RowRemapFailure",  "GspError", "NvlinkError",  "DeviceUnusable",
+  };
+  return kUnusable.contains(reason);
+}
+
+// A taint value must be a label value: at most 63 of [A-Za-z0-9._-], alphanumeric at the ends.
+std::string TaintValue(const std::string& reason) {
+  std::string v;
+  for (char c : reason.substr(0, 63)) {
+    v +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '-';
+  }
+  while (!v.empty() && !std::isalnum(static_cast<unsigned char>(v.back()))) v.pop_back();
+  while (!v.empty() && !std::isalnum(static_cast<unsigned char>(v.front()))) v.erase(0, 1);
+  return v.empty() ? "Unhealthy" : v;
+}
+
+}  // namespace
+
+absl::Status NodeAgentApi::SyncHealthTaints(
+    const std::string& node, const std::string& driver,
+    const std::map<std::string, std::pair<std::string, std::string>>& unhealthy,
+    const std::map<std::string, std::string>& reasons) {
+  const model::ResourceType& type =
+      *model::FindResourceType(model::kResourceGroup, "devicetaintrules");
+  // The server's own consequence of the agent's report: written as the node lifecycle
+  // controller, not as the node (which may not write DeviceTaintRules).
+  Caller controller;
+  controller.user.name = "system:serviceaccount:kube-system:node-controller";
+  controller.user.groups = {"system:serviceaccounts", "system:authenticated"};
+  controller.request_id = "device-health";
+  service::ListRequest list_request;
+  list_request.store.resource = type.GroupResource();
+  QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(list_request));
+  std::map<std::string, model::Object> existing;  // ours for this node and driver, by name
+  for (auto& o : list.items) {
+    auto it = o.meta.labels.find(kHealthNodeLabel);
+    if (it == o.meta.labels.end() || it->second != node) continue;
+    const json body = json::parse(o.body, nullptr, false);
+    if (Str(At(At(body, "spec"), "deviceSelector"), "driver") != driver) continue;
+    existing.emplace(o.meta.name, std::move(o));
+  }
+  std::set<std::string> wanted;
+  for (const auto& [key, where] : unhealthy) {
+    const auto& [pool, device] = where;
+    std::string pool_part = pool;
+    std::replace(pool_part.begin(), pool_part.end(), '/', '.');
+    const std::string name = "unhealthy." + driver + "." + pool_part + "." + device;
+    if (!model::IsDns1123Subdomain(name).empty()) {
+      spdlog::warn("device {}/{}/{} is unhealthy but {} is not a valid rule name", driver, pool,
+                   device, name);
+      continue;
+    }
+    wanted.insert(name);
+    const std::string reason = reasons.contains(key) ? reasons.at(key) : "";
+    const std::string effect = UnusableReason(reason) ? "NoExecute" : "NoSchedule";
+    const std::string value = TaintValue(reason);
+    if (auto it = existing.find(name); it != existing.end()) {
+      const json body = json::parse(it->second.body, nullptr, false);
+      const json& taint = At(At(body, "spec"), "taint");
+      if (Str(taint, "effect") == effect && Str(taint, "value") == value) continue;
+      store::AuditRecord record =
+          Record(controller, "update", model::kResourceGroup, "devicetaintrules", "", "", name);
+      store::AuditScope scope(&record);
+      auto updated = WriteChange(objects_, controller.user, type, it->second.Key(), Scope::kObject,
+                                 [&](json& o) -> absl::StatusOr<bool> {
+                                   o["spec"]["taint"]["effect"] = effect;
+                                   o["spec"]["taint"]["value"] = value;
+                                   o["spec"]["taint"].erase("timeAdded");
+                                   return true;
+                                 });
+      if (!updated.ok() && !absl::IsNotFound(updated.status())) return updated.status();
+      continue;
+    }
+    json obj = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "DeviceTaintRule"},
+                {"metadata", {{"name", name}, {"labels", {{kHealthNodeLabel, node}}}}},
+                {"spec",
+                 {{"deviceSelector", {{"driver", driver}, {"pool", pool}, {"device", device}}},
+                  {"taint", {{"key", kUnhealthyTaint}, {"value", value}, {"effect", effect}}}}}};
+    json hub = ToHub(type, "v1", std::move(obj), clock_);
+    if (auto errors = ValidateObject(type, hub, nullptr); !errors.empty()) {
+      return InvalidFields("", errors);
+    }
+    QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, hub));
+    store::AuditRecord record =
+        Record(controller, "create", model::kResourceGroup, "devicetaintrules", "", "", name);
+    store::AuditScope scope(&record);
+    auto created = objects_.Create(std::move(o), false);
+    if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
+    spdlog::info("device {}/{}/{} unhealthy ({}): tainted {}={}:{}", driver, pool, device, reason,
+                 kUnhealthyTaint, value, effect);
+  }
+  for (const auto& [name, o] : existing) {
+    if (wanted.contains(name)) continue;
+    store::AuditRecord record =
+        Record(controller, "delete", model::kResourceGroup, "devicetaintrules", "", "", name);
+    store::AuditScope scope(&record);
+    auto deleted = objects_.Delete(o.Key(), service::DeleteOptions{});
+    if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
+    spdlog::info("device taint rule {} removed: the device reports healthy again", name);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status NodeAgentApi::WriteReady(const Caller& caller, const std::string& node) {
   auto change = [&](json& obj) -> absl::StatusOr<bool> {
-    SetCondition(obj["status"]["conditions"], "Ready", "True", "AgentReady",
+    SetCondition(obj["status"]["conditions"], "Ready", "True", kAgentReadyReason,
                  "qm-agent is posting ready status", FormatRfc3339(clock_.Now()),
                  ConditionStyle::kNode);
     return true;  // the heartbeat time is the point of the write
@@ -1016,6 +1143,7 @@ absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& call
   const std::string& node = request.node_name();
   QM_RETURN_IF_ERROR(CheckNode(caller, node));
   QM_RETURN_IF_ERROR(Authorize(caller, "update", "", "nodes", "status", "", node));
+  NoteHeard(node);
   const auto now = std::chrono::steady_clock::now();
   bool write = true;
   {
@@ -1046,6 +1174,149 @@ absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& call
   v1::HeartbeatResponse resp;
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
   return resp;
+}
+
+// ---- Node lifecycle ------------------------------------------------------------------------
+
+NodeAgentApi::~NodeAgentApi() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    monitor_stopping_ = true;
+  }
+  monitor_wake_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+}
+
+void NodeAgentApi::NoteHeard(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_heard_[node] = clock_.Now();
+}
+
+void NodeAgentApi::StartNodeMonitor() {
+  const auto period = std::clamp<std::chrono::milliseconds>(options_.node_monitor_grace_period / 4,
+                                                            std::chrono::milliseconds(100),
+                                                            std::chrono::milliseconds(5000));
+  monitor_ = std::thread([this, period] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!monitor_wake_.wait_for(lock, period, [&] { return monitor_stopping_; })) {
+      lock.unlock();
+      try {
+        auto changed = MonitorNodesOnce();
+        if (!changed.ok()) spdlog::warn("node monitor: {}", changed.status().ToString());
+      } catch (const std::exception& e) {
+        spdlog::error("node monitor: unexpected exception: {}", e.what());
+      }
+      lock.lock();
+    }
+  });
+}
+
+absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
+  service::ListRequest request;
+  request.store.resource = "nodes";
+  QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(request));
+  const auto now = clock_.Now();
+  const std::string now_text = FormatRfc3339(now);
+  // Writes are the server's own, not a caller's: audited as the node lifecycle controller.
+  Caller controller;
+  controller.user.name = "system:serviceaccount:kube-system:node-controller";
+  controller.user.groups = {"system:serviceaccounts", "system:authenticated"};
+  controller.request_id = "node-monitor";
+  int changed = 0;
+  std::set<std::string> present;
+  for (const model::Object& node : list.items) {
+    const std::string& name = node.meta.name;
+    present.insert(name);
+    const json obj = FromObject(NodeType(), node);
+    std::string ready_status, ready_reason;
+    const json& conditions = At(At(obj, "status"), "conditions");
+    for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+      if (Str(conditions[i], "type") != "Ready") continue;
+      ready_status = Str(conditions[i], "status");
+      ready_reason = Str(conditions[i], "reason");
+    }
+    if (ready_reason != kAgentReadyReason && ready_reason != kNodeStatusUnknownReason) continue;
+    int tainted = 0;  // unreachable taints: NoSchedule and NoExecute make 2
+    const json& taints = At(At(obj, "spec"), "taints");
+    for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
+      if (Str(taints[i], "key") == kUnreachableTaint) ++tainted;
+    }
+    std::chrono::system_clock::time_point heard;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto [it, inserted] = last_heard_.try_emplace(name, now);
+      heard = it->second;
+    }
+    const bool stale = now - heard >= options_.node_monitor_grace_period;
+    if (stale && tainted >= 2 && ready_status == "Unknown") continue;  // already marked
+    if (!stale && tainted == 0) continue;  // fine (Heartbeat itself writes Ready=True)
+    auto change = [&](json& o) -> absl::StatusOr<bool> {
+      json& spec = o["spec"];
+      if (!spec.is_object()) spec = json::object();
+      json kept = json::array();
+      bool had_no_schedule = false, had_no_execute = false;
+      if (spec["taints"].is_array()) {
+        for (const auto& t : spec["taints"]) {
+          if (Str(t, "key") == kUnreachableTaint) {
+            had_no_schedule = had_no_schedule || Str(t, "effect") == "NoSchedule";
+            had_no_execute = had_no_execute || Str(t, "effect") == "NoExecute";
+            if (stale) kept.push_back(t);
+          } else {
+            kept.push_back(t);
+          }
+        }
+      }
+      bool any = false;
+      if (stale) {
+        if (!had_no_schedule) {
+          kept.push_back({{"key", kUnreachableTaint}, {"effect", "NoSchedule"}});
+          any = true;
+        }
+        if (!had_no_execute) {
+          kept.push_back(
+              {{"key", kUnreachableTaint}, {"effect", "NoExecute"}, {"timeAdded", now_text}});
+          any = true;
+        }
+        // The heartbeat time is the agent's last one; the monitor does not move it.
+        json& cs = o["status"]["conditions"];
+        if (!cs.is_array()) cs = json::array();
+        for (auto& c : cs) {
+          if (Str(c, "type") != "Ready" || Str(c, "status") == "Unknown") continue;
+          c["status"] = "Unknown";
+          c["reason"] = kNodeStatusUnknownReason;
+          c["message"] = "qm-agent stopped posting node status";
+          c["lastTransitionTime"] = now_text;
+          any = true;
+        }
+      } else {
+        any = had_no_schedule || had_no_execute;
+      }
+      if (kept.empty()) {
+        spec.erase("taints");
+      } else {
+        spec["taints"] = std::move(kept);
+      }
+      return any;
+    };
+    store::AuditRecord record = Record(controller, "update", "", "nodes", "", "", name);
+    store::AuditScope scope(&record);
+    auto written =
+        WriteChange(objects_, controller.user, NodeType(), node.Key(), Scope::kObject, change);
+    if (absl::IsNotFound(written.status())) continue;
+    QM_RETURN_IF_ERROR(written.status());
+    if (written->has_value()) {
+      ++changed;
+      if (stale) {
+        spdlog::info("node {}: no heartbeat for {} ms: Ready=Unknown, tainted {}", name,
+                     options_.node_monitor_grace_period.count(), kUnreachableTaint);
+      } else {
+        spdlog::info("node {}: heartbeating again: taint {} removed", name, kUnreachableTaint);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(last_heard_, [&](const auto& e) { return !present.contains(e.first); });
+  return changed;
 }
 
 }  // namespace qm::api::nodeapi

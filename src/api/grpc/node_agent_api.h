@@ -11,10 +11,12 @@
 // audit record. Denials are recorded by the audit log.
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -47,7 +49,25 @@ struct NodeAgentApiOptions {
   // its lastHeartbeatTime at most this often: heartbeats of thousands of nodes cost memory
   // updates, not database writes.
   std::chrono::seconds heartbeat_write_interval{60};
+  // The node monitor (StartNodeMonitor): an agent's node without a heartbeat for this long
+  // becomes Ready=Unknown with the node.kubernetes.io/unreachable taints (--node-monitor-grace-
+  // period).
+  std::chrono::milliseconds node_monitor_grace_period{40000};
 };
+
+// The taint key of a node whose agent stopped heartbeating (Kubernetes' node lifecycle
+// controller uses the same key, effects NoSchedule and NoExecute).
+inline constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
+// The Ready condition's reasons: posted by an agent (which makes the node monitored), and set
+// by the node monitor when the agent went quiet.
+inline constexpr char kAgentReadyReason[] = "AgentReady";
+inline constexpr char kNodeStatusUnknownReason[] = "NodeStatusUnknown";
+// Device health (ReportHealth): an unhealthy device gets a DeviceTaintRule named
+// unhealthy.<driver>.<pool>.<device>, labelled with its node, tainting it with this key, the
+// reason as the value, NoExecute for reasons that make it unusable and NoSchedule otherwise;
+// the rule goes when the device reports healthy (or unknown) again.
+inline constexpr char kUnhealthyTaint[] = "quartermaster.io/unhealthy";
+inline constexpr char kHealthNodeLabel[] = "quartermaster.io/unhealthy-node";
 
 // Node annotation and condition the agent API maintains.
 inline constexpr char kAgentLabelsAnnotation[] = "quartermaster.io/agent-labels";
@@ -81,6 +101,18 @@ class NodeAgentApi {
   absl::StatusOr<std::shared_ptr<AssignmentFeed>> WatchAssignments(
       const Caller& caller, const v1::WatchAssignmentsRequest& request);
 
+  // Node lifecycle, as Kubernetes' node lifecycle controller: a node is monitored once an agent
+  // posted its Ready condition (reason AgentReady; nodes made by hand through REST never are).
+  // One without a heartbeat (or Register) for node_monitor_grace_period, counted from when this
+  // server first saw it if it has not heard from it since it started, gets Ready=Unknown
+  // (NodeStatusUnknown) and the taints node.kubernetes.io/unreachable NoSchedule and NoExecute
+  // (timeAdded now; the scheduler evicts pods that do not tolerate it). Once it heartbeats again
+  // the taints go (Heartbeat sets Ready=True). Returns how many nodes it changed.
+  absl::StatusOr<int> MonitorNodesOnce();
+  // Runs MonitorNodesOnce every grace period / 4 (between 100 ms and 5 s) until destruction.
+  void StartNodeMonitor();
+  ~NodeAgentApi();
+
  private:
   // The node name must be valid and, for a node identity, its own: PermissionDenied otherwise.
   absl::Status CheckNode(const Caller& caller, const std::string& node);
@@ -96,6 +128,12 @@ class NodeAgentApi {
   absl::Status UpdatePodConditions(const Caller& caller, const std::string& node,
                                    const std::string& namespace_,
                                    const std::vector<std::string>& pods);
+  // Makes this node's health DeviceTaintRules for `driver` match `unhealthy` (pool/device ->
+  // {pool, device}) with `reasons` (pool/device -> reason): creates, updates and deletes rules.
+  absl::Status SyncHealthTaints(
+      const std::string& node, const std::string& driver,
+      const std::map<std::string, std::pair<std::string, std::string>>& unhealthy,
+      const std::map<std::string, std::string>& reasons);
   // Sets the Node's Ready condition to True with lastHeartbeatTime now.
   absl::Status WriteReady(const Caller& caller, const std::string& node);
 
@@ -110,6 +148,13 @@ class NodeAgentApi {
   std::mutex mu_;
   // When each node's Ready condition was last written by a heartbeat.
   std::map<std::string, std::chrono::steady_clock::time_point> ready_written_ ABSL_GUARDED_BY(mu_);
+  // When each node was last heard from (Register, Heartbeat), or first seen by the monitor.
+  std::map<std::string, std::chrono::system_clock::time_point> last_heard_ ABSL_GUARDED_BY(mu_);
+  void NoteHeard(const std::string& node);
+
+  std::condition_variable monitor_wake_;
+  bool monitor_stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread monitor_;
 };
 
 }  // namespace qm::api::nodeapi

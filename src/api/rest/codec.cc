@@ -1,6 +1,7 @@
 #include "api/rest/codec.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace qm::api {
 namespace {
@@ -222,6 +223,42 @@ void DefaultContainers(json* containers) {
   }
 }
 
+std::atomic<int64_t> default_toleration_seconds{300};
+
+// DefaultTolerationSeconds admission: a pod that does not already tolerate
+// node.kubernetes.io/not-ready (unreachable) NoExecute gets a toleration for it with
+// tolerationSeconds, so that its node's lifecycle taints evict it only after that long.
+// Idempotent, so an update of a pod that has them changes nothing.
+void DefaultPodTolerations(json& spec) {
+  json* tolerations = Find(spec, {"tolerations"});
+  if (tolerations != nullptr && !tolerations->is_null() && !tolerations->is_array()) return;
+  auto tolerated = [&](const std::string& key) {
+    if (tolerations == nullptr || tolerations->is_null()) return false;
+    for (const auto& t : *tolerations) {
+      if (!t.is_object()) continue;
+      const std::string k = t.value("key", "");
+      const std::string effect = t.value("effect", "");
+      const std::string op = t.value("operator", "");
+      if ((k == key || (k.empty() && op == "Exists")) &&
+          (effect.empty() || effect == "NoExecute")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
+    if (tolerated(key)) continue;
+    if (tolerations == nullptr || tolerations->is_null()) {
+      spec["tolerations"] = json::array();
+      tolerations = &spec["tolerations"];
+    }
+    tolerations->push_back({{"key", key},
+                            {"operator", "Exists"},
+                            {"effect", "NoExecute"},
+                            {"tolerationSeconds", default_toleration_seconds.load()}});
+  }
+}
+
 // The defaults the apiserver applies to a pod (pkg/apis/core/v1/defaults.go and priority
 // admission) that clients and the scheduler read: policies, scheduler name, grace period,
 // priority and the Pending phase.
@@ -245,6 +282,7 @@ void DefaultPod(json& obj) {
   }
   DefaultContainers(Find(spec, {"containers"}));
   DefaultContainers(Find(spec, {"initContainers"}));
+  DefaultPodTolerations(spec);
   // Priority admission resolves priorityClassName; without a class the priority is 0.
   if (!spec.contains("priority") && !spec.contains("priorityClassName")) spec["priority"] = 0;
   json& status = obj["status"];
@@ -309,6 +347,8 @@ absl::Status DecodeStringMap(const json& meta, const char* field,
 }
 
 }  // namespace
+
+void SetDefaultTolerationSeconds(int64_t seconds) { default_toleration_seconds.store(seconds); }
 
 json ToHub(const model::ResourceType& type, const std::string& version, json obj,
            const Clock& clock) {

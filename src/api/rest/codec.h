@@ -21,6 +21,12 @@ namespace qm::api {
 nlohmann::json ToHub(const model::ResourceType& type, const std::string& version,
                      nlohmann::json obj, const Clock& clock);
 
+// tolerationSeconds of the node.kubernetes.io/not-ready and node.kubernetes.io/unreachable
+// NoExecute tolerations that pod defaulting adds to pods without them, as Kubernetes'
+// DefaultTolerationSeconds admission does (--default-unreachable-toleration-seconds; 300).
+// Process-wide: set once at start, before requests are served.
+void SetDefaultTolerationSeconds(int64_t seconds);
+
 // Converts a hub object to `version` (the inverse of ToHub, without defaulting).
 nlohmann::json FromHub(const model::ResourceType& type, const std::string& version,
                        nlohmann::json obj);

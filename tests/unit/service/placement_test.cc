@@ -166,5 +166,30 @@ TEST_F(PlacementTest, ManyNodesInParallelAgreeWithOneWorker) {
   EXPECT_EQ(a.node, "n1007");  // 7 of 8 in use: one left, taking it leaves zero free
 }
 
+// Kubernetes' taint eviction: an untolerated NoExecute taint evicts at once; a tolerated one
+// after the smallest matching tolerationSeconds, counted from timeAdded; without tolerationSeconds
+// never. NoSchedule taints never evict.
+TEST(NodeEvictionReasonTest, FollowsTolerationSeconds) {
+  const auto t0 = std::chrono::system_clock::time_point(std::chrono::seconds(1'000'000));
+  const NodeTaint unreachable{"node.kubernetes.io/unreachable", "", "NoExecute", t0};
+  const NodeTaint no_schedule{"node.kubernetes.io/unreachable", "", "NoSchedule", std::nullopt};
+  EXPECT_EQ(NodeEvictionReason({}, {no_schedule}, t0), "");
+  EXPECT_THAT(NodeEvictionReason({}, {unreachable}, t0), HasSubstr("untolerated taint"));
+  PodToleration five{"node.kubernetes.io/unreachable", "Exists", "", "NoExecute", 5};
+  PodToleration three{"", "Exists", "", "", 3};
+  PodToleration forever{"node.kubernetes.io/unreachable", "Exists", "", "NoExecute", std::nullopt};
+  EXPECT_EQ(NodeEvictionReason({five}, {unreachable}, t0 + std::chrono::seconds(4)), "");
+  EXPECT_THAT(NodeEvictionReason({five}, {unreachable}, t0 + std::chrono::seconds(5)),
+              HasSubstr("for 5s"));
+  EXPECT_THAT(NodeEvictionReason({five, three}, {unreachable}, t0 + std::chrono::seconds(3)),
+              HasSubstr("for 3s"));
+  EXPECT_THAT(NodeEvictionReason({forever, five}, {unreachable}, t0 + std::chrono::seconds(6)),
+              HasSubstr("for 5s"));
+  EXPECT_EQ(NodeEvictionReason({forever}, {unreachable}, t0 + std::chrono::hours(100)), "");
+  // A toleration of another key does not count.
+  PodToleration other{"node.kubernetes.io/not-ready", "Exists", "", "NoExecute", std::nullopt};
+  EXPECT_THAT(NodeEvictionReason({other}, {unreachable}, t0), HasSubstr("untolerated"));
+}
+
 }  // namespace
 }  // namespace qm::service

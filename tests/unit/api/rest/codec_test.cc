@@ -559,6 +559,38 @@ TEST_F(CodecTest, PodIsDefaultedAsByTheApiserver) {
   EXPECT_FALSE(spec["containers"][1].contains("resources"));
 }
 
+// DefaultTolerationSeconds admission: not-ready and unreachable NoExecute, 300 s, unless the pod
+// already tolerates them; applying the defaults again adds nothing.
+TEST_F(CodecTest, PodGetsTheDefaultNodeLifecycleTolerations) {
+  json hub = ToHub(CoreType("Pod"), "v1", J(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","namespace":"default"},
+      "spec":{"containers":[{"name":"a","image":"busybox"}],
+        "tolerations":[{"key":"node.kubernetes.io/unreachable","operator":"Exists",
+                        "effect":"NoExecute","tolerationSeconds":5}]}})"),
+                   clock_);
+  EXPECT_EQ(hub["spec"]["tolerations"], J(R"([
+      {"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute",
+       "tolerationSeconds":5},
+      {"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute",
+       "tolerationSeconds":300}])"));
+  EXPECT_EQ(ToHub(CoreType("Pod"), "v1", hub, clock_)["spec"]["tolerations"],
+            hub["spec"]["tolerations"]);
+  // A toleration of every taint covers both.
+  json all = ToHub(CoreType("Pod"), "v1", J(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","namespace":"default"},
+      "spec":{"containers":[{"name":"a","image":"busybox"}],
+        "tolerations":[{"operator":"Exists"}]}})"),
+                   clock_);
+  EXPECT_EQ(all["spec"]["tolerations"], J(R"([{"operator":"Exists"}])"));
+  SetDefaultTolerationSeconds(7);
+  json seven = ToHub(CoreType("Pod"), "v1", J(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"p","namespace":"default"},
+      "spec":{"containers":[{"name":"a","image":"busybox"}]}})"),
+                     clock_);
+  SetDefaultTolerationSeconds(300);
+  EXPECT_EQ(seven["spec"]["tolerations"][1]["tolerationSeconds"], 7);
+}
+
 TEST_F(CodecTest, PodDefaultsKeepWhatTheClientSet) {
   json hub = ToHub(CoreType("Pod"), "v1", J(R"({"metadata":{"name":"p"},
       "spec":{"restartPolicy":"Never","schedulerName":"qm","priorityClassName":"high",
