@@ -208,7 +208,9 @@ int main(int argc, char** argv) {
   }
   // Scheduler and claim controllers: every replica runs them; the store's device ledger keeps
   // concurrent decisions consistent.
-  qm::service::Scheduler scheduler(**store, hub, clock, ids);
+  qm::service::SchedulerOptions scheduler_options;
+  scheduler_options.default_toleration_seconds = options->default_unreachable_toleration_seconds;
+  qm::service::Scheduler scheduler(**store, hub, clock, ids, scheduler_options);
   if (options->scheduler) scheduler.Start();
   auto& pool = (*store)->pool();
   qm::api::Metrics metrics([&pool] { return static_cast<double>(pool.InUse()); },

@@ -1176,7 +1176,17 @@ class Scheduler::PassRun {
       if (pod.node_name.empty() || pod.deleting || pod.terminal) continue;
       auto it = tainted.find(pod.node_name);
       if (it == tainted.end()) continue;
-      const PodPlacementSpec spec = PlacementSpecOf(At(*pod.body, "spec"), pod.obj.meta);
+      PodPlacementSpec spec = PlacementSpecOf(At(*pod.body, "spec"), pod.obj.meta);
+      for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
+        const NodeTaint probe{key, "", "NoExecute", std::nullopt};
+        const bool mentioned =
+            std::any_of(spec.tolerations.begin(), spec.tolerations.end(),
+                        [&](const PodToleration& t) { return ToleratesNodeTaint(t, probe); });
+        if (!mentioned) {
+          spec.tolerations.push_back(
+              {key, "Exists", "", "NoExecute", options_.default_toleration_seconds});
+        }
+      }
       std::string reason = NodeEvictionReason(spec.tolerations, it->second->taints, now_tp_);
       if (reason.empty()) continue;
       pod.deleting = true;

@@ -56,6 +56,10 @@ struct SchedulerOptions {
   // podMaxBackoffSeconds); 0 retries on the next relevant change.
   std::chrono::milliseconds initial_backoff{1000};
   std::chrono::milliseconds max_backoff{10000};
+  // A pod whose own tolerations do not mention node.kubernetes.io/not-ready or unreachable
+  // (NoExecute) tolerates them this long, as if DefaultTolerationSeconds had added them
+  // (--default-unreachable-toleration-seconds; pod defaulting adds them to pods that list none).
+  int64_t default_toleration_seconds = 300;
 };
 
 struct PassStats {

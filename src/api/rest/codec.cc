@@ -225,38 +225,26 @@ void DefaultContainers(json* containers) {
 
 std::atomic<int64_t> default_toleration_seconds{300};
 
-// DefaultTolerationSeconds admission: a pod that does not already tolerate
-// node.kubernetes.io/not-ready (unreachable) NoExecute gets a toleration for it with
-// tolerationSeconds, so that its node's lifecycle taints evict it only after that long.
-// Idempotent, so an update of a pod that has them changes nothing.
+// DefaultTolerationSeconds admission: a pod that lists no tolerations gets the
+// node.kubernetes.io/not-ready and unreachable NoExecute tolerations with tolerationSeconds, so
+// that its node's lifecycle taints evict it only after that long. A pod that lists tolerations
+// is left as it is (Kubernetes would append to its list): `kubectl apply` of it then stays
+// idempotent, and the scheduler gives it the same grace when its list does not mention those
+// taints (Scheduler's default_toleration_seconds). Idempotent.
 void DefaultPodTolerations(json& spec) {
   json* tolerations = Find(spec, {"tolerations"});
-  if (tolerations != nullptr && !tolerations->is_null() && !tolerations->is_array()) return;
-  auto tolerated = [&](const std::string& key) {
-    if (tolerations == nullptr || tolerations->is_null()) return false;
-    for (const auto& t : *tolerations) {
-      if (!t.is_object()) continue;
-      const std::string k = t.value("key", "");
-      const std::string effect = t.value("effect", "");
-      const std::string op = t.value("operator", "");
-      if ((k == key || (k.empty() && op == "Exists")) &&
-          (effect.empty() || effect == "NoExecute")) {
-        return true;
-      }
-    }
-    return false;
-  };
-  for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
-    if (tolerated(key)) continue;
-    if (tolerations == nullptr || tolerations->is_null()) {
-      spec["tolerations"] = json::array();
-      tolerations = &spec["tolerations"];
-    }
-    tolerations->push_back({{"key", key},
-                            {"operator", "Exists"},
-                            {"effect", "NoExecute"},
-                            {"tolerationSeconds", default_toleration_seconds.load()}});
+  if (tolerations != nullptr && !tolerations->is_null() &&
+      (!tolerations->is_array() || !tolerations->empty())) {
+    return;
   }
+  json added = json::array();
+  for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
+    added.push_back({{"key", key},
+                     {"operator", "Exists"},
+                     {"effect", "NoExecute"},
+                     {"tolerationSeconds", default_toleration_seconds.load()}});
+  }
+  spec["tolerations"] = std::move(added);
 }
 
 // The defaults the apiserver applies to a pod (pkg/apis/core/v1/defaults.go and priority

@@ -386,6 +386,62 @@ TEST_F(SchedulerTest, NoExecuteDeviceTaintsEvictUntoleratedPods) {
   EXPECT_TRUE(Body(kClaims, "tolerant")["status"].contains("allocation"));
 }
 
+// The node lifecycle's NoExecute taint (node.kubernetes.io/unreachable) evicts the pods on the
+// node that tolerate it for tolerationSeconds once that has passed since timeAdded (the default
+// 300 s for pods whose tolerations do not mention it), and never those that tolerate it without
+// a limit. (Untolerated taints evicting at once: NodeEvictionReasonTest.)
+TEST_F(SchedulerTest, NoExecuteNodeTaintsEvictAfterTolerationSeconds) {
+  Node("node-a", 4);
+  auto tolerate = [](std::optional<int> seconds) {
+    json t = {
+        {"key", "node.kubernetes.io/unreachable"}, {"operator", "Exists"}, {"effect", "NoExecute"}};
+    if (seconds.has_value()) t["tolerationSeconds"] = *seconds;
+    return json::array({t});
+  };
+  for (const char* name : {"plain", "short", "forever", "other"}) {
+    Put(kClaims, "default", name, ClaimSpec());
+  }
+  Pod("plain", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "plain"}}}}});
+  Pod("short", {{"tolerations", tolerate(5)},
+                {"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "short"}}}}});
+  Pod("forever", {{"tolerations", tolerate(std::nullopt)},
+                  {"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "forever"}}}}});
+  // Tolerations of other taints only: the default (300 s) applies, as if admission had added it.
+  Pod("other", {{"tolerations", {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}}},
+                {"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "other"}}}}});
+  EXPECT_EQ(Run().bound, 4);
+
+  auto node = store_.Get(model::ResourceKey{"nodes", "", "node-a"});
+  ASSERT_TRUE(node.ok());
+  model::Object tainted = *node;
+  tainted.body = json({{"spec",
+                        {{"taints",
+                          {{{"key", "node.kubernetes.io/unreachable"},
+                            {"effect", "NoExecute"},
+                            {"timeAdded", FormatRfc3339(clock_.Now())}}}}}}})
+                     .dump();
+  ASSERT_TRUE(store_.Update(tainted, 0).ok());
+  // "plain" lists no tolerations: the default 300 s applies to it too.
+  EXPECT_EQ(Run().evicted, 0);
+  clock_.Advance(std::chrono::seconds(4));
+  EXPECT_EQ(Run().evicted, 0);
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().evicted, 1);
+  EXPECT_TRUE(Body("pods", "short").is_null());
+  EXPECT_FALSE(Body("pods", "plain").is_null());
+  EXPECT_FALSE(Body("pods", "other").is_null());
+  clock_.Advance(std::chrono::hours(1));
+  EXPECT_EQ(Run().evicted, 2);
+  EXPECT_TRUE(Body("pods", "plain").is_null());
+  EXPECT_TRUE(Body("pods", "other").is_null());
+  EXPECT_FALSE(Body("pods", "forever").is_null());
+  Run();
+  // The evicted pods' claims are released.
+  EXPECT_FALSE(Body(kClaims, "plain")["status"].contains("allocation"));
+  EXPECT_FALSE(Body(kClaims, "short")["status"].contains("allocation"));
+  EXPECT_TRUE(Body(kClaims, "forever")["status"].contains("allocation"));
+}
+
 TEST_F(SchedulerTest, TheLoopSchedulesOnChangesByItself) {
   Node("node-a", 1);
   scheduler_->Start();
