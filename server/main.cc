@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "api/rest/http_server.h"
 #include "api/rest/metrics.h"
 #include "api/rest/request_gate.h"
+#include "api/rest/static_files.h"
 #include "api/rest/rest_api.h"
 #include "auth/authenticator.h"
 #include "auth/pki.h"
@@ -296,7 +298,28 @@ int main(int argc, char** argv) {
   qm::service::AuditLog audit(**store, std::chrono::seconds(options->audit_retention_seconds));
   audit.Start();
 
+  // The web UI: an explicit --web-root must load; the default is used when it was built.
+  std::unique_ptr<const qm::api::StaticFiles> web_files;
+  if (options->web_root != "none") {
+    const bool explicit_root = !options->web_root.empty();
+    std::string root = options->web_root;
+    if (!explicit_root) {
+      std::error_code ec;
+      auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+      if (!ec) root = (exe.parent_path().parent_path() / "web").string();
+    }
+    auto loaded = qm::api::StaticFiles::Load(root);
+    if (loaded.ok()) {
+      web_files = std::move(*loaded);
+      spdlog::info("serving the web UI from {} ({} files)", root, web_files->file_count());
+    } else if (explicit_root) {
+      return Fail("web UI", loaded.status());
+    } else {
+      spdlog::info("no web UI: {} (build it with scripts/build.sh)", root);
+    }
+  }
   qm::api::HttpServer server(api, **store, metrics, authenticator, &gate, http_options);
+  if (web_files != nullptr) server.SetStaticFiles(web_files.get());
   server.SetAuditLog(&audit);
   qm::store::pg::PgStore& pg_store = **store;
   qm::api::nodeapi::GrpcServer* grpc_server_ptr = nullptr;

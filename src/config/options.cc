@@ -151,6 +151,11 @@ const std::vector<Setting>& Settings() {
          o.token_auth_file = v;
          return absl::OkStatus();
        }},
+      {"web-root", "directory of the web UI's built files, served at / (none: no UI)",
+       [](ServerOptions& o, const std::string& v) {
+         o.web_root = v;
+         return absl::OkStatus();
+       }},
       {"audit-retention", "how long audit records are kept: <n>d, <n>h, <n>m or 0 (forever)",
        [](ServerOptions& o, const std::string& v) {
          int64_t n = 0;
@@ -288,6 +293,7 @@ std::string ServerHelp() {
       {"advertise-address", "(none)"},
       {"insecure-http", "false"},
       {"token-auth-file", "(none)"},
+      {"web-root", "(../web next to the binary)"},
       {"audit-retention", "30d"},
       {"node-monitor-grace-period", "40s"},
       {"default-unreachable-toleration-seconds",

@@ -32,6 +32,10 @@ struct ServerOptions {
   bool insecure_http = false;
   // Kubernetes' static token CSV (token,user,uid,"group1,group2").
   std::string token_auth_file;
+  // The web UI's built files (scripts/build.sh), served at `/`. Empty: the `web` directory next
+  // to the binary's directory (build/web for build/server/quartermaster) when it has an
+  // index.html; "none": no UI.
+  std::string web_root;
   // How long audit records are kept (0: forever).
   int64_t audit_retention_seconds = 30LL * 24 * 3600;
   int max_requests_inflight = 400;

@@ -321,6 +321,8 @@ std::vector<model::PolicyRule> ViewRules() {
     it->resources.push_back(type.plural);
     if (type.has_status) it->resources.push_back(type.plural + "/status");
   }
+  // The device-match preview (api/rest/admin_api.h) shows only devices and claims view reads.
+  rules.push_back(Rule({"create"}, {"admin.quartermaster.io"}, {"devicematchreviews"}));
   return rules;
 }
 

@@ -29,6 +29,7 @@
 #include "api/rest/metrics.h"
 #include "api/rest/request_gate.h"
 #include "api/rest/request_target.h"
+#include "api/rest/static_files.h"
 #include "api/rest/status.h"
 #include "common/utf8.h"
 #include "service/audit_log.h"
@@ -180,6 +181,11 @@ class HttpServer::Impl {
   const auth::Authenticator& authn() const { return authn_; }
   const RequestGate* gate() const { return gate_; }
   void set_audit(service::AuditLog* log) { audit_ = log; }
+  void set_static_files(const StaticFiles* files) { static_files_ = files; }
+  // The web UI's file for `req`, or nullopt when the request is for the API.
+  std::optional<HttpResponse> ServeStatic(const HttpRequest& req) const {
+    return static_files_ == nullptr ? std::nullopt : static_files_->Serve(req);
+  }
   // Queues the record of a denied request.
   void AuditDenied(const HttpRequest& req, int code) {
     if (audit_ != nullptr) audit_->Record(AuditRecordFor(req, code));
@@ -227,6 +233,7 @@ class HttpServer::Impl {
   const auth::Authenticator& authn_;
   const RequestGate* const gate_;
   service::AuditLog* audit_ = nullptr;
+  const StaticFiles* static_files_ = nullptr;
   const HttpServerOptions options_;
   asio::io_context ioc_;
   ssl::context ssl_ctx_;
@@ -530,6 +537,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return Write(StatusResponse(503, "ServiceUnavailable", "too many open connections"), false,
                    req.request_id);
     }
+    // The web UI's files are public and held in memory: answered here, without a credential.
+    if (auto file = srv_.ServeStatic(req)) {
+      srv_.Observe(req, file->code, started_);
+      return Write(std::move(*file), keep_alive, req.request_id);
+    }
 
     creds.client_certificate = peer_;
     creds.untrusted_client_certificate = untrusted_cert_;
@@ -746,6 +758,11 @@ absl::Status HttpServer::Impl::Start() {
       // one: the authenticator answers 401 (as kube-apiserver does), and tokens still work.
       ssl_ctx_.set_verify_mode(ssl::verify_peer);
       ssl_ctx_.set_verify_callback([](bool, ssl::verify_context&) { return true; });
+      // Clients that resume TLS sessions (browsers) need a session id context when peers are
+      // verified; without one OpenSSL fails every resumed handshake with an internal error.
+      static constexpr unsigned char kSessionContext[] = "quartermaster";
+      SSL_CTX_set_session_id_context(ssl_ctx_.native_handle(), kSessionContext,
+                                     sizeof(kSessionContext) - 1);
     }
   }
 
@@ -943,6 +960,8 @@ void HttpServer::Shutdown() { impl_->Shutdown(); }
 int HttpServer::port() const { return impl_->port(); }
 
 void HttpServer::SetAuditLog(service::AuditLog* log) { impl_->set_audit(log); }
+
+void HttpServer::SetStaticFiles(const StaticFiles* files) { impl_->set_static_files(files); }
 
 size_t HttpServer::connection_count() const { return impl_->connection_count(); }
 

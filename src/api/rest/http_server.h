@@ -18,6 +18,7 @@ namespace qm::api {
 
 class Metrics;
 class RequestGate;
+class StaticFiles;
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1:8080";  // port 0 picks a free one
@@ -48,7 +49,8 @@ struct HttpServerOptions {
 // The HTTP/1.1 front door on Boost.Beast: TLS, authentication (client certificates and bearer
 // tokens through `authenticator`), limits, and routing of health, metrics and everything else
 // to RestApi; watches stream with chunked encoding. Anonymous callers reach only /healthz,
-// /livez, /readyz and /version; everything else answers 401 without credentials. A 500 never
+// /livez, /readyz, /version and the web UI's files (SetStaticFiles); everything else answers 401
+// without credentials. A 500 never
 // carries internal error text: the body names the request id under which the error was logged.
 // Malformed framing (conflicting or duplicate Content-Length, Transfer-Encoding with
 // Content-Length, bad chunk sizes, chunk trailers) is a 400 and closes the connection.
@@ -65,6 +67,9 @@ class HttpServer {
   // Records denied requests (401/403) through `log` and commits each change with its audit
   // record; serves the audit trail's read API (audit_api.h). Call before Start; not owned.
   void SetAuditLog(service::AuditLog* log);
+  // Serves the web UI's files at `/` (static_files.h) without a credential; API paths are
+  // unaffected. Call before Start; not owned.
+  void SetStaticFiles(const StaticFiles* files);
 
   // Binds and starts serving. InvalidArgument for a bad address or unreadable TLS files,
   // Unavailable when the port cannot be bound.

@@ -1,5 +1,6 @@
 #include "api/rest/rest_api.h"
 
+#include "api/rest/admin_api.h"
 #include "api/rest/auth_endpoints.h"
 
 #include <algorithm>
@@ -502,6 +503,7 @@ HttpResponse RestApi::Handle(const HttpRequest& req) {
     return Handle(as_json);
   }
   if (auth_endpoints_ != nullptr && AuthEndpoints::Serves(p)) return auth_endpoints_->Handle(req);
+  if (IsAdminApiPath(p)) return HandleAdminApi(objects_, req);
   if (req.method == "GET") {
     if (p == "/version" || p == "/version/") return JsonResponse(200, VersionInfo());
     if (p == "/api" || p == "/apis") {

@@ -14,12 +14,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
 
 #include "api/rest/metrics.h"
+#include "api/rest/static_files.h"
 #include "common/id_generator.h"
 #include "store/memory_store.h"
 
@@ -188,7 +191,7 @@ std::string Get(const std::string& path, bool auth = true) {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void StartServer(HttpServerOptions options) {
+  void StartServer(HttpServerOptions options, const StaticFiles* files = nullptr) {
     hub_ = std::make_unique<service::WatchHub>(store_, service::WatchHubOptions{});
     hub_->Start();
     objects_ = std::make_unique<service::ObjectService>(store_, clock_, ids_, hub_.get());
@@ -200,6 +203,7 @@ class HttpServerTest : public ::testing::Test {
                                                         std::vector<auth::TokenVerifier>{});
     options.address = "127.0.0.1:0";
     server_ = std::make_unique<HttpServer>(*api_, store_, metrics_, *authn_, nullptr, options);
+    if (files != nullptr) server_->SetStaticFiles(files);
     ASSERT_TRUE(server_->Start().ok());
   }
 
@@ -219,6 +223,7 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<service::ObjectService> objects_;
   std::unique_ptr<RestApi> api_;
   std::unique_ptr<auth::UnionAuthenticator> authn_;
+  std::unique_ptr<const StaticFiles> server_files_;  // outlives server_
   std::unique_ptr<HttpServer> server_;
 };
 
@@ -239,6 +244,36 @@ TEST_F(HttpServerTest, AnonymousReachesOnlyHealthAndVersion) {
     EXPECT_EQ(status["reason"], "Unauthorized");
     EXPECT_EQ(status["code"], 401);
   }
+}
+
+TEST_F(HttpServerTest, WebUiFilesNeedNoCredentialAndApiPathsStillDo) {
+  const std::string root = ::testing::TempDir() + "/qm_http_web_ui";
+  std::filesystem::create_directories(root + "/assets");
+  std::ofstream(root + "/index.html") << "<!doctype html><title>ui</title>";
+  std::ofstream(root + "/assets/app.js") << "console.log(1)";
+  auto files = StaticFiles::Load(root);
+  ASSERT_TRUE(files.ok()) << files.status();
+  server_files_ = std::move(*files);
+  HttpServerOptions options;
+  options.address = "127.0.0.1:0";
+  StartServer(options, server_files_.get());
+  for (const char* path : {"/", "/inventory/gpu-node-a", "/assets/app.js"}) {
+    RawClient c(port());
+    c.Send(Get(path, false));
+    std::string r = c.ReadResponse();
+    EXPECT_EQ(Code(r), 200) << path;
+    EXPECT_NE(r.find(std::string(path) == "/assets/app.js" ? "text/javascript" : "text/html"),
+              std::string::npos)
+        << r;
+  }
+  for (const char* path : {"/api", "/apis/resource.k8s.io/v1/deviceclasses", "/metrics"}) {
+    RawClient c(port());
+    c.Send(Get(path, false));
+    EXPECT_EQ(Code(c.ReadResponse()), 401) << path;
+  }
+  RawClient api(port());
+  api.Send(Get("/apis/resource.k8s.io/v1/deviceclasses"));
+  EXPECT_EQ(Code(api.ReadResponse()), 200);
 }
 
 TEST_F(HttpServerTest, BadTokensAreUnauthorizedAndGoodOnesPass) {
