@@ -158,11 +158,13 @@ class Connection {
     return ReadResponse(out);
   }
 
-  // Starts a watch: sends the request and reads the response head.
-  void StartStream(const std::string& path) {
+  // Starts a watch: sends the request and reads the response head; returns its status code
+  // (anything but 200 leaves the body unread: drop the connection).
+  int StartStream(const std::string& path) {
     Send(Head("GET", path) + "\r\n");
     std::string head;
     ReadHead(&head);
+    return std::atoi(head.c_str() + 9);
   }
 
   // Reads the next chunk of a chunked stream; false at the end.

@@ -5,11 +5,29 @@
 //   fault_load setup  CONN --nodes N --devices D
 //       namespace `faults`, device class `fault-gpu`, N nodes with one slice of D devices each
 //       (existing objects are kept, so it can run again).
+//   fault_load setup  ... --probe-devices N
+//       also device class `fault-probe` and node `fault-probe-node` with N devices of its own,
+//       for `probe` (the load's class never selects them).
 //   fault_load load   CONN --journal FILE --prefix P [--seconds S] [--concurrency C]
+//                     [--keep-going 1]
 //       C clients create ResourceClaims (one device of fault-gpu) and pods that use them, and
 //       delete some of their earlier pairs, until S seconds pass or the server goes away. Each
 //       write is journalled as acknowledged (2xx, with the uid), refused (4xx) or unknown (no
-//       answer: the server died while it was in flight).
+//       answer, or a 5xx: the server died, or its database went away, while it was in flight).
+//       With --keep-going 1 the clients carry on through 5xx answers and lost connections
+//       (the server stays up while its database is away) until S seconds pass. Prints the
+//       count of each status code, lost connections and the slowest answer.
+//   fault_load probe  CONN --journal FILE --prefix P [--timeout S]
+//       Creates a claim of `fault-probe` and a pod using it (new names after each 5xx or lost
+//       connection) and waits until the pod is bound. Prints the milliseconds to the first
+//       acknowledged write and to the binding; exits 1 after S seconds (30) without them.
+//   fault_load watch  CONN --database-url URL --stop-file F [--drop-one 1]
+//       Watches claims and pods in `faults` from a list, as a client-go reflector does: it
+//       resumes from the last resourceVersion when the stream ends, lists again after 410
+//       Gone. Once F exists it lists again and checks that the state it built from the events
+//       equals that list, and that every change in the change log (SQL) since the watch began
+//       was delivered in order, except those a 410 and relist replaced. Prints one line per
+//       resource; exits 1 on a mismatch. --drop-one ignores one event: the check must fail.
 //   fault_load verify CONN --database-url URL [--settle S] JOURNAL...
 //       Checks, after a restart: every acknowledged create is there with its uid unless its
 //       delete was acknowledged; every acknowledged delete is gone; nothing exists that was
@@ -25,10 +43,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -50,6 +71,9 @@ using qm::bench::Die;
 constexpr char kNamespace[] = "faults";
 constexpr char kClass[] = "fault-gpu";
 constexpr char kDriver[] = "faults.example.com";
+constexpr char kProbeClass[] = "fault-probe";
+constexpr char kProbeDriver[] = "probe.faults.example.com";
+constexpr char kProbeNode[] = "fault-probe-node";
 const std::string kClaims = "/apis/resource.k8s.io/v1/namespaces/faults/resourceclaims";
 const std::string kPods = "/api/v1/namespaces/faults/pods";
 
@@ -124,6 +148,29 @@ int Setup(const Args& a) {
               {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
               {"devices", devs}}}});
   }
+  if (const int probe = Flag(a, "--probe-devices", 0); probe > 0) {
+    Create(c, "/apis/resource.k8s.io/v1/deviceclasses",
+           {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "DeviceClass"},
+            {"metadata", {{"name", kProbeClass}}},
+            {"spec",
+             {{"selectors",
+               {{{"cel",
+                  {{"expression", std::string("device.driver == '") + kProbeDriver + "'"}}}}}}}}});
+    Create(c, "/api/v1/nodes",
+           {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kProbeNode}}}});
+    json devs = json::array();
+    for (int d = 0; d < probe; ++d) devs.push_back({{"name", "probe-" + std::to_string(d)}});
+    Create(c, "/apis/resource.k8s.io/v1/resourceslices",
+           {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceSlice"},
+            {"metadata", {{"name", kProbeNode}}},
+            {"spec",
+             {{"driver", kProbeDriver},
+              {"nodeName", kProbeNode},
+              {"pool", {{"name", kProbeNode}, {"generation", 1}, {"resourceSliceCount", 1}}},
+              {"devices", devs}}}});
+  }
   std::printf("setup: %d nodes x %d devices\n", nodes, devices);
   return 0;
 }
@@ -150,105 +197,248 @@ class Journal {
   std::FILE* f_;
 };
 
-// One write; journals its outcome. False when the server is gone (the client stops).
-bool Write(Connection& c, Journal& j, const std::string& op, const std::string& kind,
-           const std::string& name, const std::string& method, const std::string& path,
-           const std::string& body, bool* acked) {
+// What the clients saw, for the summary line: answers by status code, lost connections and the
+// slowest answer (a request that hangs while the database is away shows here).
+class Tally {
+ public:
+  void Answer(int code, std::chrono::steady_clock::duration took) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++codes_[code];
+    Slowest(took);
+  }
+  void Lost(std::chrono::steady_clock::duration took) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++lost_;
+    Slowest(took);
+  }
+  std::string Summary() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out = "codes";
+    for (const auto& [code, n] : codes_)
+      out += " " + std::to_string(code) + "=" + std::to_string(n);
+    return out + ", lost connections " + std::to_string(lost_) + ", slowest answer " +
+           std::to_string(slowest_ms_) + " ms";
+  }
+
+ private:
+  void Slowest(std::chrono::steady_clock::duration took) {
+    slowest_ms_ = std::max<int64_t>(
+        slowest_ms_, std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+  }
+  std::mutex mu_;
+  std::map<int, int> codes_;
+  int lost_ = 0;
+  int64_t slowest_ms_ = 0;
+};
+
+// How a write went, for the client that made it.
+enum class Outcome { kAcked, kRefused, kFailed, kConnectionLost };
+
+// One write; journals its outcome (and the uid of what it acknowledged in *uid).
+Outcome Write(Connection& c, Journal& j, Tally& tally, const std::string& op,
+              const std::string& kind, const std::string& name, const std::string& method,
+              const std::string& path, const std::string& body, std::string* uid = nullptr) {
   std::string out;
-  *acked = false;
   int code;
+  const auto started = std::chrono::steady_clock::now();
   try {
     code = c.Request(method, path, body, &out);
   } catch (const ConnectionLost&) {
+    tally.Lost(std::chrono::steady_clock::now() - started);
     j.Add("unknown", op, kind, name, "");
-    return false;
+    return Outcome::kConnectionLost;
   }
+  tally.Answer(code, std::chrono::steady_clock::now() - started);
   if (code >= 200 && code < 300) {
     json r = json::parse(out, nullptr, false);
-    std::string uid = r.is_object() && r.contains("metadata") && r["metadata"].contains("uid")
-                          ? r["metadata"]["uid"].get<std::string>()
-                          : "";
+    std::string id = r.is_object() && r.contains("metadata") && r["metadata"].contains("uid")
+                         ? r["metadata"]["uid"].get<std::string>()
+                         : "";
     if (op == "delete" && r.is_object() && r.value("kind", "") == "Status") {
-      uid = r.contains("details") ? r["details"].value("uid", "") : "";
+      id = r.contains("details") ? r["details"].value("uid", "") : "";
     }
-    j.Add("ack", op, kind, name, uid);
-    *acked = true;
-    return true;
+    j.Add("ack", op, kind, name, id);
+    if (uid != nullptr) *uid = id;
+    return Outcome::kAcked;
   }
-  if (code >= 500) {  // the server is going away (or failed): not acknowledged
+  if (code >= 500) {  // the server is going away, or its database is: not acknowledged
     j.Add("unknown", op, kind, name, "");
-    return code != 503;
+    return Outcome::kFailed;
   }
   j.Add("refused", op, kind, name, std::to_string(code));
-  return true;
+  return Outcome::kRefused;
+}
+
+json ClaimBody(const std::string& name, const char* device_class) {
+  return {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", kNamespace}}},
+      {"spec",
+       {{"devices",
+         {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", device_class}}}}}}}}}}};
+}
+
+json PodBody(const std::string& name, const std::string& claim) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", kNamespace}}},
+          {"spec",
+           {{"containers", {{{"name", "c"}, {"image", "busybox"}}}},
+            {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", claim}}}}}}};
 }
 
 int Load(const Args& a) {
   Journal journal(Need(a, "--journal"));
   const std::string prefix = Need(a, "--prefix");
   const int seconds = Flag(a, "--seconds", 10), clients = Flag(a, "--concurrency", 8);
+  const bool keep_going = Flag(a, "--keep-going", 0) != 0;
   ClientConfig cfg = a.conn;
   cfg.throw_on_io_error = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  std::atomic<int> next{0}, writes{0};
+  std::atomic<int> next{0}, writes{0}, acked_writes{0};
+  Tally tally;
   std::vector<std::thread> threads;
   for (int t = 0; t < clients; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(static_cast<unsigned>(t * 7919 + seconds));
       std::vector<int> mine;  // pairs whose claim and pod were both acknowledged
-      try {
-        Connection c(cfg);
+      std::unique_ptr<Connection> c;
+      // (Re)connects; without --keep-going a server that is gone ends the client.
+      auto connect = [&]() -> bool {
+        c.reset();
         while (std::chrono::steady_clock::now() < deadline) {
-          const int i = next++;
-          const std::string claim = prefix + "-c-" + std::to_string(i);
-          const std::string pod = prefix + "-p-" + std::to_string(i);
-          json cb = {{"apiVersion", "resource.k8s.io/v1"},
-                     {"kind", "ResourceClaim"},
-                     {"metadata", {{"name", claim}, {"namespace", kNamespace}}},
-                     {"spec",
-                      {{"devices",
-                        {{"requests",
-                          {{{"name", "gpu"}, {"exactly", {{"deviceClassName", kClass}}}}}}}}}}};
-          bool acked = false;
-          ++writes;
-          if (!Write(c, journal, "create", "claim", claim, "POST", kClaims, cb.dump(), &acked)) {
-            return;
-          }
-          if (!acked) continue;
-          json pb = {{"apiVersion", "v1"},
-                     {"kind", "Pod"},
-                     {"metadata", {{"name", pod}, {"namespace", kNamespace}}},
-                     {"spec",
-                      {{"containers", {{{"name", "c"}, {"image", "busybox"}}}},
-                       {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", claim}}}}}}};
-          ++writes;
-          if (!Write(c, journal, "create", "pod", pod, "POST", kPods, pb.dump(), &acked)) return;
-          if (acked) mine.push_back(i);
-          // Delete an earlier pair now and then, so devices are released and reused.
-          if (mine.size() > 2 && rng() % 3 == 0) {
-            const size_t k = rng() % (mine.size() - 1);
-            const std::string n = std::to_string(mine[k]);
-            mine.erase(mine.begin() + static_cast<long>(k));
-            ++writes;
-            if (!Write(c, journal, "delete", "pod", prefix + "-p-" + n, "DELETE",
-                       kPods + "/" + prefix + "-p-" + n, "", &acked)) {
-              return;
-            }
-            ++writes;
-            if (!Write(c, journal, "delete", "claim", prefix + "-c-" + n, "DELETE",
-                       kClaims + "/" + prefix + "-c-" + n, "", &acked)) {
-              return;
-            }
+          try {
+            c = std::make_unique<Connection>(cfg);
+            return true;
+          } catch (const ConnectionLost&) {
+            if (!keep_going) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
           }
         }
-      } catch (const ConnectionLost&) {
-        // The connection itself failed: nothing was in flight.
+        return false;
+      };
+      // One write; nullopt when the client stops, else whether it was acknowledged.
+      auto write = [&](const std::string& op, const std::string& kind, const std::string& name,
+                       const std::string& method, const std::string& path,
+                       const std::string& body) -> std::optional<bool> {
+        ++writes;
+        switch (Write(*c, journal, tally, op, kind, name, method, path, body)) {
+          case Outcome::kAcked:
+            ++acked_writes;
+            return true;
+          case Outcome::kRefused:
+            return false;
+          case Outcome::kFailed:
+            if (!keep_going) return std::nullopt;
+            // The database is away: pause a little instead of spinning on 503s.
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            return false;
+          case Outcome::kConnectionLost:
+            if (!connect()) return std::nullopt;
+            return false;
+        }
+        return std::nullopt;
+      };
+      if (!connect()) return;
+      while (std::chrono::steady_clock::now() < deadline) {
+        const int i = next++;
+        const std::string claim = prefix + "-c-" + std::to_string(i);
+        const std::string pod = prefix + "-p-" + std::to_string(i);
+        auto acked =
+            write("create", "claim", claim, "POST", kClaims, ClaimBody(claim, kClass).dump());
+        if (!acked) return;
+        if (!*acked) continue;
+        acked = write("create", "pod", pod, "POST", kPods, PodBody(pod, claim).dump());
+        if (!acked) return;
+        if (*acked) mine.push_back(i);
+        // Delete an earlier pair now and then, so devices are released and reused.
+        if (mine.size() > 2 && rng() % 3 == 0) {
+          const size_t k = rng() % (mine.size() - 1);
+          const std::string n = std::to_string(mine[k]);
+          mine.erase(mine.begin() + static_cast<long>(k));
+          if (!write("delete", "pod", prefix + "-p-" + n, "DELETE",
+                     kPods + "/" + prefix + "-p-" + n, "")) {
+            return;
+          }
+          if (!write("delete", "claim", prefix + "-c-" + n, "DELETE",
+                     kClaims + "/" + prefix + "-c-" + n, "")) {
+            return;
+          }
+        }
       }
     });
   }
   for (auto& th : threads) th.join();
-  std::printf("load: %d writes attempted\n", writes.load());
+  std::printf("load: %d writes attempted, %d acknowledged; %s\n", writes.load(),
+              acked_writes.load(), tally.Summary().c_str());
   return 0;
+}
+
+// --- probe ------------------------------------------------------------------------------------
+
+int64_t MillisSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t0)
+      .count();
+}
+
+int Probe(const Args& a) {
+  Journal journal(Need(a, "--journal"));
+  const std::string prefix = Need(a, "--prefix");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + std::chrono::seconds(Flag(a, "--timeout", 30));
+  ClientConfig cfg = a.conn;
+  cfg.throw_on_io_error = true;
+  Tally tally;
+  std::unique_ptr<Connection> c;
+  int64_t acked_ms = -1;
+  for (int attempt = 0; std::chrono::steady_clock::now() < deadline; ++attempt) {
+    try {
+      if (c == nullptr) c = std::make_unique<Connection>(cfg);
+    } catch (const ConnectionLost&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    // New names for every attempt: a write without an answer may have happened.
+    const std::string claim = prefix + "-c-" + std::to_string(attempt);
+    const std::string pod = prefix + "-p-" + std::to_string(attempt);
+    Outcome o = Write(*c, journal, tally, "create", "claim", claim, "POST", kClaims,
+                      ClaimBody(claim, kProbeClass).dump());
+    if (o == Outcome::kAcked) {
+      if (acked_ms < 0) acked_ms = MillisSince(t0);
+      o = Write(*c, journal, tally, "create", "pod", pod, "POST", kPods,
+                PodBody(pod, claim).dump());
+    }
+    if (o == Outcome::kConnectionLost) c.reset();
+    if (o != Outcome::kAcked) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::string out;
+      int code = 0;
+      try {
+        code = c->Request("GET", kPods + "/" + pod, "", &out);
+      } catch (const ConnectionLost&) {
+        c = std::make_unique<Connection>(cfg);
+        continue;
+      }
+      if (code == 200 && !json::parse(out)["spec"].value("nodeName", "").empty()) {
+        std::printf(
+            "probe: first write acknowledged after %lld ms, pod bound after %lld ms (%d "
+            "attempts)\n",
+            static_cast<long long>(acked_ms), static_cast<long long>(MillisSince(t0)), attempt + 1);
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  std::printf(
+      "probe: FAILED: no pod bound within the timeout (first write acknowledged after "
+      "%lld ms); %s\n",
+      static_cast<long long>(acked_ms), tally.Summary().c_str());
+  return 1;
 }
 
 // --- verify -----------------------------------------------------------------------------------
@@ -414,13 +604,251 @@ int Verify(const Args& a) {
     }
   }
   if (undecided > 0) std::printf("UNDECIDED: %d pods after %d s\n", undecided, settle);
+  int bound = 0;
+  for (const auto& p : pods["items"]) bound += p["spec"].value("nodeName", "").empty() ? 0 : 1;
   std::printf(
-      "verify: acknowledged=%d claims=%zu pods=%zu allocated_devices=%zu lost=%d resurrected=%d "
-      "phantom=%d undecided=%d doubles=%d unreserved=%d ledger_mismatch=%d\n",
-      acked, claims["items"].size(), pods["items"].size(), holder.size(), lost, resurrected,
+      "verify: acknowledged=%d claims=%zu pods=%zu bound=%d allocated_devices=%zu lost=%d "
+      "resurrected=%d phantom=%d undecided=%d doubles=%d unreserved=%d ledger_mismatch=%d\n",
+      acked, claims["items"].size(), pods["items"].size(), bound, holder.size(), lost, resurrected,
       phantom, undecided, doubles, unreserved, ledger_mismatch);
   return lost + resurrected + phantom + undecided + doubles + unreserved + ledger_mismatch == 0 ? 0
                                                                                                 : 1;
+}
+
+// --- watch ----------------------------------------------------------------------------------
+
+// What one watch client saw, in order: its lists and the changes delivered after them.
+struct Seen {
+  struct Change {
+    int64_t rv;
+    std::string type, name, uid;
+  };
+  struct Snapshot {
+    int64_t rv;
+    std::map<std::string, std::pair<std::string, int64_t>> items;  // name -> uid, rv
+    size_t changes_before;  // changes.size() when the list was taken
+  };
+  std::mutex mu;
+  std::vector<Change> changes;
+  std::vector<Snapshot> lists;
+  // (after, through]: changes a 410 made the client skip, replaced by the list that followed.
+  std::vector<std::pair<int64_t, int64_t>> skipped;
+  int64_t progress = 0;  // everything up to here has been delivered (changes and bookmarks)
+  int relists = 0, resumes = 0, errors = 0, out_of_order = 0;
+};
+
+int64_t RvOf(const json& obj) {
+  return std::stoll(obj["metadata"].value("resourceVersion", std::string("0")));
+}
+
+// Follows `path` for ever, as a reflector does: list, watch from the list's resourceVersion,
+// resume from the last one seen when the stream ends or fails, list again after 410 Gone.
+// `drop_at` > 0 ignores that change (the negative control).
+void Follow(const ClientConfig& cfg, const std::string& path, Seen& seen, int drop_at) {
+  int64_t rv = 0;
+  bool need_list = true;
+  int delivered = 0;
+  for (;;) {
+    try {
+      Connection c(cfg);
+      if (need_list) {
+        std::string out;
+        if (c.Request("GET", path, "", &out) != 200) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        const json list = json::parse(out);
+        Seen::Snapshot snap{RvOf(list), {}, 0};
+        for (const auto& o : list["items"]) {
+          snap.items[o["metadata"]["name"]] = {o["metadata"]["uid"], RvOf(o)};
+        }
+        std::lock_guard<std::mutex> lock(seen.mu);
+        if (rv > 0) seen.skipped.emplace_back(rv, snap.rv);
+        snap.changes_before = seen.changes.size();
+        seen.progress = std::max(seen.progress, snap.rv);
+        rv = snap.rv;
+        seen.lists.push_back(std::move(snap));
+        need_list = false;
+      }
+      if (c.StartStream(path + "?watch=true&allowWatchBookmarks=true&resourceVersion=" +
+                        std::to_string(rv)) != 200) {
+        std::lock_guard<std::mutex> lock(seen.mu);
+        ++seen.errors;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      std::string chunk, buf;
+      bool ended = false;
+      while (!ended && c.NextChunk(&chunk)) {
+        buf += chunk;
+        for (size_t eol; !ended && (eol = buf.find('\n')) != std::string::npos;) {
+          const json ev = json::parse(buf.substr(0, eol));
+          buf.erase(0, eol + 1);
+          const std::string type = ev["type"];
+          std::lock_guard<std::mutex> lock(seen.mu);
+          if (type == "ERROR") {
+            ended = true;
+            if (ev["object"].value("code", 0) == 410) {
+              ++seen.relists;
+              need_list = true;
+            } else {
+              ++seen.errors;
+            }
+            continue;
+          }
+          const int64_t at = RvOf(ev["object"]);
+          if (type == "BOOKMARK") {
+            seen.progress = std::max(seen.progress, at);
+            rv = std::max(rv, at);
+            continue;
+          }
+          if (at <= rv) ++seen.out_of_order;
+          rv = at;
+          seen.progress = std::max(seen.progress, at);
+          if (++delivered == drop_at) continue;
+          seen.changes.push_back(
+              {at, type, ev["object"]["metadata"]["name"], ev["object"]["metadata"]["uid"]});
+        }
+      }
+      std::lock_guard<std::mutex> lock(seen.mu);
+      if (!need_list) ++seen.resumes;
+    } catch (const ConnectionLost&) {
+      {
+        std::lock_guard<std::mutex> lock(seen.mu);
+        ++seen.resumes;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+// The check once the faults are over: the state built from the changes equals a list, and
+// every change the change log holds was delivered (unless a 410 and a list replaced it).
+int CheckWatch(const ClientConfig& cfg, const std::string& db_url, const std::string& path,
+               const std::string& resource, const std::string& label, Seen& seen) {
+  json list;
+  int64_t at = 0;
+  for (int tries = 0;; ++tries) {
+    Connection c(cfg);
+    list = List(c, path);
+    at = RvOf(list);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard<std::mutex> lock(seen.mu);
+        if (seen.progress >= at) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::lock_guard<std::mutex> lock(seen.mu);
+    if (seen.progress < at) {
+      std::printf("WATCH %s: nothing delivered up to the list's resourceVersion %lld\n",
+                  label.c_str(), static_cast<long long>(at));
+      return 1;
+    }
+    if (seen.lists.back().rv <= at) break;
+    if (tries == 3) Die("the watch client keeps listing");  // relisted after our list: again
+  }
+  std::lock_guard<std::mutex> lock(seen.mu);
+  int mismatch = 0, missing = 0, unexpected = 0;
+  // The state at `at`, from the last list before it and the changes after that list.
+  const Seen::Snapshot& snap = seen.lists.back();
+  auto state = snap.items;
+  std::set<int64_t> delivered;
+  for (size_t i = 0; i < seen.changes.size(); ++i) {
+    const Seen::Change& ch = seen.changes[i];
+    delivered.insert(ch.rv);
+    if (i < snap.changes_before || ch.rv > at) continue;
+    if (ch.type == "DELETED") {
+      state.erase(ch.name);
+    } else {
+      state[ch.name] = {ch.uid, ch.rv};
+    }
+  }
+  std::map<std::string, std::pair<std::string, int64_t>> listed;
+  for (const auto& o : list["items"])
+    listed[o["metadata"]["name"]] = {o["metadata"]["uid"], RvOf(o)};
+  for (const auto& [name, v] : listed) {
+    auto it = state.find(name);
+    if (it == state.end() || it->second != v) {
+      std::printf(
+          "WATCH %s: %s is uid %s rv %lld in the list, %s in the watch's state\n", label.c_str(),
+          name.c_str(), v.first.c_str(), static_cast<long long>(v.second),
+          it == state.end() ? "missing" : ("rv " + std::to_string(it->second.second)).c_str());
+      ++mismatch;
+    }
+  }
+  for (const auto& [name, v] : state) {
+    if (!listed.count(name)) {
+      std::printf("WATCH %s: %s (rv %lld) is in the watch's state but not in the list\n",
+                  label.c_str(), name.c_str(), static_cast<long long>(v.second));
+      ++mismatch;
+    }
+  }
+  // Every change since the first list, from the change log itself.
+  const int64_t from = seen.lists.front().rv;
+  int64_t compacted = 0, logged = 0;
+  try {
+    pqxx::connection db(db_url);
+    pqxx::nontransaction tx(db);
+    compacted = tx.exec1("SELECT compacted_through FROM store_state")[0].as<int64_t>();
+    std::set<int64_t> in_log;
+    for (const auto& row : tx.exec_params(
+             "SELECT rv, name FROM change_log WHERE resource = $1 AND namespace = $2 AND rv > $3 "
+             "AND rv <= $4 ORDER BY rv",
+             resource, kNamespace, std::max(from, compacted), at)) {
+      const int64_t rv = row[0].as<int64_t>();
+      ++logged;
+      in_log.insert(rv);
+      bool replaced = false;
+      for (const auto& [after, through] : seen.skipped) replaced |= rv > after && rv <= through;
+      if (!replaced && !delivered.count(rv)) {
+        std::printf("WATCH %s: the change at rv %lld (%s) was never delivered\n", label.c_str(),
+                    static_cast<long long>(rv), row[1].c_str());
+        ++missing;
+      }
+    }
+    for (const Seen::Change& ch : seen.changes) {
+      if (ch.rv > std::max(from, compacted) && ch.rv <= at && !in_log.count(ch.rv)) {
+        std::printf("WATCH %s: delivered a change at rv %lld (%s) the change log does not hold\n",
+                    label.c_str(), static_cast<long long>(ch.rv), ch.name.c_str());
+        ++unexpected;
+      }
+    }
+  } catch (const std::exception& e) {
+    Die(std::string("reading the change log: ") + e.what());
+  }
+  std::printf(
+      "watch %s: changes=%zu (change log %lld since rv %lld) lists=%zu relists_after_410=%d "
+      "resumes=%d errors=%d out_of_order=%d missing=%d unexpected=%d state_mismatch=%d "
+      "(%zu objects at rv %lld)\n",
+      label.c_str(), seen.changes.size(), static_cast<long long>(logged),
+      static_cast<long long>(from), seen.lists.size(), seen.relists, seen.resumes, seen.errors,
+      seen.out_of_order, missing, unexpected, mismatch, listed.size(), static_cast<long long>(at));
+  return seen.out_of_order + missing + unexpected + mismatch == 0 ? 0 : 1;
+}
+
+int Watch(const Args& a) {
+  ClientConfig cfg = a.conn;
+  cfg.throw_on_io_error = true;
+  const std::string stop = Need(a, "--stop-file"), db_url = Need(a, "--database-url");
+  const int drop = Flag(a, "--drop-one", 0) != 0 ? 5 : 0;
+  struct Watched {
+    std::string path, resource, label;
+    Seen seen;
+  };
+  Watched watched[2] = {{kClaims, "resourceclaims.resource.k8s.io", "claims", {}},
+                        {kPods, "pods", "pods", {}}};
+  for (auto& w : watched) {
+    std::thread([&cfg, &w, drop] { Follow(cfg, w.path, w.seen, drop); }).detach();
+  }
+  std::printf("watch: started\n");
+  std::fflush(stdout);
+  while (!std::ifstream(stop)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int failed = 0;
+  for (auto& w : watched) failed |= CheckWatch(cfg, db_url, w.path, w.resource, w.label, w.seen);
+  std::fflush(stdout);
+  std::_Exit(failed);  // the followers are still reading their streams
 }
 
 }  // namespace
@@ -432,5 +860,7 @@ int main(int argc, char** argv) {
   if (mode == "setup") return Setup(a);
   if (mode == "load") return Load(a);
   if (mode == "verify") return Verify(a);
+  if (mode == "probe") return Probe(a);
+  if (mode == "watch") return Watch(a);
   Die("unknown mode " + mode);
 }

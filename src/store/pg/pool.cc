@@ -48,6 +48,17 @@ absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire() {
   }
 }
 
+void ConnectionPool::DropIdle() {
+  std::vector<std::unique_ptr<pqxx::connection>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ -= static_cast<int>(idle_.size());
+    dropped.swap(idle_);
+  }
+  available_.notify_all();
+  // `dropped` closes them here, outside the lock.
+}
+
 int ConnectionPool::InUse() {
   std::lock_guard<std::mutex> lock(mu_);
   return in_use_;

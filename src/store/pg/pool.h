@@ -45,6 +45,10 @@ class ConnectionPool {
   // reached.
   absl::StatusOr<Lease> Acquire();
 
+  // Closes every idle connection (a broken one suggests the others broke with it: the database
+  // restarted, or its connections were ended); the next Acquire opens fresh ones.
+  void DropIdle();
+
   int size() const { return size_; }
   // Connections currently leased out (for the pool-use metric).
   int InUse();
