@@ -12,6 +12,7 @@ packages=(
   libboost-dev libboost-system-dev libssl-dev openssl jq
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15
+  chromium
 
 )
 
@@ -22,7 +23,9 @@ for p in "${packages[@]}"; do
   fi
 done
 
-# Node.js may come from NodeSource (which bundles npm); only ask Debian for it when absent.
+# Node.js (the web UI's build, scripts/build.sh, and its browser tests) may come from NodeSource
+# (which bundles npm); only ask Debian for it when absent. Chromium (above) runs the browser tests
+# headless; playwright-core never downloads a browser of its own.
 if ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
 
 if [ ${#missing[@]} -eq 0 ]; then

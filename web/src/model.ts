@@ -1,0 +1,133 @@
+// Derived views over the live collections: devices from ResourceSlices, allocations from
+// ResourceClaims, readiness and pending reasons from nodes and pods.
+import { Json, K8sObject, attributeText } from './api';
+
+export interface DeviceRow {
+  id: string; // driver/pool/device
+  driver: string;
+  pool: string;
+  name: string;
+  node: string; // '' when not bound to one node
+  slice: string;
+  attributes: Record<string, Json>;
+  capacity: Record<string, { value: string }>;
+  taints: { key: string; value?: string; effect: string }[];
+  model: string;
+}
+
+export function deviceModel(attributes: Record<string, Json>, driver: string): string {
+  for (const k of ['productName', `${driver}/productName`, 'model', 'type']) {
+    if (attributes[k] !== undefined) return attributeText(attributes[k]);
+  }
+  return driver;
+}
+
+// Devices of the newest generation of every pool.
+export function devicesOf(slices: K8sObject[]): DeviceRow[] {
+  const newest = new Map<string, number>();
+  for (const s of slices) {
+    const key = `${s.spec?.driver}/${s.spec?.pool?.name}`;
+    newest.set(key, Math.max(newest.get(key) ?? 0, s.spec?.pool?.generation ?? 0));
+  }
+  const out: DeviceRow[] = [];
+  for (const s of slices) {
+    const spec = s.spec || {};
+    const pool = spec.pool?.name || '';
+    if ((spec.pool?.generation ?? 0) < (newest.get(`${spec.driver}/${pool}`) ?? 0)) continue;
+    for (const d of spec.devices || []) {
+      const attributes = d.attributes || {};
+      out.push({
+        id: `${spec.driver}/${pool}/${d.name}`,
+        driver: spec.driver,
+        pool,
+        name: d.name,
+        node: spec.perDeviceNodeSelection ? d.nodeName || '' : spec.nodeName || '',
+        slice: s.metadata.name,
+        attributes,
+        capacity: d.capacity || {},
+        taints: d.taints || [],
+        model: deviceModel(attributes, spec.driver),
+      });
+    }
+  }
+  return out;
+}
+
+export interface Holder {
+  claim: string; // namespace/name
+  request: string;
+  shareId?: string;
+  consumedCapacity?: Record<string, string>;
+}
+
+// driver/pool/device -> the claims holding it now.
+export function allocationsOf(claims: K8sObject[]): Map<string, Holder[]> {
+  const out = new Map<string, Holder[]>();
+  for (const c of claims) {
+    for (const r of c.status?.allocation?.devices?.results || []) {
+      if (r.adminAccess) continue;
+      const id = `${r.driver}/${r.pool}/${r.device}`;
+      const list = out.get(id) || [];
+      list.push({
+        claim: `${c.metadata.namespace}/${c.metadata.name}`,
+        request: r.request,
+        shareId: r.shareID,
+        consumedCapacity: r.consumedCapacity,
+      });
+      out.set(id, list);
+    }
+  }
+  return out;
+}
+
+export function nodeReady(node: K8sObject): 'True' | 'False' | 'Unknown' {
+  const c = (node.status?.conditions || []).find((x: Json) => x.type === 'Ready');
+  return c ? c.status : 'Unknown';
+}
+
+// The node an allocation is bound to (its node selector names one node), if any.
+export function allocationNode(claim: K8sObject, devices: Map<string, DeviceRow>): string {
+  const alloc = claim.status?.allocation;
+  if (!alloc) return '';
+  for (const term of alloc.nodeSelector?.nodeSelectorTerms || []) {
+    for (const f of term.matchFields || []) {
+      if (f.key === 'metadata.name' && f.values?.length === 1) return f.values[0];
+    }
+  }
+  for (const r of alloc.devices?.results || []) {
+    const d = devices.get(`${r.driver}/${r.pool}/${r.device}`);
+    if (d?.node) return d.node;
+  }
+  return '';
+}
+
+export interface PendingPod {
+  pod: K8sObject;
+  reason: string;
+  message: string;
+}
+
+export function pendingPods(pods: K8sObject[]): PendingPod[] {
+  const out: PendingPod[] = [];
+  for (const p of pods) {
+    if (p.spec?.nodeName) continue;
+    if (p.metadata && (p.metadata as Json).deletionTimestamp) continue;
+    const c = (p.status?.conditions || []).find((x: Json) => x.type === 'PodScheduled');
+    if (c && c.status === 'False') {
+      out.push({ pod: p, reason: c.reason || 'Unschedulable', message: c.message || '' });
+    } else if (!c) {
+      out.push({ pod: p, reason: 'NotYetScheduled', message: 'waiting for the scheduler' });
+    }
+  }
+  return out;
+}
+
+// The device classes a claim's requests name.
+export function classesOfClaim(claim: K8sObject): string[] {
+  const out = new Set<string>();
+  for (const r of claim.spec?.devices?.requests || []) {
+    if (r.exactly?.deviceClassName) out.add(r.exactly.deviceClassName);
+    for (const s of r.firstAvailable || []) if (s.deviceClassName) out.add(s.deviceClassName);
+  }
+  return Array.from(out);
+}

@@ -1,0 +1,209 @@
+// Live collections: one list + watch per API path, shared by every component that shows it.
+// Events are applied to a map and published at most every 100 ms, so a burst of changes
+// re-renders once; no polling. A watch the server ends is resumed from the last resourceVersion;
+// 410 Gone (too old) lists again.
+
+import { useEffect, useState, useSyncExternalStore } from 'react';
+import {
+  ApiError,
+  K8sObject,
+  errorText,
+  listAll,
+  objectKey,
+  paths,
+  request,
+  watch,
+} from './api';
+
+export interface CollectionState {
+  items: K8sObject[];
+  loaded: boolean;
+  error: string;
+  // Bumped on every published change (for effects that recompute from a collection).
+  version: number;
+}
+
+const PUBLISH_DELAY_MS = 100;
+// Browsers open at most 6 HTTP/1.1 connections to one server and every watch holds one, so a
+// collection nobody shows stops soon (the short delay survives a remount, not a page change).
+const IDLE_STOP_MS = 1_500;
+
+class Collection {
+  private readonly path: string;
+  private readonly objects = new Map<string, K8sObject>();
+  private readonly listeners = new Set<() => void>();
+  private state: CollectionState = { items: [], loaded: false, error: '', version: 0 };
+  private abort: AbortController | null = null;
+  private publishTimer: number | undefined;
+  private stopTimer: number | undefined;
+
+  constructor(path: string) {
+    this.path = path;
+  }
+
+  subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener);
+    window.clearTimeout(this.stopTimer);
+    if (!this.abort) this.start();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) {
+        this.stopTimer = window.setTimeout(() => this.stop(), IDLE_STOP_MS);
+      }
+    };
+  };
+
+  snapshot = (): CollectionState => this.state;
+
+  stop(): void {
+    this.abort?.abort();
+    this.abort = null;
+  }
+
+  private publish(now = false): void {
+    const run = () => {
+      this.publishTimer = undefined;
+      const items = Array.from(this.objects.values()).sort((a, b) =>
+        objectKey(a).localeCompare(objectKey(b)),
+      );
+      this.state = { ...this.state, items, version: this.state.version + 1 };
+      for (const l of this.listeners) l();
+    };
+    if (now) {
+      window.clearTimeout(this.publishTimer);
+      run();
+    } else if (this.publishTimer === undefined) {
+      this.publishTimer = window.setTimeout(run, PUBLISH_DELAY_MS);
+    }
+  }
+
+  private setError(error: string): void {
+    this.state = { ...this.state, error };
+    for (const l of this.listeners) l();
+  }
+
+  private async start(): Promise<void> {
+    const abort = new AbortController();
+    this.abort = abort;
+    let backoff = 500;
+    while (!abort.signal.aborted) {
+      try {
+        const list = await listAll(this.path, abort.signal);
+        this.objects.clear();
+        for (const o of list.items) this.objects.set(objectKey(o), o);
+        this.state = { ...this.state, loaded: true, error: '' };
+        this.publish(true);
+        let rv = list.resourceVersion;
+        let relist = false;
+        while (!abort.signal.aborted && !relist) {
+          await watch(
+            this.path,
+            rv,
+            (e) => {
+              if (e.type === 'ERROR') {
+                relist = true; // 410 Gone and friends: start over from a list
+                return;
+              }
+              const o = e.object as K8sObject;
+              if (o?.metadata?.resourceVersion) rv = o.metadata.resourceVersion;
+              if (e.type === 'BOOKMARK') return;
+              if (e.type === 'DELETED') this.objects.delete(objectKey(o));
+              else this.objects.set(objectKey(o), o);
+              this.publish();
+            },
+            abort.signal,
+          );
+          backoff = 500;
+        }
+      } catch (e) {
+        if (abort.signal.aborted) return;
+        if (e instanceof ApiError && e.code === 401) return; // signed out
+        this.setError(errorText(e));
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 10_000);
+      }
+    }
+  }
+}
+
+const collections = new Map<string, Collection>();
+
+function collection(path: string): Collection {
+  let c = collections.get(path);
+  if (!c) {
+    c = new Collection(path);
+    collections.set(path, c);
+  }
+  return c;
+}
+
+// The live contents of an API collection (e.g. paths.nodes).
+export function useCollection(path: string): CollectionState {
+  const c = collection(path);
+  return useSyncExternalStore(c.subscribe, c.snapshot);
+}
+
+// Stops every watch and forgets every object (sign-out).
+export function resetCollections(): void {
+  for (const c of collections.values()) c.stop();
+  collections.clear();
+  permissions.clear();
+}
+
+// --- Permissions (SelfSubjectAccessReview) -----------------------------------------------------
+
+export interface Permission {
+  allowed: boolean | undefined; // undefined while asking
+  reason: string;
+}
+
+const permissions = new Map<string, Promise<Permission>>();
+
+function describe(verb: string, resource: string, group: string, namespace?: string): string {
+  const what = group ? `${resource}.${group}` : resource;
+  return `${verb} ${what}${namespace ? ` in namespace ${namespace}` : ''}`;
+}
+
+export function checkPermission(
+  verb: string,
+  resource: string,
+  group: string,
+  namespace?: string,
+): Promise<Permission> {
+  const key = [verb, resource, group, namespace || ''].join('|');
+  let p = permissions.get(key);
+  if (!p) {
+    p = request(paths.accessReview, {
+      method: 'POST',
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        spec: { resourceAttributes: { verb, resource, group, namespace } },
+      },
+    }).then(
+      (r) => ({
+        allowed: !!r.status?.allowed,
+        reason: r.status?.allowed
+          ? ''
+          : `Read-only: your identity may not ${describe(verb, resource, group, namespace)}` +
+            (r.status?.reason ? ` (${r.status.reason})` : ' (RBAC denies it)'),
+      }),
+      (e) => ({ allowed: false, reason: `Could not check permissions: ${errorText(e)}` }),
+    );
+    permissions.set(key, p);
+  }
+  return p;
+}
+
+// Whether the signed-in identity may do `verb` on `resource` (asks the server once per session).
+export function useCan(verb: string, resource: string, group = '', namespace?: string): Permission {
+  const [perm, setPerm] = useState<Permission>({ allowed: undefined, reason: '' });
+  useEffect(() => {
+    let live = true;
+    checkPermission(verb, resource, group, namespace).then((p) => live && setPerm(p));
+    return () => {
+      live = false;
+    };
+  }, [verb, resource, group, namespace]);
+  return perm;
+}
