@@ -1,0 +1,313 @@
+// Browser tests of the web UI (run by run_ui_tests.sh, which starts the server): playwright-core
+// driving Debian's Chromium headless; kubectl checks what the UI changed. Every page is saved as
+// a screenshot under $QM_SHOTS. Waits poll with generous deadlines (a loaded 2-core machine).
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const env = process.env;
+const require = createRequire(path.join(env.QM_WEB_SRC, 'package.json'));
+const { chromium } = require('playwright-core');
+
+const URL = env.QM_URL;
+const SHOTS = env.QM_SHOTS;
+const TIMEOUT = 30_000;
+let failures = 0;
+let checks = 0;
+
+function kubectl(...args) {
+  return execFileSync('kubectl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+}
+
+// Polls `fn` until it returns a truthy value or the deadline passes; returns the last value.
+async function eventually(fn, ms = TIMEOUT) {
+  const deadline = Date.now() + ms;
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) return last;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+let page;
+
+async function step(name, fn) {
+  checks++;
+  const started = Date.now();
+  try {
+    await fn();
+    console.log(`ok:   ${name} (${Date.now() - started} ms)`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL: ${name}\n    ${String(e && e.stack ? e.stack : e).split('\n').slice(0, 6).join('\n    ')}`);
+    const file = `failure-${checks}.png`;
+    await page?.screenshot({ path: path.join(SHOTS, file), fullPage: true }).catch(() => {});
+    console.log(`    screenshot: ${path.join(SHOTS, file)}`);
+  }
+}
+
+function expect(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+async function shot(name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+async function signIn(token) {
+  await page.goto(URL + '/');
+  await page.getByLabel('Token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+async function nav(name) {
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true }).click();
+  await page.getByRole('heading', { level: 1, name }).waitFor({ timeout: TIMEOUT });
+}
+
+const browser = await chromium.launch({
+  executablePath: env.QM_CHROMIUM,
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+  // launch() gives Chromium a fresh, empty profile directory of its own each run.
+});
+const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
+context.setDefaultTimeout(TIMEOUT);
+page = await context.newPage();
+const consoleErrors = [];
+page.on('console', (m) => {
+  if (m.type() === 'error') consoleErrors.push(m.text());
+});
+page.on('requestfailed', (r) => {
+  // Watches are cancelled on purpose when a page is left or the user signs out.
+  if (!/watch=1/.test(r.url())) consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+});
+
+await step('a bad token is refused with a message on the form', async () => {
+  await signIn('not-a-real-token');
+  const alert = page.getByRole('alert');
+  await alert.filter({ hasText: '401' }).waitFor();
+  expect(await page.getByLabel('Token').isVisible(), 'the form is still shown');
+  expect((await page.evaluate(() => sessionStorage.length)) === 0, 'a refused token is not kept');
+  await shot('sign-in-error');
+});
+
+let firstRenderMs = 0;
+await step('sign in as admin: the overview counts the sample inventory', async () => {
+  await signIn(env.QM_ADMIN_TOKEN);
+  const t0 = Date.now();
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.getByTestId('count-devices').filter({ hasText: /^18$/ }).waitFor();
+  firstRenderMs = Date.now() - t0;
+  expect((await page.getByTestId('count-nodes').textContent()) === '3', 'three nodes');
+  expect((await page.evaluate(() => Object.keys(sessionStorage))).includes('quartermaster.token'),
+    'the token is kept in sessionStorage');
+  expect((await page.evaluate(() => localStorage.length)) === 0, 'nothing in localStorage');
+  await page.getByRole('rowheader', { name: 'NVIDIA H100 80GB HBM3' }).waitFor();
+  await shot('overview');
+});
+
+// The reload of a deep link goes through the server's index.html fallback and the stored token.
+await step('a reload of a page keeps the session (sessionStorage) and the route', async () => {
+  await page.goto(URL + '/inventory');
+  await page.getByRole('heading', { level: 1, name: 'Inventory' }).waitFor();
+});
+
+await step('device classes list with match and in-use counts', async () => {
+  await nav('Device classes');
+  await page.locator('[data-class="a100-80g"] [data-testid=matches]').filter({ hasText: '4 devices on 1 node' }).waitFor();
+  await page.locator('[data-class="gpu.nvidia.com"] [data-testid=matches]').filter({ hasText: '18 devices on 3 nodes' }).waitFor();
+  await shot('device-classes');
+});
+
+const typo = "device.driver == 'gpu.nvidia.com' &&\n  device.atributes['gpu.nvidia.com'].productName.contains('H100')";
+const fixed = "device.driver == 'gpu.nvidia.com' &&\n  device.attributes['gpu.nvidia.com'].productName.contains('H100')";
+await step('create a class: a CEL typo is shown at its position', async () => {
+  await page.getByRole('button', { name: 'Create device class' }).click();
+  await page.getByRole('heading', { name: 'New device class' }).waitFor();
+  await page.getByLabel('Name', { exact: true }).fill('ui-h100');
+  const editor = page.getByRole('textbox', { name: 'Selector 1' });
+  await editor.click();
+  await editor.fill(typo);
+  const error = page.getByTestId('selector-error');
+  await error.filter({ hasText: "Line 2, column 9: undefined field 'atributes'" }).waitFor();
+  // The editor marks the position itself: the character at line 2, column 9 is the '.'.
+  const marked = page.locator('.cm-lintRange-error');
+  await marked.first().waitFor();
+  expect((await marked.first().textContent()) === '.', `marked text: ${await marked.first().textContent()}`);
+  const describedBy = await editor.getAttribute('aria-describedby');
+  expect(describedBy && (await page.locator(`#${describedBy}`).textContent()).includes('atributes'),
+    'the error list describes the editor');
+  await shot('device-class-error');
+});
+
+await step('fix it: the preview shows the matching devices', async () => {
+  const editor = page.getByRole('textbox', { name: 'Selector 1' });
+  await editor.fill(fixed);
+  await page.getByTestId('preview-summary').filter({ hasText: 'Matches 8 devices on 1 node' }).waitFor();
+  const rows = page.getByTestId('preview-devices').locator('tbody tr');
+  expect((await rows.count()) === 8, `preview rows: ${await rows.count()}`);
+  const nodes = new Set(await rows.locator('td:first-child').allTextContents());
+  expect(nodes.size === 1 && nodes.has('gpu-node-c'), `preview nodes: ${[...nodes]}`);
+  expect((await page.getByTestId('selector-error').count()) === 0, 'the error is gone');
+  await shot('device-class-preview');
+});
+
+await step('save: kubectl get deviceclass shows it', async () => {
+  await page.getByRole('button', { name: 'Create', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: 'Device classes' }).waitFor();
+  await page.locator('[data-class="ui-h100"] [data-testid=matches]').filter({ hasText: '8 devices on 1 node' }).waitFor();
+  const expression = kubectl('get', 'deviceclass', 'ui-h100', '-o', 'jsonpath={.spec.selectors[0].cel.expression}');
+  expect(expression === fixed, `stored expression: ${expression}`);
+});
+
+await step('server-side validation errors appear next to the field', async () => {
+  await page.getByRole('button', { name: 'Create device class' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('Not_A_Valid_Name');
+  await page.getByRole('textbox', { name: 'Selector 1' }).fill('true');
+  await page.locator('#class-name-error').filter({ hasText: /lowercase|RFC 1123|DNS/i }).waitFor();
+  expect((await page.getByLabel('Name', { exact: true }).getAttribute('aria-invalid')) === 'true', 'name marked invalid');
+  await shot('device-class-invalid-name');
+});
+
+await step('cordon a node from Inventory: kubectl shows it unschedulable', async () => {
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'Cordon gpu-node-b' }).click();
+  await page.locator('tr[data-node="gpu-node-b"]').getByText('SchedulingDisabled').waitFor();
+  const unschedulable = await eventually(() => kubectl('get', 'node', 'gpu-node-b', '-o', 'jsonpath={.spec.unschedulable}') === 'true');
+  expect(unschedulable === true, 'kubectl shows spec.unschedulable=true');
+  const status = kubectl('get', 'node', 'gpu-node-b');
+  expect(/SchedulingDisabled/.test(status), `kubectl get node: ${status}`);
+  await page.getByRole('button', { name: 'gpu-node-b', exact: true }).click();
+  await page.getByRole('cell', { name: 'gpu-5' }).first().waitFor();
+  await shot('inventory');
+  await page.getByRole('button', { name: 'Uncordon gpu-node-b' }).click();
+  const back = await eventually(() => kubectl('get', 'node', 'gpu-node-b', '-o', 'jsonpath={.spec.unschedulable}') === '');
+  expect(back === true, 'uncordoned');
+});
+
+await step('seed pods applied with kubectl show up in Assignments, live', async () => {
+  await nav('Assignments');
+  await page.getByText('No claim is allocated.').waitFor();
+  for (const f of ['04-resourceclaim-v1beta1.yaml', '05-pod-shared-claim.yaml', '06-pod-shared-claim-rhel.yaml']) {
+    kubectl('apply', '-f', path.join(env.QM_SEEDS, f));
+  }
+  const allocated = await eventually(() =>
+    kubectl('get', 'resourceclaim', '-n', 'dra-test', 'gpu-claim', '-o', 'jsonpath={.status.reservedFor[*].name}').split(' ').length === 2);
+  expect(allocated === true, 'kubectl shows the claim reserved for both pods');
+  const t0 = Date.now();
+  const row = page.locator('tr[data-claim="dra-test/gpu-claim"]');
+  await row.getByText('shared by 2').waitFor();
+  console.log(`      Assignments showed the shared claim ${Date.now() - t0} ms after kubectl did`);
+  expect((await row.getByText('pod pod1', { exact: true }).count()) === 1, 'consumer pod1 listed');
+  expect((await row.getByText('pod pod1-rhel', { exact: true }).count()) === 1, 'pod1-rhel listed');
+  await shot('assignments');
+});
+
+function kubectlApply(manifest) {
+  return execFileSync('kubectl', ['apply', '-f', '-'], { input: manifest, encoding: 'utf8' }).trim();
+}
+
+await step('Pending shows an unschedulable pod with the scheduler explanation', async () => {
+  kubectlApply(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: too-many, namespace: dra-test}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {deviceClassName: a100-80g, allocationMode: ExactCount, count: 9}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: waits-for-gpus, namespace: dra-test}
+spec:
+  resourceClaims: [{name: gpus, resourceClaimName: too-many}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: gpus}]}
+`);
+  await nav('Pending');
+  const row = page.locator('tr', { hasText: 'waits-for-gpus' });
+  await row.getByText('Unschedulable').waitFor();
+  const text = await row.locator('td').last().textContent();
+  const reason = kubectl('get', 'pod', '-n', 'dra-test', 'waits-for-gpus', '-o',
+    'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}');
+  expect(text === reason, `UI: ${text}\nkubectl: ${reason}`);
+  await shot('pending');
+});
+
+await step('Quotas shows used against hard', async () => {
+  kubectlApply(`apiVersion: v1
+kind: ResourceQuota
+metadata: {name: gpus, namespace: dra-test}
+spec:
+  hard: {a100-80g.deviceclass.resource.k8s.io/devices: "4", count/resourceclaims.resource.k8s.io: "10"}
+`);
+  await nav('Quotas');
+  await page.getByRole('row', { name: /gpus/ }).getByText('a100-80g.deviceclass.resource.k8s.io/devices').waitFor();
+  await shot('quotas');
+});
+
+await step('Audit lists the changes made through the UI', async () => {
+  await nav('Audit');
+  await page.getByLabel('User').fill('admin');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await page.getByRole('cell', { name: 'deviceclasses' }).first().waitFor();
+  await shot('audit');
+  await nav('Overview');
+  await page.getByTestId('count-allocated').filter({ hasText: /^1$/ }).waitFor();
+  await shot('overview-after');
+});
+
+await step('sign out returns to the form and forgets the token', async () => {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('Token').waitFor();
+  expect((await page.evaluate(() => sessionStorage.length)) === 0, 'token removed');
+});
+
+await step('a view user sees everything and can edit nothing', async () => {
+  await signIn(env.QM_VIEW_TOKEN);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await nav('Device classes');
+  const create = page.getByRole('button', { name: 'Create device class' });
+  await page.getByRole('note').filter({ hasText: 'may not create deviceclasses.resource.k8s.io' }).waitFor();
+  expect(await create.isDisabled(), 'Create device class is disabled');
+  await page.locator('[data-class="ui-h100"] [data-testid=matches]').filter({ hasText: '8 devices' }).waitFor();
+  await page.getByRole('link', { name: 'ui-h100' }).click();
+  await page.getByTestId('preview-summary').filter({ hasText: 'Matches 8 devices' }).waitFor();
+  expect(await page.getByRole('button', { name: 'Save' }).isDisabled(), 'Save is disabled');
+  expect(await page.getByRole('button', { name: 'Delete' }).isDisabled(), 'Delete is disabled');
+  await shot('view-user-device-class');
+  await nav('Inventory');
+  await page.getByRole('note').filter({ hasText: 'may not patch nodes' }).waitFor();
+  expect(await page.getByRole('button', { name: 'Cordon gpu-node-a' }).isDisabled(), 'Cordon is disabled');
+  await shot('view-user-inventory');
+});
+
+await step('a 401 from the API returns to the form with a message', async () => {
+  kubectl('delete', 'serviceaccount', 'ui-viewer', '-n', 'default'); // invalidates its tokens
+  await nav('Audit').catch(() => {});
+  await page.getByLabel('Token').waitFor();
+  await page.getByRole('alert').filter({ hasText: '401' }).waitFor();
+  await shot('sign-in-after-401');
+});
+
+await browser.close();
+const unexpected = consoleErrors.filter((e) => !/401|403|Unauthorized|Forbidden|422/.test(e));
+if (unexpected.length) {
+  console.log(`FAIL: browser console errors:\n    ${unexpected.join('\n    ')}`);
+  failures++;
+}
+console.log(`first meaningful render of the overview after sign-in: ${firstRenderMs} ms`);
+console.log(`${checks - failures}/${checks} checks passed; screenshots in ${SHOTS}`);
+process.exit(failures ? 1 : 0);
