@@ -27,6 +27,7 @@
 #include "auth/authenticator.h"
 #include "auth/pki.h"
 #include "auth/service_account_token.h"
+#include "backup.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
 #include "common/logging.h"
@@ -156,6 +157,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "credential") {
     return MintCredential(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  if (!args.empty() && args[0] == "backup") {
+    return qm::BackupMain(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  if (!args.empty() && args[0] == "restore") {
+    return qm::RestoreMain(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the database fault tests (pg_restart.sh, conn_loss.sh, backup_restore.sh), on top of
 # tests/e2e/lib.sh: connection flags for fault_load, the embedded cluster driven as the server
 # drives it, and the checks every cycle makes.

@@ -601,8 +601,12 @@ EmbeddedPostgres::~EmbeddedPostgres() {
 }
 
 std::string EmbeddedPostgres::ConnectionUrl() const {
+  return ClientConnectionUrl() + " password=" + ConnInfoValue(password_);
+}
+
+std::string EmbeddedPostgres::ClientConnectionUrl() const {
   return "host=" + ConnInfoValue(cluster_dir_) + " port=" + std::to_string(kPort) +
-         " user=" + kUser + " dbname=postgres password=" + ConnInfoValue(password_);
+         " user=" + kUser + " dbname=postgres";
 }
 
 absl::Status EmbeddedPostgres::LocateCluster(int home_fd) {
@@ -768,6 +772,7 @@ absl::Status EmbeddedPostgres::StartServer() {
   if (Run({bin_dir_ + "/pg_ctl", "-D", cluster_dir_, "status"}, run_as_, true).exit_code == 0) {
     spdlog::info("reusing running embedded PostgreSQL in {}", cluster_dir_);
     running_ = true;
+    reused_ = true;
     // A process that crashed between rewriting pg_hba.conf and reloading it left the server on
     // its old rules; let it catch up.
     Run({bin_dir_ + "/pg_ctl", "-D", cluster_dir_, "reload"}, run_as_, true);

@@ -66,10 +66,21 @@ class EmbeddedPostgres {
   absl::Status Start();
   absl::Status Stop();
   bool running() const { return running_; }
+  // Whether Start() found the cluster already running (another quartermaster serves it).
+  bool reused() const { return reused_; }
+  // Leaves the cluster running and forgets it: the destructor no longer stops it. For a tool
+  // that reused the cluster of a running server.
+  void Release() { running_ = false; }
 
   // libpq connection string for the running cluster (valid after a successful Start()). It
   // contains the password: pass it to libpq only, never log it or put it in an error message.
   std::string ConnectionUrl() const;
+  // The same without the password, for PostgreSQL's client programs (pg_dump, pg_restore), which
+  // are given the password in their environment (PGPASSWORD), never on their command line.
+  std::string ClientConnectionUrl() const;
+  std::string password() const { return password_; }
+  // Where initdb, pg_ctl and the client programs of the cluster's version are (after Start()).
+  const std::string& bin_dir() const { return bin_dir_; }
 
   // Where the password is kept: `<data_dir>.password`.
   std::string password_file() const { return data_dir_ + ".password"; }
@@ -93,6 +104,7 @@ class EmbeddedPostgres {
   std::string run_as_;  // system user to run PostgreSQL as, empty for this process's user
   std::string password_;
   bool running_ = false;
+  bool reused_ = false;
 };
 
 }  // namespace qm::store::pg
