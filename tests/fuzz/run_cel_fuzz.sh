@@ -9,7 +9,7 @@ work=$(mktemp -d /tmp/qm-fuzz-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$src/src" "$src/tests/fuzz/cel_fuzz.cc" "$src"/src/cel/*.cc "$src/src/common/quantity.cc" \
-  "$src/src/common/semver.cc" -lre2 -labsl_strings -labsl_str_format_internal -labsl_status \
+  "$src/src/common/semver.cc" "$src/src/common/utf8.cc" -lre2 -labsl_strings -labsl_str_format_internal -labsl_status \
   -labsl_statusor -labsl_int128 -labsl_throw_delegate -labsl_time -labsl_time_zone -o "$work/cel_fuzz"
 mkdir -p "$work/corpus"
 # Seed corpus: real selectors.

@@ -51,7 +51,7 @@ build=$(cd "$build" && pwd)
 # certificates): a third of the compile time. Should a target come to need one of those, the
 # link fails and the build is retried with every file (and says so).
 transport=(api/rest/http_server.cc api/rest/metrics.cc)
-skipped=(service/scheduler.cc service/placement.cc allocator/allocator.cc allocator/inventory.cc
+skipped=(service/scheduler.cc service/placement.cc allocator/allocator.cc
   auth/pki.cc common/logging.cc)
 lib_sources() {  # $1: "all" to keep the skipped files too (never the transport)
   local dir f rel
