@@ -83,10 +83,10 @@ int Semver::Compare(const Semver& o) const {
     const std::string& b = o.prerelease_[i];
     bool an = AllDigits(a), bn = AllDigits(b);
     if (an && bn) {
-      uint64_t x = 0, y = 0;
-      absl::SimpleAtoi(a, &x);
-      absl::SimpleAtoi(b, &y);
-      if (int c = cmp(x, y)) return c;
+      // Numeric identifiers have no leading zeros: the longer one is larger, at any length
+      // (no overflow for identifiers past 2^64).
+      if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+      if (a != b) return a < b ? -1 : 1;
     } else if (an != bn) {
       return an ? -1 : 1;
     } else if (a != b) {

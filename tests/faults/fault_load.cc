@@ -5,18 +5,25 @@
 //   fault_load setup  CONN --nodes N --devices D
 //       namespace `faults`, device class `fault-gpu`, N nodes with one slice of D devices each
 //       (existing objects are kept, so it can run again).
+//   fault_load setup  ... --mixed 1
+//       also, per node, two consumable-capacity devices (allowMultipleAllocations, memory 80Gi;
+//       class `fault-shared`) and a partitionable GPU: a counter set (memory 80Gi, 7 slices) and
+//       11 partitions over it (7 x 1g/10Gi, 3 x 3g/40Gi, 1 x 7g/80Gi; class `fault-part`).
 //   fault_load setup  ... --probe-devices N
 //       also device class `fault-probe` and node `fault-probe-node` with N devices of its own,
 //       for `probe` (the load's class never selects them).
 //   fault_load load   CONN --journal FILE --prefix P [--seconds S] [--concurrency C]
-//                     [--keep-going 1]
+//                     [--keep-going 1] [--mixed 1] [--pods N]
 //       C clients create ResourceClaims (one device of fault-gpu) and pods that use them, and
 //       delete some of their earlier pairs, until S seconds pass or the server goes away. Each
 //       write is journalled as acknowledged (2xx, with the uid), refused (4xx) or unknown (no
 //       answer, or a 5xx: the server died, or its database went away, while it was in flight).
 //       With --keep-going 1 the clients carry on through 5xx answers and lost connections
-//       (the server stays up while its database is away) until S seconds pass. Prints the
-//       count of each status code, lost connections and the slowest answer.
+//       (the server stays up while its database is away) until S seconds pass. With --mixed 1
+//       a third of the claims ask for a whole fault-gpu device, a third for a share of 10, 20
+//       or 30Gi of a fault-shared device, a third for a fault-part partition. --pods N stops
+//       once N pods were acknowledged. Prints the count of each status code, lost connections
+//       and the slowest answer.
 //   fault_load probe  CONN --journal FILE --prefix P [--timeout S]
 //       Creates a claim of `fault-probe` and a pod using it (new names after each 5xx or lost
 //       connection) and waits until the pod is bound. Prints the milliseconds to the first
@@ -33,7 +40,10 @@
 //       delete was acknowledged; every acknowledged delete is gone; nothing exists that was
 //       never written; every pod is decided (bound, or Unschedulable) within S seconds (30);
 //       no device is allocated to two claims; a bound pod's claims are allocated and reserved
-//       for it; the device ledger (device_allocations) equals the claims' allocations.
+//       for it; the device ledger (device_allocations) equals the claims' allocations; the
+//       shares of a consumable-capacity device never consume more than its capacity, and the
+//       allocated partitions never more than their counter set (limits read from the slices;
+//       --control-divide-limits K divides them by K, the negative control that must fail).
 //       Prints one line of counts and exits 1 when any check failed.
 //
 // CONN is --url https://HOST:PORT --token-file F --ca-file F (bench/http_client.h).
@@ -41,6 +51,7 @@
 #include <pqxx/pqxx>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -74,6 +85,10 @@ constexpr char kDriver[] = "faults.example.com";
 constexpr char kProbeClass[] = "fault-probe";
 constexpr char kProbeDriver[] = "probe.faults.example.com";
 constexpr char kProbeNode[] = "fault-probe-node";
+constexpr char kSharedClass[] = "fault-shared";
+constexpr char kSharedDriver[] = "shared.faults.example.com";
+constexpr char kPartClass[] = "fault-part";
+constexpr char kPartDriver[] = "part.faults.example.com";
 const std::string kClaims = "/apis/resource.k8s.io/v1/namespaces/faults/resourceclaims";
 const std::string kPods = "/api/v1/namespaces/faults/pods";
 
@@ -120,6 +135,62 @@ void Create(Connection& c, const std::string& path, const json& obj) {
   if (code != 201 && code != 409) Die("POST " + path + ": " + std::to_string(code) + " " + out);
 }
 
+json ClassBody(const std::string& name, const std::string& driver) {
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "DeviceClass"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"selectors", {{{"cel", {{"expression", "device.driver == '" + driver + "'"}}}}}}}}};
+}
+
+json SliceBody(const std::string& name, const std::string& driver, const std::string& node,
+               int slices_in_pool, const std::string& key, const json& items) {
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"driver", driver},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", slices_in_pool}}},
+            {key, items}}}};
+}
+
+// Consumable-capacity and partitionable devices next to each node's whole devices.
+void SetupMixed(Connection& c, int nodes) {
+  Create(c, "/apis/resource.k8s.io/v1/deviceclasses", ClassBody(kSharedClass, kSharedDriver));
+  Create(c, "/apis/resource.k8s.io/v1/deviceclasses", ClassBody(kPartClass, kPartDriver));
+  const std::string slices = "/apis/resource.k8s.io/v1/resourceslices";
+  for (int n = 0; n < nodes; ++n) {
+    const std::string node = "fault-node-" + std::to_string(n);
+    json shared = json::array();
+    for (int d = 0; d < 2; ++d) {
+      shared.push_back({{"name", "share-" + std::to_string(d)},
+                        {"allowMultipleAllocations", true},
+                        {"capacity", {{"memory", {{"value", "80Gi"}}}}}});
+    }
+    Create(c, slices, SliceBody(node + "-shared", kSharedDriver, node, 1, "devices", shared));
+    json counter_set = {{"name", "gpu-0-cs"}};
+    counter_set["counters"] = {{"memory", {{"value", "80Gi"}}}, {"slices", {{"value", "7"}}}};
+    Create(c, slices,
+           SliceBody(node + "-counters", kPartDriver, node, 2, "sharedCounters",
+                     json::array({counter_set})));
+    json parts = json::array();
+    auto add = [&](const std::string& profile, int count, const char* memory, const char* slots) {
+      for (int i = 0; i < count; ++i) {
+        json counters = {{"memory", {{"value", memory}}}, {"slices", {{"value", slots}}}};
+        json consumption = {{"counterSet", "gpu-0-cs"}, {"counters", counters}};
+        json device = {{"name", profile + "-" + std::to_string(i)}};
+        device["consumesCounters"] = json::array({consumption});
+        parts.push_back(device);
+      }
+    };
+    add("1g", 7, "10Gi", "1");
+    add("3g", 3, "40Gi", "3");
+    add("7g", 1, "80Gi", "7");
+    Create(c, slices, SliceBody(node + "-partitions", kPartDriver, node, 2, "devices", parts));
+  }
+}
+
 int Setup(const Args& a) {
   Connection c(a.conn);
   const int nodes = Flag(a, "--nodes", 8), devices = Flag(a, "--devices", 4);
@@ -148,6 +219,7 @@ int Setup(const Args& a) {
               {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
               {"devices", devs}}}});
   }
+  if (Flag(a, "--mixed", 0) != 0) SetupMixed(c, nodes);
   if (const int probe = Flag(a, "--probe-devices", 0); probe > 0) {
     Create(c, "/apis/resource.k8s.io/v1/deviceclasses",
            {{"apiVersion", "resource.k8s.io/v1"},
@@ -269,14 +341,13 @@ Outcome Write(Connection& c, Journal& j, Tally& tally, const std::string& op,
   return Outcome::kRefused;
 }
 
-json ClaimBody(const std::string& name, const char* device_class) {
-  return {
-      {"apiVersion", "resource.k8s.io/v1"},
-      {"kind", "ResourceClaim"},
-      {"metadata", {{"name", name}, {"namespace", kNamespace}}},
-      {"spec",
-       {{"devices",
-         {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", device_class}}}}}}}}}}};
+json ClaimBody(const std::string& name, const char* device_class, const char* memory = nullptr) {
+  json exactly = {{"deviceClassName", device_class}};
+  if (memory != nullptr) exactly["capacity"] = {{"requests", {{"memory", memory}}}};
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaim"},
+          {"metadata", {{"name", name}, {"namespace", kNamespace}}},
+          {"spec", {{"devices", {{"requests", {{{"name", "gpu"}, {"exactly", exactly}}}}}}}}};
 }
 
 json PodBody(const std::string& name, const std::string& claim) {
@@ -293,6 +364,9 @@ int Load(const Args& a) {
   const std::string prefix = Need(a, "--prefix");
   const int seconds = Flag(a, "--seconds", 10), clients = Flag(a, "--concurrency", 8);
   const bool keep_going = Flag(a, "--keep-going", 0) != 0;
+  const bool mixed = Flag(a, "--mixed", 0) != 0;
+  const int pods_wanted = Flag(a, "--pods", 0);
+  std::atomic<int> pods_acked{0};
   ClientConfig cfg = a.conn;
   cfg.throw_on_io_error = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -341,17 +415,34 @@ int Load(const Args& a) {
         return std::nullopt;
       };
       if (!connect()) return;
-      while (std::chrono::steady_clock::now() < deadline) {
+      while (std::chrono::steady_clock::now() < deadline &&
+             (pods_wanted == 0 || pods_acked.load() < pods_wanted)) {
         const int i = next++;
         const std::string claim = prefix + "-c-" + std::to_string(i);
         const std::string pod = prefix + "-p-" + std::to_string(i);
-        auto acked =
-            write("create", "claim", claim, "POST", kClaims, ClaimBody(claim, kClass).dump());
+        json claim_body = ClaimBody(claim, kClass);
+        if (mixed) {
+          static constexpr const char* kShares[] = {"10Gi", "20Gi", "30Gi"};
+          switch (rng() % 3) {
+            case 1:
+              claim_body = ClaimBody(claim, kSharedClass, kShares[rng() % 3]);
+              break;
+            case 2:
+              claim_body = ClaimBody(claim, kPartClass);
+              break;
+            default:
+              break;
+          }
+        }
+        auto acked = write("create", "claim", claim, "POST", kClaims, claim_body.dump());
         if (!acked) return;
         if (!*acked) continue;
         acked = write("create", "pod", pod, "POST", kPods, PodBody(pod, claim).dump());
         if (!acked) return;
-        if (*acked) mine.push_back(i);
+        if (*acked) {
+          mine.push_back(i);
+          ++pods_acked;
+        }
         // Delete an earlier pair now and then, so devices are released and reused.
         if (mine.size() > 2 && rng() % 3 == 0) {
           const size_t k = rng() % (mine.size() - 1);
@@ -370,8 +461,8 @@ int Load(const Args& a) {
     });
   }
   for (auto& th : threads) th.join();
-  std::printf("load: %d writes attempted, %d acknowledged; %s\n", writes.load(),
-              acked_writes.load(), tally.Summary().c_str());
+  std::printf("load: %d writes attempted, %d acknowledged, %d pods acknowledged; %s\n",
+              writes.load(), acked_writes.load(), pods_acked.load(), tally.Summary().c_str());
   return 0;
 }
 
@@ -458,6 +549,59 @@ json List(Connection& c, const std::string& path) {
   return json::parse(out);
 }
 
+// The amount of a quantity the setup writes or the allocator reports ("80Gi", "7", "512Mi"),
+// in units (bytes for memory). Whole numbers with a binary or decimal suffix only.
+int64_t Amount(const std::string& q) {
+  size_t end = 0;
+  while (end < q.size() && std::isdigit(static_cast<unsigned char>(q[end]))) ++end;
+  if (end == 0) Die("unexpected quantity " + q);
+  const int64_t n = std::stoll(q.substr(0, end));
+  static const std::map<std::string, int64_t> kScale = {
+      {"", 1},           {"k", 1000},       {"M", 1000000},    {"G", 1000000000},
+      {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40}};
+  auto it = kScale.find(q.substr(end));
+  if (it == kScale.end()) Die("unexpected quantity " + q);
+  return n * it->second;
+}
+
+// What the slices say a device may give: consumable capacities (allowMultipleAllocations) and
+// the counters it consumes; and the counter sets' values.
+struct Limits {
+  std::map<Device, std::map<std::string, int64_t>> capacity;  // multi-allocatable devices only
+  // device -> [(counter set, counter, amount)]
+  std::map<Device, std::vector<std::tuple<std::string, std::string, int64_t>>> consumes;
+  // (driver, pool, counter set, counter) -> value
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, int64_t> counters;
+};
+
+Limits ReadLimits(const json& slices, int64_t divide) {
+  Limits l;
+  for (const auto& s : slices["items"]) {
+    const json& spec = s["spec"];
+    const std::string driver = spec["driver"], pool = spec["pool"]["name"];
+    for (const auto& set : spec.value("sharedCounters", json::array())) {
+      for (const auto& [name, c] : set["counters"].items()) {
+        l.counters[{driver, pool, set["name"], name}] = Amount(c["value"]) / divide;
+      }
+    }
+    for (const auto& d : spec.value("devices", json::array())) {
+      const Device dev{driver, pool, d["name"]};
+      if (d.value("allowMultipleAllocations", false)) {
+        const json capacity = d.value("capacity", json::object());
+        for (const auto& [name, c] : capacity.items()) {
+          l.capacity[dev][name] = Amount(c["value"]) / divide;
+        }
+      }
+      for (const auto& cc : d.value("consumesCounters", json::array())) {
+        for (const auto& [name, c] : cc["counters"].items()) {
+          l.consumes[dev].emplace_back(cc["counterSet"], name, Amount(c["value"]));
+        }
+      }
+    }
+  }
+  return l;
+}
+
 bool Decided(const json& pod) {
   if (!pod["spec"].value("nodeName", "").empty()) return true;
   for (const auto& c : pod.value("status", json::object()).value("conditions", json::array())) {
@@ -532,8 +676,16 @@ int Verify(const Args& a) {
       ++phantom;
     }
   }
-  // Devices: never two claims on one device; the ledger says exactly what the claims say.
+  // Devices: never two claims on one device (a multi-allocatable device: never two on one
+  // share), never more consumed than a capacity or a counter set holds; the ledger says
+  // exactly what the claims say.
+  const Limits limits = ReadLimits(List(c, "/apis/resource.k8s.io/v1/resourceslices"),
+                                   Flag(a, "--control-divide-limits", 1));
+  std::map<std::pair<Device, std::string>, int64_t> capacity_used;  // (device, capacity)
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, int64_t> counters_used;
+  int overcommits = 0;
   std::map<Device, std::string> holder;
+  std::set<std::pair<Device, std::string>> shares;  // (device, shareID) of multi-allocatable
   std::set<std::tuple<std::string, std::string, std::string, std::string>> from_claims;
   std::map<std::string, json> claim_by_name;
   for (const auto& o : claims["items"]) {
@@ -543,6 +695,28 @@ int Verify(const Args& a) {
     for (const auto& r : alloc["devices"].value("results", json::array())) {
       Device d{r["driver"], r["pool"], r["device"]};
       const std::string name = o["metadata"]["name"];
+      if (auto cap = limits.capacity.find(d); cap != limits.capacity.end()) {
+        if (!shares.emplace(d, r.value("shareID", "")).second) {
+          std::printf("DOUBLE: share %s of device %s/%s/%s handed out twice\n",
+                      r.value("shareID", "").c_str(), std::get<0>(d).c_str(),
+                      std::get<1>(d).c_str(), std::get<2>(d).c_str());
+          ++doubles;
+        }
+        // A share without consumedCapacity for a capacity consumes all of it (dra-api.md).
+        for (const auto& [cap_name, value] : cap->second) {
+          const json consumed = r.value("consumedCapacity", json::object());
+          capacity_used[{d, cap_name}] +=
+              consumed.contains(cap_name) ? Amount(consumed[cap_name]) : value;
+        }
+        from_claims.emplace(std::get<0>(d), std::get<1>(d), std::get<2>(d),
+                            o["metadata"]["uid"].get<std::string>());
+        continue;
+      }
+      if (auto used = limits.consumes.find(d); used != limits.consumes.end()) {
+        for (const auto& [set, counter, amount] : used->second) {
+          counters_used[{std::get<0>(d), std::get<1>(d), set, counter}] += amount;
+        }
+      }
       if (auto [it, fresh] = holder.emplace(d, name); !fresh) {
         std::printf("DOUBLE: device %s/%s/%s held by %s and %s\n", std::get<0>(d).c_str(),
                     std::get<1>(d).c_str(), std::get<2>(d).c_str(), it->second.c_str(),
@@ -551,6 +725,26 @@ int Verify(const Args& a) {
       }
       from_claims.emplace(std::get<0>(d), std::get<1>(d), std::get<2>(d),
                           o["metadata"]["uid"].get<std::string>());
+    }
+  }
+  for (const auto& [key, used] : capacity_used) {
+    const int64_t limit = limits.capacity.at(key.first).at(key.second);
+    if (used > limit) {
+      std::printf("OVERCOMMIT: device %s/%s/%s: %lld of capacity %s %lld consumed\n",
+                  std::get<0>(key.first).c_str(), std::get<1>(key.first).c_str(),
+                  std::get<2>(key.first).c_str(), static_cast<long long>(used), key.second.c_str(),
+                  static_cast<long long>(limit));
+      ++overcommits;
+    }
+  }
+  for (const auto& [key, used] : counters_used) {
+    auto limit = limits.counters.find(key);
+    if (limit == limits.counters.end() || used > limit->second) {
+      std::printf("OVERCOMMIT: counter set %s/%s/%s: %lld of counter %s %lld consumed\n",
+                  std::get<0>(key).c_str(), std::get<1>(key).c_str(), std::get<2>(key).c_str(),
+                  static_cast<long long>(used), std::get<3>(key).c_str(),
+                  static_cast<long long>(limit == limits.counters.end() ? 0 : limit->second));
+      ++overcommits;
     }
   }
   for (const auto& p : pods["items"]) {
@@ -608,11 +802,15 @@ int Verify(const Args& a) {
   for (const auto& p : pods["items"]) bound += p["spec"].value("nodeName", "").empty() ? 0 : 1;
   std::printf(
       "verify: acknowledged=%d claims=%zu pods=%zu bound=%d allocated_devices=%zu lost=%d "
-      "resurrected=%d phantom=%d undecided=%d doubles=%d unreserved=%d ledger_mismatch=%d\n",
-      acked, claims["items"].size(), pods["items"].size(), bound, holder.size(), lost, resurrected,
-      phantom, undecided, doubles, unreserved, ledger_mismatch);
-  return lost + resurrected + phantom + undecided + doubles + unreserved + ledger_mismatch == 0 ? 0
-                                                                                                : 1;
+      "resurrected=%d phantom=%d undecided=%d doubles=%d overcommits=%d unreserved=%d "
+      "ledger_mismatch=%d\n",
+      acked, claims["items"].size(), pods["items"].size(), bound, holder.size() + shares.size(),
+      lost, resurrected, phantom, undecided, doubles, overcommits, unreserved, ledger_mismatch);
+  return lost + resurrected + phantom + undecided + doubles + overcommits + unreserved +
+                     ledger_mismatch ==
+                 0
+             ? 0
+             : 1;
 }
 
 // --- watch ----------------------------------------------------------------------------------
