@@ -941,7 +941,10 @@ std::string Plural(int64_t n, const char* word) {
 }
 
 std::string Search::Explain() {
-  const std::string node = node_ != nullptr ? absl::StrCat("node ", node_->name) : "no node";
+  // Without a node, only devices that are not local to one (network-attached) are candidates.
+  const std::string node = node_ != nullptr ? absl::StrCat("node ", node_->name)
+                                            : std::string("the devices not local to a node");
+  const char* has = node_ != nullptr ? " has " : " have ";
   std::vector<std::string> parts;
   for (auto& cd : claims_) {
     for (auto& top : cd.requests) {
@@ -991,10 +994,10 @@ std::string Search::Explain() {
                                                  rq.cls->device_class.name);
         if (rq.all && matching == 0) {
           alt_reasons.push_back(absl::StrCat("request ", rq.name, ": needs ", need, " and ", node,
-                                             " has none matching"));
+                                             has, "none matching"));
         } else {
-          alt_reasons.push_back(absl::StrCat("request ", rq.name, ": needs ", need, ", ", node,
-                                             " has ", free, " matching free", detail));
+          alt_reasons.push_back(absl::StrCat("request ", rq.name, ": needs ", need, ", ", node, has,
+                                             free, " matching free", detail));
         }
       }
       if (fits) continue;

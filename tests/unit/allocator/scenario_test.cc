@@ -161,17 +161,15 @@ TEST_P(ScenarioTest, Holds) {
       }
     }
   } else if (want == "unschedulable") {
+    // The reason is what users read in PodScheduled and FailedScheduling: every scenario that
+    // does not fit says exactly which one it must give.
     ASSERT_EQ(outcome.kind, OutcomeKind::kUnschedulable);
-    EXPECT_FALSE(outcome.reason.empty());
-    if (expect.contains("reason")) {
-      EXPECT_NE(outcome.reason.find(expect["reason"].get<std::string>()), std::string::npos);
-    }
+    ASSERT_TRUE(expect.contains("reason")) << "an unschedulable scenario names its reason";
+    EXPECT_EQ(outcome.reason, expect["reason"].get<std::string>());
   } else if (want == "error") {
     ASSERT_EQ(outcome.kind, OutcomeKind::kInvalid);
-    if (expect.contains("error")) {
-      EXPECT_NE(std::string(outcome.error.message()).find(expect["error"].get<std::string>()),
-                std::string::npos);
-    }
+    ASSERT_TRUE(expect.contains("error")) << "an error scenario names its message";
+    EXPECT_EQ(std::string(outcome.error.message()), expect["error"].get<std::string>());
   } else if (want == "timeout") {
     ASSERT_EQ(outcome.kind, OutcomeKind::kTimeout);
   } else {
