@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/credentials.h"
+#include "agent/health.h"
 #include "agent/nvml_source.h"
 #include "agent/simulated_source.h"
 #include "common/logging.h"
@@ -40,6 +41,10 @@ constexpr char kHelp[] =
     "                          count: 4}]  (see docs/agents.md for every field)\n"
     "  --nvml-library PATH     the NVML library GPUs are discovered through when --simulate is\n"
     "                          not given (default libnvidia-ml.so.1, found as dlopen finds it)\n"
+    "  --ignore-xids LIST      XIDs that do not make a GPU unhealthy (default 13,31,43,45,68,109:\n"
+    "                          application errors, as NVIDIA's device plugin); \"\" ignores none\n"
+    "  --mps-control-binary PATH  nvidia-cuda-mps-control, started per claim with an MPS config\n"
+    "                          (default: found on PATH)\n"
     "  --cdi-dir DIR           where CDI spec files are written (default /var/run/cdi)\n"
     "  --state-dir DIR         where the checkpoint of prepared claims is kept\n"
     "                          (default /var/lib/qm-agent)\n"
@@ -74,8 +79,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   bool insecure = false;
   const std::vector<std::string> known = {
-      "server",  "node-name", "simulate", "nvml-library", "cdi-dir",   "state-dir", "kubeconfig",
-      "ca-file", "cert-file", "key-file", "token-file",   "log-level", "log-format"};
+      "server",     "node-name",  "simulate",   "nvml-library", "cdi-dir",
+      "state-dir",  "kubeconfig", "ca-file",    "cert-file",    "key-file",
+      "token-file", "log-level",  "log-format", "ignore-xids",  "mps-control-binary"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -111,6 +117,12 @@ int main(int argc, char** argv) {
   options.cdi_dir = flag("cdi-dir", options.cdi_dir);
   options.state_dir = flag("state-dir", options.state_dir);
   options.insecure = insecure;
+  if (flags.contains("ignore-xids")) {
+    auto xids = qm::agent::ParseXidList(flag("ignore-xids"));
+    if (!xids.ok()) return Usage("--ignore-xids: " + std::string(xids.status().message()));
+    options.ignored_xids = *xids;
+  }
+  options.mps_control_binary = flag("mps-control-binary", options.mps_control_binary);
   if (options.node_name.empty()) return Usage("--node-name is required");
 
   std::string server_url;

@@ -158,6 +158,14 @@ class Agent::Session {
 
   absl::Status Run();
 
+  // The devices' health changed (a device event): report it from the heartbeat thread. Any
+  // thread.
+  void HealthChanged() {
+    std::lock_guard<std::mutex> lock(mu_);
+    health_dirty_ = true;
+    cv_.notify_all();
+  }
+
   // Ends the session: the watch stream and the heartbeat loop stop. Any thread.
   void Cancel() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -194,13 +202,20 @@ class Agent::Session {
   std::mutex mu_;
   std::condition_variable cv_;
   bool cancelled_ = false;
+  bool health_dirty_ = false;
   grpc::ClientContext* watch_ctx_ = nullptr;
+  Inventory inventory_;  // as discovered at the start of the session
 };
 
 absl::Status Agent::Session::Run() {
   auto inv = agent_.source_->Discover();
   if (!inv.ok()) return inv.status();
   driver_ = inv->driver;
+  inventory_ = *inv;
+  {
+    std::lock_guard<std::mutex> lock(agent_.mu_);
+    agent_.inventory_ = *inv;
+  }
   agent_.preparer_->SetInventory(*inv);
   QM_RETURN_IF_ERROR(Register(*inv));
   QM_RETURN_IF_ERROR(Publish(*inv));
@@ -246,8 +261,13 @@ absl::Status Agent::Session::Publish(const Inventory& inv) {
 }
 
 absl::Status Agent::Session::ReportHealth(const Inventory& inv) {
-  // As the device source found them (a simulate file may mark GPUs unhealthy); NVML health
-  // events will report through the same call.
+  // As the device source found them (a simulate file may mark GPUs unhealthy), and what device
+  // events (XID errors) said since the agent started.
+  std::map<std::string, EventHealth> events;
+  {
+    std::lock_guard<std::mutex> lock(agent_.mu_);
+    events = agent_.event_unhealthy_;
+  }
   v1::ReportHealthRequest req;
   req.set_node_name(node());
   req.set_driver(inv.driver);
@@ -255,7 +275,11 @@ absl::Status Agent::Session::ReportHealth(const Inventory& inv) {
     auto* h = req.add_devices();
     h->set_pool(node());
     h->set_device(d.name);
-    if (auto bad = inv.unhealthy.find(d.name); bad != inv.unhealthy.end()) {
+    if (auto ev = events.find(d.name); ev != events.end()) {
+      h->set_health(v1::HEALTH_UNHEALTHY);
+      h->set_reason(ev->second.reason);
+      h->set_message(ev->second.message);
+    } else if (auto bad = inv.unhealthy.find(d.name); bad != inv.unhealthy.end()) {
       h->set_health(v1::HEALTH_UNHEALTHY);
       h->set_reason(bad->second);
     } else {
@@ -450,8 +474,23 @@ void Agent::Session::HeartbeatLoop() {
   int failures = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cancelled_) {
-    cv_.wait_for(lock, std::chrono::seconds(heartbeat_seconds_), [&] { return cancelled_; });
+    cv_.wait_for(lock, std::chrono::seconds(heartbeat_seconds_),
+                 [&] { return cancelled_ || health_dirty_; });
     if (cancelled_) return;
+    if (health_dirty_) {
+      health_dirty_ = false;
+      lock.unlock();
+      absl::Status st = ReportHealth(inventory_);
+      lock.lock();
+      if (!st.ok()) {
+        // Reported again at the start of the next session.
+        spdlog::warn("health report failed: {}; reconnecting", st.ToString());
+        cancelled_ = true;
+        if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
+        return;
+      }
+      continue;
+    }
     lock.unlock();
     v1::HeartbeatRequest req;
     req.set_node_name(node());
@@ -553,7 +592,48 @@ absl::Status Agent::RunSession() {
   return st;
 }
 
+void Agent::OnDeviceEvent(const DeviceEvent& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto change = ClassifyEvent(event, inventory_, options_.ignored_xids);
+  if (!change) {
+    spdlog::info("device event on {} (type {:#x}, data {}) changes no device's health",
+                 event.gpu_uuid, event.type, event.data);
+    return;
+  }
+  bool changed = false;
+  for (const auto& name : change->devices) {
+    spdlog::warn("device {} unhealthy: {} ({})", name, change->reason, change->message);
+    auto [it, inserted] =
+        event_unhealthy_.try_emplace(name, EventHealth{change->reason, change->message});
+    changed = changed || inserted;
+  }
+  if (changed && current_ != nullptr) current_->HealthChanged();
+}
+
+void Agent::WatchHealth() {
+  std::chrono::milliseconds backoff = options_.min_backoff;
+  while (!stopping_) {
+    absl::Status st =
+        source_->WatchEvents([this](const DeviceEvent& e) { OnDeviceEvent(e); }, stopping_);
+    if (stopping_) return;
+    if (absl::IsUnimplemented(st)) {
+      spdlog::info("no device health events: {}", std::string(st.message()));
+      return;
+    }
+    spdlog::warn("watching device events failed: {}; again in {} ms", st.ToString(),
+                 backoff.count());
+    Sleep(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
 void Agent::Run() {
+  std::thread health([this] { WatchHealth(); });
+  RunSessions();
+  health.join();
+}
+
+void Agent::RunSessions() {
   std::mt19937 rng(std::random_device{}());
   std::chrono::milliseconds backoff = options_.min_backoff;
   int behind = 0;

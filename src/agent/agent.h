@@ -11,12 +11,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "agent/checkpoint.h"
+#include "agent/health.h"
 #include "agent/inventory.h"
 #include "agent/preparer.h"
 
@@ -42,6 +45,10 @@ struct AgentOptions {
   std::chrono::milliseconds max_backoff{30000};
   // Deadline of each unary call.
   std::chrono::milliseconds call_timeout{15000};
+  // XIDs that do not make a device unhealthy (health.h; NVIDIA's application errors by default).
+  std::set<uint64_t> ignored_xids = DefaultIgnoredXids();
+  // MPS control daemons (mps.h): the nvidia-cuda-mps-control binary, a path or a name on PATH.
+  std::string mps_control_binary = "nvidia-cuda-mps-control";
 };
 
 class Agent {
@@ -54,7 +61,9 @@ class Agent {
   // checkpoint belongs to another node.
   absl::Status Init();
 
-  // Runs sessions until Stop(). Returns after the current session has ended.
+  // Runs sessions until Stop(), and watches the source's device events (XID errors) on a thread
+  // of its own: a device an event makes unhealthy (health.h) is reported unhealthy at once and in
+  // every later session, until the agent restarts. Returns after the current session has ended.
   void Run();
   // Ends the current session and Run. Callable from any thread (a signal handler's thread).
   void Stop();
@@ -65,10 +74,20 @@ class Agent {
   class Session;
 
  private:
+  // Sessions, one after the other, with backoff, until Stop().
+  void RunSessions();
   // One connection: returns why it ended.
   absl::Status RunSession();
   // Waits `d` or until Stop().
   void Sleep(std::chrono::milliseconds d);
+  // The health thread: WatchEvents until Stop (again after a failure).
+  void WatchHealth();
+  void OnDeviceEvent(const DeviceEvent& event);
+
+  struct EventHealth {
+    std::string reason;
+    std::string message;
+  };
 
   const AgentOptions options_;
   std::unique_ptr<DeviceSource> source_;
@@ -80,6 +99,10 @@ class Agent {
   std::mutex mu_;
   std::condition_variable cv_;
   Session* current_ = nullptr;  // guarded by mu_
+  // Devices device events made unhealthy, by name; the inventory they are mapped against
+  // (the last one discovered). Guarded by mu_.
+  std::map<std::string, EventHealth> event_unhealthy_;
+  Inventory inventory_;
 };
 
 }  // namespace qm::agent

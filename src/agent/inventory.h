@@ -3,8 +3,11 @@
 // What a node agent knows about its machine: the devices it publishes (as ResourceSlice
 // devices of one driver), what preparing each of them takes (UUID, device nodes), and the node
 // labels and capacity derived from them. A DeviceSource discovers it: simulated from a YAML file
-// today (simulated_source.h), NVML on real machines later, behind the same interface.
+// (simulated_source.h) or through NVML (nvml_source.h), behind the same interface.
 
+#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +26,10 @@ struct LocalDevice {
   int index = 0;                          // the GPU's index (its /dev/nvidia<minor>)
   std::string parent_uuid;                // MIG devices: the GPU they are carved from
   std::vector<std::string> device_nodes;  // device files the container needs
+  // MIG devices discovered through NVML: their GPU and compute instance ids, which NVML's health
+  // events carry; -1 when unknown (whole GPUs, simulated MIG devices).
+  int64_t gpu_instance_id = -1;
+  int64_t compute_instance_id = -1;
 };
 
 struct Inventory {
@@ -41,13 +48,39 @@ struct Inventory {
   std::map<std::string, std::string> node_capacity;
 };
 
-// Finds the devices of the machine. Implementations are used from one thread at a time.
+// A device event as the driver reports it (NVML's nvmlEventData_t): what happened to which GPU,
+// and, for a MIG device, which GPU and compute instance. health.h decides what it means.
+struct DeviceEvent {
+  std::string gpu_uuid;              // the physical GPU's UUID
+  uint64_t type = 0;                 // NVML's event type bits (kEventXidCriticalError, ...)
+  uint64_t data = 0;                 // the XID for XID events
+  int64_t gpu_instance_id = -1;      // -1: not a MIG device's event (the whole GPU)
+  int64_t compute_instance_id = -1;  // -1: every compute instance of the GPU instance
+};
+
+// nvmlEventType* bits.
+inline constexpr uint64_t kEventSingleBitEccError = 0x1;
+inline constexpr uint64_t kEventDoubleBitEccError = 0x2;
+inline constexpr uint64_t kEventXidCriticalError = 0x8;
+
+// Finds the devices of the machine. Discover is called from one thread at a time; WatchEvents
+// runs on a thread of its own, concurrently with Discover.
 class DeviceSource {
  public:
   virtual ~DeviceSource() = default;
   // The current inventory. Called at every (re)connection, so changes since the last one are
   // published.
   virtual absl::StatusOr<Inventory> Discover() = 0;
+  // Reports device events (XID critical errors, double-bit ECC errors) to `on_event` until
+  // `stop` is set (checked at least every second) or it fails. Unimplemented when the source
+  // has no events (simulated GPUs, a driver without event support); any other error: the
+  // caller may call it again later.
+  virtual absl::Status WatchEvents(const std::function<void(const DeviceEvent&)>& on_event,
+                                   const std::atomic<bool>& stop) {
+    (void)on_event;
+    (void)stop;
+    return absl::UnimplementedError("this device source reports no events");
+  }
 };
 
 }  // namespace qm::agent

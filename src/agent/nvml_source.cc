@@ -13,7 +13,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "agent/mig.h"
 #include "common/quantity.h"
+#include "spdlog/spdlog.h"
 
 namespace qm::agent {
 
@@ -51,6 +53,16 @@ struct nvmlDeviceAttributes_t {
   unsigned int computeInstanceSliceCount;
   unsigned long long memorySizeMB;
 };
+
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the XID for XID critical errors
+  unsigned int gpuInstanceId;    // 0xFFFFFFFF: not a MIG device's event
+  unsigned int computeInstanceId;
+};
 }
 
 namespace {
@@ -58,6 +70,8 @@ namespace {
 constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kNotSupported = 3;
 constexpr nvmlReturn_t kNotFound = 6;
+constexpr nvmlReturn_t kTimeout = 10;
+constexpr unsigned int kInvalidInstanceId = 0xFFFFFFFF;
 constexpr unsigned int kMigEnable = 1;       // NVML_DEVICE_MIG_ENABLE
 constexpr unsigned int kNameBuffer = 96;     // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 constexpr unsigned int kUuidBuffer = 96;     // NVML_DEVICE_UUID_V2_BUFFER_SIZE
@@ -186,6 +200,12 @@ struct NvmlSource::Api {
   nvmlReturn_t (*DeviceGetAttributes)(nvmlDevice_t, nvmlDeviceAttributes_t*);
   nvmlReturn_t (*DeviceGetGpuInstanceId)(nvmlDevice_t, unsigned int*);
   nvmlReturn_t (*DeviceGetComputeInstanceId)(nvmlDevice_t, unsigned int*);
+  // Events: optional (WatchEvents answers Unimplemented without them).
+  nvmlReturn_t (*EventSetCreate)(nvmlEventSet_t*);
+  nvmlReturn_t (*EventSetFree)(nvmlEventSet_t);
+  nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+  nvmlReturn_t (*DeviceRegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+  nvmlReturn_t (*DeviceGetSupportedEventTypes)(nvmlDevice_t, unsigned long long*);
 
   std::string Error(const std::string& call, nvmlReturn_t rc) const {
     const char* text = ErrorString != nullptr ? ErrorString(rc) : nullptr;
@@ -231,6 +251,17 @@ absl::StatusOr<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& 
   bind(api->DeviceGetAttributes, "nvmlDeviceGetAttributes_v2");
   bind(api->DeviceGetGpuInstanceId, "nvmlDeviceGetGpuInstanceId");
   bind(api->DeviceGetComputeInstanceId, "nvmlDeviceGetComputeInstanceId");
+  const size_t required = missing.size();
+  bind(api->EventSetCreate, "nvmlEventSetCreate");
+  bind(api->EventSetFree, "nvmlEventSetFree");
+  bind(api->EventSetWait, "nvmlEventSetWait_v2");
+  bind(api->DeviceRegisterEvents, "nvmlDeviceRegisterEvents");
+  bind(api->DeviceGetSupportedEventTypes, "nvmlDeviceGetSupportedEventTypes");
+  if (missing.size() > required) {
+    spdlog::warn("the NVML library {} lacks event functions; no health events will be watched",
+                 library);
+  }
+  missing.resize(required);
   if (!missing.empty()) {
     dlclose(handle);
     std::string names;
@@ -381,16 +412,13 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
     if (nvmlReturn_t rc = nv.DeviceGetMaxMigDeviceCount(dev, &max_mig); rc != kSuccess) {
       return fail(at + "nvmlDeviceGetMaxMigDeviceCount", rc);
     }
-    const std::string counter_set = gpu_name + "-counter-set";
-    model::CounterSet set;
-    set.name = counter_set;
     // What all MIG devices of the GPU together can take: its memory and, as compute, the GPU
     // instance slices (7 on A100/H100: one per possible MIG device).
-    set.counters["memory"] =
-        Quantity::FromInt(static_cast<int64_t>(memory.total), Quantity::Format::kBinarySI);
-    set.counters["compute-slices"] = Quantity::FromInt(max_mig);
-    inv.shared_counters.push_back(std::move(set));
-    std::map<std::string, int> seen;
+    inv.shared_counters.push_back(MigCounterSet(
+        gpu_name,
+        Quantity::FromInt(static_cast<int64_t>(memory.total), Quantity::Format::kBinarySI),
+        max_mig));
+    std::map<std::string, int64_t> seen;
     for (unsigned int m = 0; m < max_mig; ++m) {
       nvmlDevice_t mig = nullptr;
       nvmlReturn_t rc = nv.DeviceGetMigDeviceHandleByIndex(dev, m, &mig);
@@ -406,39 +434,27 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
         return fail(mat + "nvmlDeviceGetAttributes_v2", rc2);
       }
       const std::string profile = MigProfile(attrs);
-      std::string clean = profile;
-      std::replace(clean.begin(), clean.end(), '.', '-');
-      const int nth = seen[profile]++;
-      model::Device d;
-      d.name = gpu_name + "-mig-" + clean + "-" + std::to_string(nth);
+      model::Device d = NewMigDevice(MigDeviceSpec{
+          gpu_name, uuid, static_cast<int64_t>(index), mig_uuid, profile, seen[profile]++,
+          Mebibytes(attrs.memorySizeMB), attrs.multiprocessorCount, attrs.gpuInstanceSliceCount});
       common(d);
-      d.attributes["type"] = std::string("mig");
-      d.attributes["uuid"] = std::string(mig_uuid);
-      d.attributes["parentUUID"] = std::string(uuid);
-      d.attributes["parentIndex"] = static_cast<int64_t>(index);
-      d.attributes["profile"] = profile;
-      d.attributes["index"] = static_cast<int64_t>(nth);
-      const Quantity mig_memory = Mebibytes(attrs.memorySizeMB);
-      d.capacity["memory"] = model::DeviceCapacity{mig_memory, std::nullopt};
-      d.capacity["multiprocessors"] =
-          model::DeviceCapacity{Quantity::FromInt(attrs.multiprocessorCount), std::nullopt};
-      model::DeviceCounterConsumption use;
-      use.counter_set = counter_set;
-      use.counters["memory"] = mig_memory;
-      use.counters["compute-slices"] = Quantity::FromInt(attrs.gpuInstanceSliceCount);
-      d.consumes_counters.push_back(std::move(use));
-      std::vector<std::string> nodes = {dev_node};
+      LocalDevice local{mig_uuid, static_cast<int>(index), uuid, {dev_node}};
       unsigned int gi = 0, ci = 0;
       if (nv.DeviceGetGpuInstanceId(mig, &gi) == kSuccess &&
           nv.DeviceGetComputeInstanceId(mig, &ci) == kSuccess) {
+        // Health events name the MIG device by these ids (nvmlEventData_t).
+        local.gpu_instance_id = static_cast<int64_t>(gi);
+        local.compute_instance_id = static_cast<int64_t>(ci);
         const std::string base = proc_root_ + "/driver/nvidia/capabilities/gpu" +
                                  std::to_string(minor) + "/mig/gi" + std::to_string(gi);
         for (const std::string& access :
              {base + "/access", base + "/ci" + std::to_string(ci) + "/access"}) {
-          if (std::string cap = CapDeviceNode(access); !cap.empty()) nodes.push_back(cap);
+          if (std::string cap = CapDeviceNode(access); !cap.empty()) {
+            local.device_nodes.push_back(cap);
+          }
         }
       }
-      inv.local[d.name] = LocalDevice{mig_uuid, static_cast<int>(index), uuid, std::move(nodes)};
+      inv.local[d.name] = std::move(local);
       inv.devices.push_back(std::move(d));
     }
   }
@@ -468,6 +484,89 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
   if (any_mig) l["nvidia.com/mig.strategy"] = "mixed";
   inv.node_capacity["nvidia.com/gpu"] = std::to_string(count);
   return inv;
+}
+
+absl::Status NvmlSource::WatchEvents(const std::function<void(const DeviceEvent&)>& on_event,
+                                     const std::atomic<bool>& stop) {
+  const Api& nv = *api_;
+  if (nv.EventSetCreate == nullptr || nv.EventSetFree == nullptr || nv.EventSetWait == nullptr ||
+      nv.DeviceRegisterEvents == nullptr || nv.DeviceGetSupportedEventTypes == nullptr) {
+    return absl::UnimplementedError("the NVML library has no event functions");
+  }
+  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
+    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
+  }
+  struct ShutdownGuard {
+    const Api& nv;
+    ~ShutdownGuard() { nv.Shutdown(); }
+  } guard{nv};
+  nvmlEventSet_t set = nullptr;
+  if (nvmlReturn_t rc = nv.EventSetCreate(&set); rc != kSuccess) {
+    return absl::UnavailableError(nv.Error("nvmlEventSetCreate", rc));
+  }
+  struct FreeGuard {
+    const Api& nv;
+    nvmlEventSet_t set;
+    ~FreeGuard() { nv.EventSetFree(set); }
+  } free_guard{nv, set};
+
+  unsigned int count = 0;
+  if (nvmlReturn_t rc = nv.DeviceGetCount(&count); rc != kSuccess) {
+    return absl::UnavailableError(nv.Error("nvmlDeviceGetCount_v2", rc));
+  }
+  // As NVIDIA's device plugin: XID critical errors and ECC errors, on every GPU that supports
+  // them (a GPU in MIG mode reports its MIG devices' events with their instance ids).
+  constexpr unsigned long long kWanted =
+      kEventXidCriticalError | kEventDoubleBitEccError | kEventSingleBitEccError;
+  std::map<nvmlDevice_t, std::string> uuids;
+  for (unsigned int index = 0; index < count; ++index) {
+    const std::string at = "GPU " + std::to_string(index) + ": ";
+    nvmlDevice_t dev = nullptr;
+    if (nvmlReturn_t rc = nv.DeviceGetHandleByIndex(index, &dev); rc != kSuccess) {
+      return absl::UnavailableError(nv.Error(at + "nvmlDeviceGetHandleByIndex_v2", rc));
+    }
+    char uuid[kUuidBuffer] = {};
+    if (nvmlReturn_t rc = nv.DeviceGetUUID(dev, uuid, sizeof(uuid)); rc != kSuccess) {
+      return absl::UnavailableError(nv.Error(at + "nvmlDeviceGetUUID", rc));
+    }
+    unsigned long long supported = 0;
+    nvmlReturn_t rc = nv.DeviceGetSupportedEventTypes(dev, &supported);
+    if (rc == kSuccess && (supported & kWanted) != 0) {
+      rc = nv.DeviceRegisterEvents(dev, supported & kWanted, set);
+    }
+    if (rc == kNotSupported || (rc == kSuccess && (supported & kWanted) == 0)) {
+      spdlog::warn("{} ({}) does not report XID or ECC events: no health checks for it", uuid,
+                   at.substr(0, at.size() - 2));
+      continue;
+    }
+    if (rc != kSuccess)
+      return absl::UnavailableError(nv.Error(at + "nvmlDeviceRegisterEvents", rc));
+    uuids[dev] = uuid;
+  }
+  if (uuids.empty()) return absl::UnimplementedError("no GPU reports XID or ECC events");
+  spdlog::info("watching NVML events (XID critical errors, ECC errors) of {} GPUs", uuids.size());
+  while (!stop.load()) {
+    nvmlEventData_t data{};
+    nvmlReturn_t rc = nv.EventSetWait(set, &data, 1000);
+    if (rc == kTimeout) continue;
+    if (rc != kSuccess) return absl::UnavailableError(nv.Error("nvmlEventSetWait_v2", rc));
+    DeviceEvent event;
+    if (auto it = uuids.find(data.device); it != uuids.end()) {
+      event.gpu_uuid = it->second;
+    } else {
+      char uuid[kUuidBuffer] = {};
+      if (nv.DeviceGetUUID(data.device, uuid, sizeof(uuid)) != kSuccess) continue;
+      event.gpu_uuid = uuid;
+    }
+    event.type = data.eventType;
+    event.data = data.eventData;
+    if (data.gpuInstanceId != kInvalidInstanceId) event.gpu_instance_id = data.gpuInstanceId;
+    if (data.computeInstanceId != kInvalidInstanceId) {
+      event.compute_instance_id = data.computeInstanceId;
+    }
+    on_event(event);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace qm::agent

@@ -44,6 +44,13 @@ class NvmlSource final : public DeviceSource {
   // reload between reconnections is picked up.
   absl::StatusOr<Inventory> Discover() override;
 
+  // Registers for XID critical and ECC error events on every GPU that supports them
+  // (nvmlDeviceRegisterEvents) and reports each (nvmlEventSetWait_v2, one second at a time) until
+  // `stop`. Unimplemented when the library lacks the event functions or no GPU supports the
+  // events; Unavailable when NVML fails (the GPU is lost, the driver went away).
+  absl::Status WatchEvents(const std::function<void(const DeviceEvent&)>& on_event,
+                           const std::atomic<bool>& stop) override;
+
   struct Api;  // the resolved function pointers (nvml_source.cc)
 
  private:

@@ -4,8 +4,10 @@
 # to a real quartermaster: a whole GPU, a GPU in MIG mode as its MIG devices over a shared
 # counter set, GFD labels; a claim for a MIG device is prepared with its MIG UUID; an MPS config
 # becomes env and a mounted pipe directory in the CDI spec; an invalid config fails the claim
-# (Ready=False, PrepareFailed) and prepares nothing. Also: a missing NVML library stops the
-# agent with a clear error.
+# (Ready=False, PrepareFailed) and prepares nothing. Health from NVML events (injected through the
+# fake's events file): an ignored XID (13) changes nothing, XID 79 taints the GPU
+# quartermaster.io/unhealthy NoExecute and evicts the pod using it. Also: a missing NVML library
+# stops the agent with a clear error.
 # Usage: agent_nvml_e2e.sh <path to quartermaster> <path to qm-agent> <path to libfake_nvml.so>
 set -u
 QM_BIN=$(realpath "$1")
@@ -58,6 +60,9 @@ cat > "$WORK/nvml.json" <<'EOF'
     {"slot": 1, "uuid": "MIG-2b000000-0000-4000-8000-000000000000", "gpuInstanceSlices": 1,
      "memoryMiB": 9728, "multiprocessors": 14}]}]}
 EOF
+# Events the fake's nvmlEventSetWait_v2 reports, one JSON line each (appended below).
+sed -i "s|^{\"driverVersion\"|{\"eventsFile\": \"$WORK/events.jsonl\", \"driverVersion\"|" "$WORK/nvml.json"
+: > "$WORK/events.jsonl"
 start_server
 "$QM_BIN" credential --node nvml-node --server "$URL" --data-dir "$WORK/data" --out "$WORK/nvml-node.kubeconfig"
 mkdir -p "$WORK/nvml-node"
@@ -209,6 +214,30 @@ expect_match "an invalid config: the claim's device is Ready=False with the reas
   "$(eventually 30 failed)" "False PrepareFailed .*a GpuConfig does not apply to a MIG device"
 bad_uid=$(k -n mig-test get resourceclaim bad-config-claim -o jsonpath='{.metadata.uid}')
 expect "and nothing is prepared for it" "$(ls "$WORK/nvml-node/cdi" | grep -c "$bad_uid")" "0"
+
+# --- health from NVML events ---------------------------------------------------------------
+# XID 13 (an application's graphics engine exception, ignored as NVIDIA ignores it) on the MIG
+# GPU, then XID 79 (fallen off the bus) on gpu-0, which mps-pod uses. Events are handled in
+# order and every health report is complete, so once gpu-0's rule exists a rule for the MIG
+# devices would exist too had XID 13 counted.
+echo '{"gpu": 1, "type": "xid", "xid": 13}' >> "$WORK/events.jsonl"
+echo '{"gpu": 0, "type": "xid", "xid": 79}' >> "$WORK/events.jsonl"
+rules() { k get devicetaintrules -o jsonpath='{range .items[*]}{.metadata.name} {.spec.deviceSelector.device} {.spec.taint.key}={.spec.taint.value}:{.spec.taint.effect}{"\n"}{end}'; }
+has_rule() { local r; r=$(rules); [ -n "$r" ] && echo "$r"; }
+expect "XID 79 taints the GPU NoExecute (and the ignored XID 13 taints nothing)" \
+  "$(eventually 30 has_rule)" \
+  "unhealthy.gpu.nvidia.com.nvml-node.gpu-0 gpu-0 quartermaster.io/unhealthy=XidCriticalError:NoExecute"
+expect_match "the node's device health carries the XID" \
+  "$(k get node nvml-node -o jsonpath='{.metadata.annotations.quartermaster\.io/device-health}')" \
+  "XID 79 on GPU-0a000000-0000-4000-8000-000000000000: GPU has fallen off the bus"
+expect_match "the agent saw XID 13 and left the devices alone" "$(cat "$WORK/nvml-node.log")" \
+  "device event on GPU-0b000000-0000-4000-8000-000000000000 \(type 0x8, data 13\) changes no device's health"
+gone() { k -n mig-test get pod "$1" >/dev/null 2>&1 || echo gone; }
+expect "the pod using the GPU is evicted" "$(eventually 30 gone mps-pod)" "gone"
+spec="$WORK/nvml-node/cdi/k8s.gpu.nvidia.com-claim_$uid.json"
+absent() { [ -f "$1" ] || echo absent; }
+expect "and its claim unprepared" "$(eventually 30 absent "$spec")" "absent"
+expect "the pod on the MIG device stays" "$(k -n mig-test get pod mig-pod -o jsonpath='{.metadata.name}')" "mig-pod"
 
 stop_agent
 echo "$checks checks, $failures failures"

@@ -10,15 +10,27 @@
 //              "migMode": "unsupported" | "disabled" | "enabled", "maxMigDevices": 7,
 //              "mig": [{"slot": 0, "uuid": "MIG-...", "gpuInstanceSlices": 3,
 //                       "memoryMiB": 40192, "multiprocessors": 42,
-//                       "gpuInstanceId": 1, "computeInstanceId": 0}]}]}
+//                       "gpuInstanceId": 1, "computeInstanceId": 0}]}],
+//    "events": false,                         // no GPU supports events (NOT_SUPPORTED)
+//    "eventsFile": "/path/events.jsonl"}      // events nvmlEventSetWait_v2 reports
+//
+// Events: each line appended to `eventsFile` is one event, reported once by nvmlEventSetWait_v2
+// of a set the GPU registered that event type with (lines for other GPUs or types are consumed
+// and dropped, as NVML drops events nobody registered for):
+//   {"gpu": 1, "type": "xid", "xid": 79, "gpuInstanceId": 1, "computeInstanceId": 0}
+// type "xid" (XidCriticalError), "dbe" (double-bit ECC), "sbe" (single-bit ECC); the instance
+// ids are optional (0xFFFFFFFF, "not a MIG device's event", when absent).
 //
 // Init and Shutdown are counted as NVML counts them; calls without an init answer
 // UNINITIALIZED, so a source that forgets nvmlInit_v2 fails here as it would on a real node.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +38,8 @@
 namespace {
 
 constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
-              kNotFound = 6, kInsufficientSize = 7, kDriverNotLoaded = 9;
+              kNotFound = 6, kInsufficientSize = 7, kDriverNotLoaded = 9, kTimeout = 10;
+constexpr unsigned long long kEventSbe = 0x1, kEventDbe = 0x2, kEventXid = 0x8;
 
 struct FakeDevice {
   bool is_mig = false;
@@ -43,12 +56,22 @@ struct FakeDevice {
 
 struct State {
   int inits = 0;
+  bool events = true;
+  std::string events_file;
   std::string driver_version = "560.35.03";
   int cuda_version = 12060;
   std::vector<std::unique_ptr<FakeDevice>> gpus;
 };
 
 State* g_state = nullptr;
+
+// How far the events file has been read: kept across reloads of the configuration, so an event
+// is reported once however often NVML is initialised again.
+std::map<std::string, std::streamoff>* g_event_offsets = nullptr;
+
+struct EventSet {
+  std::map<void*, unsigned long long> registered;  // device -> event types
+};
 
 int Load() {
   delete g_state;
@@ -67,6 +90,8 @@ int Load() {
   auto s = std::make_unique<State>();
   s->driver_version = j.value("driverVersion", s->driver_version);
   s->cuda_version = j.value("cudaDriverVersion", s->cuda_version);
+  s->events = j.value("events", true);
+  s->events_file = j.value("eventsFile", "");
   unsigned int n = 0;
   for (const auto& g : j.value("gpus", nlohmann::json::array())) {
     auto d = std::make_unique<FakeDevice>();
@@ -164,6 +189,8 @@ const char* nvmlErrorString(int rc) {
       return "Not Found";
     case kDriverNotLoaded:
       return "Driver Not Loaded";
+    case kTimeout:
+      return "Timeout";
     default:
       return "Unknown Error";
   }
@@ -298,6 +325,83 @@ int nvmlDeviceGetComputeInstanceId(void* device, unsigned int* id) {
   if (!Dev(device)->is_mig) return kNotSupported;
   *id = Dev(device)->ci_id;
   return kSuccess;
+}
+
+struct nvmlEventData_t {
+  void* device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
+
+int nvmlEventSetCreate(void** set) {
+  REQUIRE_INIT();
+  *set = new EventSet();
+  return kSuccess;
+}
+
+int nvmlEventSetFree(void* set) {
+  REQUIRE_INIT();
+  delete static_cast<EventSet*>(set);
+  return kSuccess;
+}
+
+int nvmlDeviceGetSupportedEventTypes(void* device, unsigned long long* types) {
+  REQUIRE_INIT();
+  if (!g_state->events || Dev(device)->is_mig) return kNotSupported;
+  *types = kEventSbe | kEventDbe | kEventXid | 0x4 /* PState */;
+  return kSuccess;
+}
+
+int nvmlDeviceRegisterEvents(void* device, unsigned long long types, void* set) {
+  REQUIRE_INIT();
+  if (!g_state->events || Dev(device)->is_mig) return kNotSupported;
+  static_cast<EventSet*>(set)->registered[device] |= types;
+  return kSuccess;
+}
+
+int nvmlEventSetWait_v2(void* set_ptr, nvmlEventData_t* data, unsigned int timeout_ms) {
+  REQUIRE_INIT();
+  auto* set = static_cast<EventSet*>(set_ptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (g_event_offsets == nullptr) g_event_offsets = new std::map<std::string, std::streamoff>();
+  const std::string path = g_state->events_file;
+  while (true) {
+    if (!path.empty()) {
+      std::ifstream in(path);
+      std::streamoff& offset = (*g_event_offsets)[path];
+      in.seekg(offset);
+      std::string line;
+      // Only whole lines: a writer may be half way through one.
+      while (in && std::getline(in, line) && !in.eof()) {
+        offset = in.tellg();
+        nlohmann::json e;
+        try {
+          e = nlohmann::json::parse(line);
+        } catch (...) {
+          continue;
+        }
+        const unsigned int gpu = e.value("gpu", 0u);
+        const std::string type = e.value("type", "xid");
+        const unsigned long long bit = type == "xid"   ? kEventXid
+                                       : type == "dbe" ? kEventDbe
+                                       : type == "sbe" ? kEventSbe
+                                                       : 0;
+        if (gpu >= g_state->gpus.size()) continue;
+        void* dev = g_state->gpus[gpu].get();
+        auto reg = set->registered.find(dev);
+        if (reg == set->registered.end() || (reg->second & bit) == 0) continue;
+        *data = {};
+        data->device = dev;
+        data->eventType = bit;
+        data->eventData = e.value("xid", 0ULL);
+        data->gpuInstanceId = e.value("gpuInstanceId", 0xFFFFFFFFu);
+        data->computeInstanceId = e.value("computeInstanceId", 0xFFFFFFFFu);
+        return kSuccess;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return kTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // extern "C"

@@ -3,11 +3,16 @@
 // functions, and a driver that does not initialise.
 #include "agent/nvml_source.h"
 
+#include "agent/health.h"
+
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <variant>
 
 #include <gmock/gmock.h>
@@ -193,6 +198,102 @@ TEST_F(NvmlSourceTest, PublishesMigDevicesOverTheirGpusCounters) {
   EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.strategy"), "mixed");
   EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.capable"), "true");
   EXPECT_EQ(inv->node_labels.at("nvidia.com/gpu.count"), "2");
+}
+
+// Events injected through the fake's events file reach WatchEvents with the GPU's UUID and the
+// MIG instance ids; ClassifyEvent maps them onto what Discover published.
+TEST_F(NvmlSourceTest, WatchEventsReportsXidEventsOfRegisteredGpus) {
+  const fs::path events = dir_ / "events.jsonl";
+  // Written before the watch starts: reported once the GPUs are registered (the fake keeps
+  // them); a line for a GPU that does not exist is dropped.
+  std::ofstream(events) << R"({"gpu": 7, "type": "xid", "xid": 79})"
+                           "\n"
+                        << R"({"gpu": 1, "type": "xid", "xid": 13})"
+                           "\n"
+                        << R"({"gpu": 0, "type": "xid", "xid": 94, "gpuInstanceId": 9, )"
+                           R"("computeInstanceId": 0})"
+                           "\n"
+                        << R"({"gpu": 1, "type": "dbe"})"
+                           "\n"
+                        << R"({"gpu": 1, "type": "xid", "xid": 79})"
+                           "\n";
+  const std::string json = R"({"eventsFile": ")" + events.string() + R"(", "gpus": [
+    {"uuid": "GPU-cccccccc-0000-0000-0000-000000000000", "migMode": "enabled",
+     "mig": [
+       {"slot": 0, "uuid": "MIG-11111111-0000-0000-0000-000000000000", "gpuInstanceSlices": 3,
+        "memoryMiB": 40192, "gpuInstanceId": 1, "computeInstanceId": 0},
+       {"slot": 1, "uuid": "MIG-22222222-0000-0000-0000-000000000000", "gpuInstanceSlices": 1,
+        "memoryMiB": 9728, "gpuInstanceId": 9, "computeInstanceId": 0}]},
+    {"uuid": "GPU-dddddddd-0000-0000-0000-000000000000", "minor": 1, "migMode": "disabled"}]})";
+  auto inv = Discover(json);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->local.at("gpu-0-mig-1g-10gb-0").gpu_instance_id, 9);
+  EXPECT_EQ(inv->local.at("gpu-0-mig-1g-10gb-0").compute_instance_id, 0);
+
+  auto source = NvmlSource::Open(QM_FAKE_NVML_PATH);
+  ASSERT_TRUE(source.ok()) << source.status();
+  std::atomic<bool> stop{false};
+  std::vector<DeviceEvent> seen;
+  absl::Status st = (*source)->WatchEvents(
+      [&](const DeviceEvent& e) {
+        seen.push_back(e);
+        if (seen.size() == 4) stop = true;
+      },
+      stop);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].gpu_uuid, "GPU-dddddddd-0000-0000-0000-000000000000");
+  EXPECT_EQ(seen[0].type, kEventXidCriticalError);
+  EXPECT_EQ(seen[0].data, 13u);
+  EXPECT_EQ(seen[0].gpu_instance_id, -1);
+  EXPECT_EQ(seen[1].gpu_uuid, "GPU-cccccccc-0000-0000-0000-000000000000");
+  EXPECT_EQ(seen[1].data, 94u);
+  EXPECT_EQ(seen[1].gpu_instance_id, 9);
+  EXPECT_EQ(seen[1].compute_instance_id, 0);
+  EXPECT_EQ(seen[2].type, kEventDoubleBitEccError);
+
+  const auto ignored = DefaultIgnoredXids();
+  EXPECT_FALSE(ClassifyEvent(seen[0], *inv, ignored).has_value()) << "XID 13 is ignored";
+  auto mig = ClassifyEvent(seen[1], *inv, ignored);
+  ASSERT_TRUE(mig.has_value());
+  EXPECT_EQ(mig->devices, std::vector<std::string>{"gpu-0-mig-1g-10gb-0"});
+  EXPECT_EQ(mig->reason, "XidCriticalError");
+  EXPECT_EQ(mig->message,
+            "XID 94 on GPU-cccccccc-0000-0000-0000-000000000000: contained ECC error");
+  auto dbe = ClassifyEvent(seen[2], *inv, ignored);
+  ASSERT_TRUE(dbe.has_value());
+  EXPECT_EQ(dbe->devices, std::vector<std::string>{"gpu-1"});
+  EXPECT_EQ(dbe->reason, "DoubleBitEccError");
+  auto xid79 = ClassifyEvent(seen[3], *inv, ignored);
+  ASSERT_TRUE(xid79.has_value());
+  EXPECT_EQ(xid79->devices, std::vector<std::string>{"gpu-1"});
+
+  // Consumed: a second watch reports nothing (it times out once a second and stops).
+  stop = false;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    stop = true;
+  });
+  int more = 0;
+  st = (*source)->WatchEvents([&](const DeviceEvent&) { ++more; }, stop);
+  stopper.join();
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(more, 0);
+  void* h = dlopen(QM_FAKE_NVML_PATH, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(reinterpret_cast<int (*)()>(dlsym(h, "qmFakeNvmlInitCount"))(), 0);
+  dlclose(h);
+}
+
+TEST_F(NvmlSourceTest, WatchEventsIsUnimplementedWhenNoGpuSupportsEvents) {
+  const fs::path config = dir_ / "nvml.json";
+  std::ofstream(config) << R"({"events": false, "gpus": [{"migMode": "disabled"}]})";
+  setenv("QM_FAKE_NVML_CONFIG", config.c_str(), 1);
+  auto source = NvmlSource::Open(QM_FAKE_NVML_PATH);
+  ASSERT_TRUE(source.ok()) << source.status();
+  std::atomic<bool> stop{false};
+  absl::Status st = (*source)->WatchEvents([](const DeviceEvent&) {}, stop);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
 }
 
 TEST_F(NvmlSourceTest, AMissingLibraryIsAClearError) {
