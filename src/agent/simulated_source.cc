@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "agent/mig.h"
 #include "common/quantity.h"
 
 namespace qm::agent {
@@ -21,17 +22,18 @@ struct KnownModel {
   const char* architecture;
   const char* compute_capability;
   bool mig_capable;
+  int mig_slices;  // GPU instance slices: the most MIG devices one GPU holds
 };
 
 // What NVML would report for the models users are likely to simulate.
 constexpr KnownModel kModels[] = {
-    {"GH200", "Hopper", "9.0", true},      {"H200", "Hopper", "9.0", true},
-    {"H100", "Hopper", "9.0", true},       {"H20", "Hopper", "9.0", true},
-    {"B200", "Blackwell", "10.0", true},   {"B100", "Blackwell", "10.0", true},
-    {"A100", "Ampere", "8.0", true},       {"A30", "Ampere", "8.0", true},
-    {"A40", "Ampere", "8.6", false},       {"A10", "Ampere", "8.6", false},
-    {"L40", "Ada Lovelace", "8.9", false}, {"L4", "Ada Lovelace", "8.9", false},
-    {"T4", "Turing", "7.5", false},        {"V100", "Volta", "7.0", false},
+    {"GH200", "Hopper", "9.0", true, 7},      {"H200", "Hopper", "9.0", true, 7},
+    {"H100", "Hopper", "9.0", true, 7},       {"H20", "Hopper", "9.0", true, 7},
+    {"B200", "Blackwell", "10.0", true, 7},   {"B100", "Blackwell", "10.0", true, 7},
+    {"A100", "Ampere", "8.0", true, 7},       {"A30", "Ampere", "8.0", true, 4},
+    {"A40", "Ampere", "8.6", false, 0},       {"A10", "Ampere", "8.6", false, 0},
+    {"L40", "Ada Lovelace", "8.9", false, 0}, {"L4", "Ada Lovelace", "8.9", false, 0},
+    {"T4", "Turing", "7.5", false, 0},        {"V100", "Volta", "7.0", false, 0},
 };
 
 const KnownModel* FindModel(const std::string& model) {
@@ -224,6 +226,30 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
     if (!g.mig.empty() && known != nullptr && !known->mig_capable) {
       return absl::InvalidArgumentError(path + ".mig: " + g.model + " does not support MIG");
     }
+    // What one GPU's MIG devices may take together (its counter set): as many slices as the
+    // model has (7 for models the agent does not know) and its memory.
+    const int max_slices = known != nullptr && known->mig_capable ? known->mig_slices : 7;
+    if (!g.mig.empty()) {
+      int slices = 0;
+      int64_t mig_memory = 0;
+      for (const auto& profile : g.mig) {
+        int s = 0, m = 0;
+        ParseMigProfile(profile, &s, &m);
+        slices += s;
+        mig_memory += int64_t{m} * 1024 * 1024 * 1024;
+      }
+      if (slices > max_slices) {
+        return absl::InvalidArgumentError(path + ".mig: the profiles need " +
+                                          std::to_string(slices) + " compute slices, " + g.model +
+                                          " has " + std::to_string(max_slices));
+      }
+      if (mig_memory > memory->Value()) {
+        return absl::InvalidArgumentError(path +
+                                          ".mig: the profiles need more memory than the "
+                                          "GPU's " +
+                                          g.memory);
+      }
+    }
     models.insert(g.model);
     if (first_arch.empty()) {
       first_arch = arch;
@@ -263,28 +289,26 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
         continue;
       }
       any_mig = true;
-      std::map<std::string, int> seen;
+      // Over a counter set of the GPU, exactly as NVML discovery publishes MIG devices.
+      inv.shared_counters.push_back(MigCounterSet(gpu_name, *memory, max_slices));
+      std::map<std::string, int64_t> seen;
       for (const auto& profile : g.mig) {
         int slices = 0, memory_gb = 0;
         ParseMigProfile(profile, &slices, &memory_gb);
-        std::string clean = profile;
-        std::replace(clean.begin(), clean.end(), '.', '-');
-        const int nth = seen[profile]++;
-        model::Device d;
-        d.name = gpu_name + "-mig-" + clean + "-" + std::to_string(nth);
+        MigDeviceSpec spec{gpu_name,
+                           uuid,
+                           static_cast<int64_t>(index),
+                           "",
+                           profile,
+                           seen[profile]++,
+                           *ParseQuantity(std::to_string(memory_gb) + "Gi"),
+                           int64_t{slices} * 14,
+                           slices};
+        // Stable: derived from the node and the device's name.
+        spec.uuid = "MIG-" + StableUuid(node + "/mig/" + NewMigDevice(spec).name);
+        model::Device d = NewMigDevice(spec);
         common(d);
-        const std::string mig_uuid = "MIG-" + StableUuid(node + "/mig/" + d.name);
-        d.attributes["type"] = std::string("mig");
-        d.attributes["uuid"] = mig_uuid;
-        d.attributes["parentUUID"] = uuid;
-        d.attributes["parentIndex"] = static_cast<int64_t>(index);
-        d.attributes["profile"] = profile;
-        d.attributes["index"] = static_cast<int64_t>(nth);
-        d.capacity["memory"] =
-            model::DeviceCapacity{*ParseQuantity(std::to_string(memory_gb) + "Gi"), std::nullopt};
-        d.capacity["multiprocessors"] =
-            model::DeviceCapacity{Quantity::FromInt(slices * 14), std::nullopt};
-        inv.local[d.name] = LocalDevice{mig_uuid, index, uuid, {dev_node}};
+        inv.local[d.name] = LocalDevice{spec.uuid, index, uuid, {dev_node}};
         if (!g.unhealthy.empty()) inv.unhealthy[d.name] = g.unhealthy;
         inv.devices.push_back(std::move(d));
       }

@@ -99,6 +99,33 @@ TEST(SimulatedSourceTest, MigLayoutsBecomeMigDevices) {
   EXPECT_EQ(inv.node_labels.at("nvidia.com/mig.strategy"), "mixed");
 }
 
+// Simulated MIG devices are published as NVML's are: each consumes memory and compute slices of
+// a counter set of its GPU, which holds the GPU's memory and the model's slices.
+TEST(SimulatedSourceTest, MigDevicesConsumeTheirGpusCounters) {
+  Inventory inv = Build(
+      "gpus:\n- model: NVIDIA A30\n  memory: 24Gi\n  count: 2\n  mig: [2g.12gb, 1g.6gb]\n"
+      "- model: NVIDIA L4\n  memory: 24Gi\n");
+  ASSERT_EQ(inv.shared_counters.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const model::CounterSet& set = inv.shared_counters[i];
+    EXPECT_EQ(set.name, "gpu-" + std::to_string(i) + "-counter-set");
+    EXPECT_EQ(set.counters.at("memory").String(), "24Gi");
+    EXPECT_EQ(set.counters.at("compute-slices").String(), "4");  // an A30 has 4 slices
+  }
+  ASSERT_EQ(inv.devices.size(), 5u);
+  const model::Device& m = inv.devices[2];
+  EXPECT_EQ(m.name, "gpu-1-mig-2g-12gb-0");
+  ASSERT_EQ(m.consumes_counters.size(), 1u);
+  EXPECT_EQ(m.consumes_counters[0].counter_set, "gpu-1-counter-set");
+  EXPECT_EQ(m.consumes_counters[0].counters.at("memory").String(), "12Gi");
+  EXPECT_EQ(m.consumes_counters[0].counters.at("compute-slices").String(), "2");
+  EXPECT_EQ(m.capacity.at("multiprocessors").value.String(), "28");
+  EXPECT_EQ(inv.devices[3].consumes_counters[0].counters.at("compute-slices").String(), "1");
+  // The whole GPU consumes nothing.
+  EXPECT_EQ(inv.devices[4].name, "gpu-2");
+  EXPECT_TRUE(inv.devices[4].consumes_counters.empty());
+}
+
 TEST(SimulatedSourceTest, ErrorsNameTheField) {
   auto err = [](const std::string& yaml) {
     auto sim = ParseSimulation(yaml);
@@ -124,6 +151,10 @@ TEST(SimulatedSourceTest, ErrorsNameTheField) {
               HasSubstr("does not support MIG"));
   EXPECT_THAT(err("gpus: [{model: NVIDIA A100, memory: 80Gi, mig: [7g.80gb, 1g.10gb]}]"),
               StartsWith("gpus[0].mig: the profiles need more than 7 compute slices"));
+  EXPECT_EQ(err("gpus: [{model: NVIDIA A30, memory: 24Gi, mig: [2g.12gb, 2g.12gb, 1g.6gb]}]"),
+            "gpus[0].mig: the profiles need 5 compute slices, NVIDIA A30 has 4");
+  EXPECT_EQ(err("gpus: [{model: NVIDIA A100, memory: 40Gi, mig: [3g.40gb, 3g.40gb]}]"),
+            "gpus[0].mig: the profiles need more memory than the GPU's 40Gi");
   EXPECT_THAT(err("gpus: [{model: NVIDIA A100, memory: 80Gi, mig: [big]}]"),
               StartsWith("gpus[0].mig[0]: want a MIG profile"));
   EXPECT_THAT(err("driverVersion: abc\ngpus: [{model: NVIDIA L4, memory: 1Gi}]"),
