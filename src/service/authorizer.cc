@@ -321,8 +321,10 @@ std::vector<model::PolicyRule> ViewRules() {
     it->resources.push_back(type.plural);
     if (type.has_status) it->resources.push_back(type.plural + "/status");
   }
-  // The device-match preview (api/rest/admin_api.h) shows only devices and claims view reads.
-  rules.push_back(Rule({"create"}, {"admin.quartermaster.io"}, {"devicematchreviews"}));
+  // The device-match preview and the utilization history (api/rest/admin_api.h) show only
+  // devices, claims and counts that view reads.
+  rules.push_back(Rule({"create"}, {"admin.quartermaster.io"},
+                       {"devicematchreviews", "utilizationhistoryreviews"}));
   return rules;
 }
 

@@ -11,7 +11,6 @@
 #include "cel/parser.h"
 #include "cel/source.h"
 #include "model/json/access.h"
-#include "model/json/dra_json.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::service {
@@ -19,9 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kSlices[] = "resourceslices.resource.k8s.io";
-constexpr char kClasses[] = "deviceclasses.resource.k8s.io";
-constexpr char kTaintRules[] = "devicetaintrules.resource.k8s.io";
 constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
 // Kubernetes' limit on a selector's length (validation.cc applies the same one on writes).
 constexpr size_t kMaxExpressionBytes = 10 * 1024;
@@ -34,15 +30,6 @@ absl::StatusOr<std::vector<model::Object>> ListAll(ObjectService& objects, const
   auto listed = objects.ListCached(request);
   if (!listed.ok()) return listed.status();
   return std::move(listed->items);
-}
-
-// The hub-shape JSON the model decoders read: the body plus the metadata they use.
-json Whole(const model::Object& obj) {
-  json whole = json::parse(obj.body, nullptr, false);
-  if (!whole.is_object()) whole = json::object();
-  whole["metadata"] = {
-      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
-  return whole;
 }
 
 // The problems of one selector, positioned; empty when it compiles as CompileSelector would.
@@ -109,6 +96,7 @@ std::unordered_map<std::string, std::vector<std::string>> AllocatedDevices(
 }  // namespace
 
 absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
+                                                       InventoryCache& inventories,
                                                        const DeviceMatchRequest& request) {
   DeviceMatchResult out;
   for (size_t i = 0; i < request.selectors.size(); ++i) {
@@ -117,34 +105,12 @@ absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
     out.issues.insert(out.issues.end(), issues.begin(), issues.end());
   }
 
-  allocator::InventoryInput input;
-  auto slices = ListAll(objects, kSlices);
-  if (!slices.ok()) return slices.status();
-  for (const auto& o : *slices) {
-    // Undecodable objects are reported by the scheduler; the preview leaves them out as it does.
-    if (auto s = model::json::DecodeResourceSlice(Whole(o)); s.ok()) {
-      input.slices.push_back(std::move(*s));
-    }
-  }
-  auto classes = ListAll(objects, kClasses);
-  if (!classes.ok()) return classes.status();
-  for (const auto& o : *classes) {
-    if (o.meta.name != request.class_name) continue;
-    if (auto c = model::json::DecodeDeviceClass(Whole(o)); c.ok()) {
-      input.classes.push_back(std::move(*c));
-    }
-  }
-  auto rules = ListAll(objects, kTaintRules);
-  if (!rules.ok()) return rules.status();
-  for (const auto& o : *rules) {
-    if (auto r = model::json::DecodeDeviceTaintRule(Whole(o)); r.ok()) {
-      input.taint_rules.push_back(std::move(*r));
-    }
-  }
+  auto snapshot = inventories.Get();
+  if (!snapshot.ok()) return snapshot.status();
+  const std::shared_ptr<const allocator::Inventory> inventory = (*snapshot)->inventory;
   auto claims = ListAll(objects, kClaims);
   if (!claims.ok()) return claims.status();
 
-  auto inventory = allocator::Inventory::Build(std::move(input));
   const allocator::Inventory::ClassEntry* cls = nullptr;
   if (!request.class_name.empty()) {
     cls = inventory->FindClass(request.class_name);

@@ -3,8 +3,9 @@
 // The device-match preview behind DeviceMatchReview (admin.quartermaster.io/v1alpha1, see
 // api/rest/admin_api.h): which devices of the current inventory a DeviceClass and/or extra CEL
 // selectors match, which of those are allocated now, and the problems in the selectors with
-// their positions. Read-only: it reads the object cache and builds its own allocator::Inventory,
-// as the scheduler does, so the preview and the allocator agree on what a selector matches.
+// their positions. Read-only: it reads the object cache and an allocator::Inventory built as the
+// scheduler builds its own (kept by an InventoryCache between requests), so the preview and the
+// allocator agree on what a selector matches.
 
 #include <cstddef>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/dra.h"
+#include "service/inventory_cache.h"
 #include "service/object_service.h"
 
 namespace qm::service {
@@ -63,6 +65,7 @@ struct DeviceMatchResult {
 // exists, evaluates class and selectors against the newest generation of every valid pool.
 // Errors only when the object cache cannot be read.
 absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
+                                                       InventoryCache& inventories,
                                                        const DeviceMatchRequest& request);
 
 }  // namespace qm::service

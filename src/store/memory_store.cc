@@ -119,8 +119,75 @@ absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction
     return std::tie(a.driver, a.pool, a.device, a.share_id, a.claim_uid) <
            std::tie(b.driver, b.pool, b.device, b.share_id, b.claim_uid);
   });
+  RecordLedgerChangesLocked(ledger);
   device_claims_ = std::move(ledger);
   return out;
+}
+
+std::string MemoryStore::ClaimNamespaceLocked(const std::string& uid) {
+  for (const auto& [key, obj] : objects_) {
+    if (obj.meta.uid == uid) return key.namespace_;
+  }
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
+    if (it->row.claim_uid == uid) return it->row.claim_namespace;
+  }
+  return "";
+}
+
+void MemoryStore::RecordLedgerChangesLocked(const std::vector<DeviceClaim>& next) {
+  auto key = [](const DeviceClaim& r) {
+    return std::tie(r.driver, r.pool, r.device, r.share_id, r.claim_uid);
+  };
+  auto record = [&](const DeviceClaim& r, int delta) {
+    AllocationEvent e;
+    e.id = ++history_id_;
+    e.time = clock_.Now();
+    e.row = AllocationRecord{r.driver,      r.pool,      r.device,
+                             r.share_id,    r.claim_uid, ClaimNamespaceLocked(r.claim_uid),
+                             r.admin_access};
+    e.delta = delta;
+    history_.push_back(std::move(e));
+  };
+  // Both lists are sorted by key: releases first, then bindings, as the transaction applies them.
+  std::vector<const DeviceClaim*> added;
+  size_t i = 0, j = 0;
+  while (i < device_claims_.size() || j < next.size()) {
+    if (j == next.size() || (i < device_claims_.size() && key(device_claims_[i]) < key(next[j]))) {
+      record(device_claims_[i++], -1);
+    } else if (i == device_claims_.size() || key(next[j]) < key(device_claims_[i])) {
+      added.push_back(&next[j++]);
+    } else {
+      ++i;
+      ++j;
+    }
+  }
+  for (const DeviceClaim* r : added) record(*r, +1);
+}
+
+absl::StatusOr<AllocationHistory> MemoryStore::ReadAllocationHistory(
+    std::chrono::system_clock::time_point since) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AllocationHistory out;
+  for (const auto& r : device_claims_) {
+    out.current.push_back(AllocationRecord{r.driver, r.pool, r.device, r.share_id, r.claim_uid,
+                                           ClaimNamespaceLocked(r.claim_uid), r.admin_access});
+  }
+  for (const auto& e : history_) {
+    if (e.time > since) out.events.push_back(e);
+  }
+  std::stable_sort(out.events.begin(), out.events.end(),
+                   [](const AllocationEvent& a, const AllocationEvent& b) {
+                     return std::tie(a.time, a.id) < std::tie(b.time, b.id);
+                   });
+  return out;
+}
+
+absl::StatusOr<int64_t> MemoryStore::PruneAllocationHistory(
+    std::chrono::system_clock::time_point before) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t size = history_.size();
+  std::erase_if(history_, [&](const AllocationEvent& e) { return e.time < before; });
+  return static_cast<int64_t>(size - history_.size());
 }
 
 absl::StatusOr<std::vector<DeviceClaim>> MemoryStore::ListDeviceClaims() {

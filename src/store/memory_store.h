@@ -6,14 +6,20 @@
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "common/clock.h"
 #include "store/store.h"
 
 namespace qm::store {
 
 // An in-memory Store for unit tests and for running without a database. Holds the whole change
-// log until Compact. Thread-safe.
+// log until Compact, and the allocation history (timed by `clock`, the system clock by default)
+// until PruneAllocationHistory; nothing survives the object. Thread-safe.
 class MemoryStore final : public Store {
  public:
+  MemoryStore() : clock_(system_clock_) {}
+  // `clock` must outlive the store.
+  explicit MemoryStore(const Clock& clock) : clock_(clock) {}
+
   absl::StatusOr<model::Object> Create(const model::Object& obj) override;
   absl::StatusOr<model::Object> Update(const model::Object& obj, int64_t expected_rv) override;
   absl::StatusOr<model::Object> Delete(const model::ResourceKey& key, int64_t expected_rv) override;
@@ -29,11 +35,23 @@ class MemoryStore final : public Store {
   absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
   absl::Status Ping() override { return absl::OkStatus(); }
+  absl::StatusOr<AllocationHistory> ReadAllocationHistory(
+      std::chrono::system_clock::time_point since) override;
+  absl::StatusOr<int64_t> PruneAllocationHistory(
+      std::chrono::system_clock::time_point before) override;
 
  private:
   void AppendLocked(model::EventType type, const model::Object& obj)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the difference between the ledger and `next` in the history, as PostgreSQL's
+  // triggers do (migrations/0006).
+  void RecordLedgerChangesLocked(const std::vector<DeviceClaim>& next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The namespace of the object with this uid, else the one the history last recorded for it.
+  std::string ClaimNamespaceLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  SystemClock system_clock_;
+  const Clock& clock_;
   std::mutex mu_;
   std::condition_variable changed_;
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
@@ -41,6 +59,8 @@ class MemoryStore final : public Store {
   std::map<model::ResourceKey, model::Object> objects_ ABSL_GUARDED_BY(mu_);
   std::deque<model::WatchEvent> log_ ABSL_GUARDED_BY(mu_);
   std::vector<DeviceClaim> device_claims_ ABSL_GUARDED_BY(mu_);
+  std::vector<AllocationEvent> history_ ABSL_GUARDED_BY(mu_);
+  int64_t history_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace qm::store

@@ -46,4 +46,13 @@ absl::StatusOr<std::vector<AuditRecord>> Store::QueryAudit(const AuditQuery&) {
 
 absl::StatusOr<int64_t> Store::PruneAudit(std::chrono::system_clock::time_point) { return 0; }
 
+absl::StatusOr<AllocationHistory> Store::ReadAllocationHistory(
+    std::chrono::system_clock::time_point) {
+  return absl::UnimplementedError("this store keeps no allocation history");
+}
+
+absl::StatusOr<int64_t> Store::PruneAllocationHistory(std::chrono::system_clock::time_point) {
+  return absl::UnimplementedError("this store keeps no allocation history");
+}
+
 }  // namespace qm::store

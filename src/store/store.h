@@ -40,6 +40,35 @@ struct DeviceClaim {
   bool operator==(const DeviceClaim&) const = default;
 };
 
+// One row of the device-allocation ledger as the allocation history sees it.
+struct AllocationRecord {
+  std::string driver;
+  std::string pool;
+  std::string device;
+  std::string share_id;
+  std::string claim_uid;
+  std::string claim_namespace;  // the claim's namespace when the row was written; "" if unknown
+  bool admin_access = false;
+  bool operator==(const AllocationRecord&) const = default;
+};
+
+// One change of the ledger, recorded in the transaction that made it: a row inserted (+1, a
+// binding) or deleted (-1, a release).
+struct AllocationEvent {
+  int64_t id = 0;  // increasing in the order the store recorded the events
+  std::chrono::system_clock::time_point time;
+  AllocationRecord row;
+  int delta = 0;  // +1 or -1
+};
+
+// The ledger now and every change after a point in time, read from one consistent snapshot:
+// undoing `events` from the newest back, starting at `current`, gives the ledger as it was at
+// any time since then.
+struct AllocationHistory {
+  std::vector<AllocationRecord> current;  // the ledger now, in no particular order
+  std::vector<AllocationEvent> events;    // oldest first (by time, then id)
+};
+
 // One entry of the audit trail: who did what to which object, and the answer.
 struct AuditRecord {
   int64_t id = 0;  // assigned by the store; increasing
@@ -182,6 +211,16 @@ class Store {
   virtual absl::Status AppendAudit(const std::vector<AuditRecord>& records);
   virtual absl::StatusOr<std::vector<AuditRecord>> QueryAudit(const AuditQuery& query);
   virtual absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before);
+
+  // The allocation history: every ledger change Commit (and the ledger maintenance of any
+  // other writer) made, kept durably with the change itself. ReadAllocationHistory returns the
+  // ledger now and the changes recorded after `since`; PruneAllocationHistory drops changes
+  // older than `before` (the ledger and newer history stay exact) and says how many. Stores
+  // without a history answer Unimplemented.
+  virtual absl::StatusOr<AllocationHistory> ReadAllocationHistory(
+      std::chrono::system_clock::time_point since);
+  virtual absl::StatusOr<int64_t> PruneAllocationHistory(
+      std::chrono::system_clock::time_point before);
 };
 
 }  // namespace qm::store

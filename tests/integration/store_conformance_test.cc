@@ -2,10 +2,13 @@
 // implementation: the in-memory store and the PostgreSQL store.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "pg_test_env.h"
 #include "store/memory_store.h"
 #include "store/pg/pg_store.h"
@@ -382,6 +385,66 @@ TYPED_TEST(StoreConformanceTest, DeviceLedgerAllowsSharesAdminAccessAndRelease) 
   for (const auto& r : *ledger) rows.push_back(r.device + ":" + r.claim_uid);
   EXPECT_EQ(rows,
             (std::vector<std::string>{"dev-0:uid-2", "dev-0:uid-5", "dev-5:uid-3", "dev-5:uid-4"}));
+}
+
+TYPED_TEST(StoreConformanceTest, AllocationHistoryRecordsEveryLedgerChangeWithItsNamespace) {
+  const auto before = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  auto c1 = this->store_->Create(MakeObject(claims, "team", "c1"));
+  auto c2 = this->store_->Create(MakeObject(claims, "ml", "c2"));
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  const std::string uid1 = c1->meta.uid;
+  const std::string uid2 = c2->meta.uid;
+  ASSERT_TRUE(this->store_->Commit(Transaction{{}, {Row("dev-0", uid1)}, {}}).ok());
+  ASSERT_TRUE(
+      this->store_->Commit(Transaction{{}, {Row("dev-1", uid2), Row("dev-2", uid2, "", true)}, {}})
+          .ok());
+  // The claim is deleted in the transaction that releases it: its namespace is still known.
+  Transaction release;
+  release.writes.push_back({Write::Kind::kDelete, {}, c1->Key(), 0});
+  release.release_claims.push_back(uid1);
+  ASSERT_TRUE(this->store_->Commit(release).ok());
+  // A transaction that fails records nothing.
+  EXPECT_FALSE(this->store_->Commit(Transaction{{}, {Row("dev-1", "uid-other")}, {}}).ok());
+
+  auto history = this->store_->ReadAllocationHistory(before);
+  ASSERT_TRUE(history.ok()) << history.status();
+  std::vector<std::string> current;
+  for (const auto& r : history->current) {
+    current.push_back(r.device + ":" + r.claim_namespace + (r.admin_access ? ":admin" : ""));
+  }
+  std::sort(current.begin(), current.end());
+  EXPECT_EQ(current, (std::vector<std::string>{"dev-1:ml", "dev-2:ml:admin"}));
+  std::vector<std::string> events;
+  for (size_t i = 0; i < history->events.size(); ++i) {
+    const AllocationEvent& e = history->events[i];
+    events.push_back(absl::StrCat(e.delta > 0 ? "+" : "-", e.row.device, ":", e.row.claim_namespace,
+                                  e.row.admin_access ? ":admin" : ""));
+    EXPECT_GT(e.time, before);
+    if (i > 0) EXPECT_GE(e.time, history->events[i - 1].time);
+  }
+  // The two rows of one transaction may come in either order.
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0], "+dev-0:team");
+  EXPECT_EQ((std::set<std::string>{events[1], events[2]}),
+            (std::set<std::string>{"+dev-1:ml", "+dev-2:ml:admin"}));
+  EXPECT_EQ(events[3], "-dev-0:team");
+
+  // Later than every change: the ledger only; pruning keeps the ledger.
+  const auto after = history->events.back().time;
+  auto later = this->store_->ReadAllocationHistory(after);
+  ASSERT_TRUE(later.ok());
+  EXPECT_TRUE(later->events.empty());
+  EXPECT_EQ(later->current.size(), 2u);
+  auto pruned = this->store_->PruneAllocationHistory(after);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 3);
+  auto rest = this->store_->ReadAllocationHistory(before);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->events.size(), 1u);
+  EXPECT_EQ(rest->events[0].row.device, "dev-0");
+  EXPECT_EQ(rest->events[0].delta, -1);
+  EXPECT_EQ(rest->current.size(), 2u);
 }
 
 TYPED_TEST(StoreConformanceTest, ConcurrentClaimsOfOneDeviceHaveOneWinner) {

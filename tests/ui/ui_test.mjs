@@ -115,6 +115,26 @@ await step('sign in as admin: the overview counts the sample inventory', async (
   await shot('overview');
 });
 
+// The utilization chart reads the allocation history; nothing is allocated yet.
+const chart = () => page.getByTestId('utilization-chart');
+async function chartShows(range, allocated, peak) {
+  await page.getByRole('group', { name: 'Time range' }).getByRole('button', { name: range }).click();
+  const label = range.toLowerCase();
+  await page.getByTestId('utilization-summary')
+    .filter({ hasText: `Now ${allocated} allocated` })
+    .filter({ hasText: `at most ${peak} allocated in the ${label}` })
+    .waitFor();
+  expect((await chart().getAttribute('data-last-allocated')) === String(allocated),
+    `the chart's last point is ${allocated}`);
+  expect((await chart().getAttribute('data-buckets')) === '60', 'sixty buckets');
+  expect((await chart().locator('canvas').count()) === 1, 'uPlot drew the chart');
+  expect((await chart().getByText('Allocated', { exact: true }).count()) === 1, 'legend names the line');
+}
+
+await step('the utilization chart starts with nothing allocated', async () => {
+  await chartShows('Last hour', 0, 0);
+});
+
 // The reload of a deep link goes through the server's index.html fallback and the stored token.
 await step('a reload of a page keeps the session (sessionStorage) and the route', async () => {
   await page.goto(URL + '/inventory');
@@ -267,6 +287,19 @@ await step('Audit lists the changes made through the UI', async () => {
   await nav('Overview');
   await page.getByTestId('count-allocated').filter({ hasText: /^1$/ }).waitFor();
   await shot('overview-after');
+});
+
+await step('the utilization chart shows the allocation made by the seed pods (hour, day, week)', async () => {
+  // The seed claim holds one device; the unschedulable claim holds none.
+  const held = kubectl('get', 'resourceclaims', '-A', '-o',
+    'jsonpath={range .items[*]}{.status.allocation.devices.results[*].device}{" "}{end}').trim().split(/\s+/).filter(Boolean);
+  expect(held.length === 1, `kubectl shows one allocated device, got ${held}`);
+  for (const range of ['Last hour', 'Last day', 'Last week']) await chartShows(range, 1, 1);
+  await page.getByLabel('Show', { exact: true }).selectOption('namespace');
+  await chart().getByText('dra-test', { exact: true }).waitFor();
+  await page.getByLabel('Show', { exact: true }).selectOption('');
+  await chartShows('Last hour', 1, 1);
+  await shot('overview-utilization');
 });
 
 await step('sign out returns to the form and forgets the token', async () => {

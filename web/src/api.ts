@@ -194,6 +194,7 @@ export const paths = {
   deviceClass: (name: string) =>
     `/apis/resource.k8s.io/v1/deviceclasses/${encodeURIComponent(name)}`,
   matchReviews: '/apis/admin.quartermaster.io/v1alpha1/devicematchreviews',
+  utilizationReviews: '/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews',
   audit: '/apis/audit.quartermaster.io/v1/events',
   selfSubjectReview: '/apis/authentication.k8s.io/v1/selfsubjectreviews',
   accessReview: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
@@ -258,6 +259,41 @@ export async function reviewMatches(
   if (spec.limit) body.spec.limit = spec.limit;
   const review = await request(paths.matchReviews, { method: 'POST', body, signal });
   return review.status as DeviceMatchStatus;
+}
+
+export interface UtilizationGroup {
+  name: string;
+  devices?: number; // absent for namespaces
+  allocated: number[];
+  peakAllocated: number[];
+  unhealthy?: number[];
+  free?: number[];
+}
+
+export interface UtilizationStatus {
+  start: string;
+  end: string;
+  stepSeconds: number;
+  times: number[]; // bucket starts, Unix seconds
+  groups: UtilizationGroup[];
+}
+
+export type UtilizationGroupBy = '' | 'class' | 'model' | 'node' | 'namespace';
+
+// Allocated / free / unhealthy devices over time (UtilizationHistoryReview), from the allocation
+// history the server records with every binding and release.
+export async function reviewUtilization(
+  spec: { range: string; groupBy?: UtilizationGroupBy; step?: string },
+  signal?: AbortSignal,
+): Promise<UtilizationStatus> {
+  const body: Json = {
+    apiVersion: 'admin.quartermaster.io/v1alpha1',
+    kind: 'UtilizationHistoryReview',
+    spec: { range: spec.range, groupBy: spec.groupBy || '' } as Json,
+  };
+  if (spec.step) body.spec.step = spec.step;
+  const review = await request(paths.utilizationReviews, { method: 'POST', body, signal });
+  return review.status as UtilizationStatus;
 }
 
 // An attribute value as text ({"string": "x"} -> "x").

@@ -1,5 +1,6 @@
 #include "api/rest/admin_api.h"
 
+#include <cctype>
 #include <variant>
 
 #include "absl/strings/match.h"
@@ -8,6 +9,7 @@
 #include "model/field_error.h"
 #include "nlohmann/json.hpp"
 #include "service/device_match.h"
+#include "service/utilization.h"
 
 namespace qm::api {
 namespace {
@@ -16,6 +18,12 @@ using nlohmann::json;
 
 constexpr char kReviewKind[] = "DeviceMatchReview";
 constexpr char kReviewResource[] = "devicematchreviews";
+constexpr char kUtilizationKind[] = "UtilizationHistoryReview";
+constexpr char kUtilizationResource[] = "utilizationhistoryreviews";
+constexpr int64_t kMaxBuckets = 1000;
+// Groups x buckets at most in one answer (5,000 nodes at 200 buckets).
+constexpr int64_t kMaxValues = 1'000'000;
+constexpr int64_t kMaxRangeSeconds = 400LL * 24 * 3600;
 constexpr size_t kDefaultLimit = 500;
 constexpr size_t kMaxLimit = 5000;
 constexpr size_t kMaxSelectors = 32;
@@ -73,20 +81,60 @@ json EncodeDevice(const service::MatchedDevice& d) {
   return out;
 }
 
-HttpResponse DeviceMatchReview(service::ObjectService& objects, const HttpRequest& req) {
+// The kind and apiVersion of a review body, when given, must be these.
+void CheckTypeMeta(const json& body, const char* kind, model::FieldErrors* errors) {
+  if (body.contains("kind") && body["kind"] != kind) {
+    errors->push_back(model::Invalid("kind", body["kind"].dump(), absl::StrCat("must be ", kind)));
+  }
+  if (body.contains("apiVersion") && body["apiVersion"] != GroupVersion()) {
+    errors->push_back(model::Invalid("apiVersion", body["apiVersion"].dump(),
+                                     absl::StrCat("must be ", GroupVersion())));
+  }
+}
+
+// "90s", "15m", "24h", "7d", or several of them ("1h30m"): whole seconds, > 0. -1 otherwise.
+int64_t ParseDuration(const std::string& text) {
+  int64_t total = 0;
+  size_t i = 0;
+  if (text.empty()) return -1;
+  while (i < text.size()) {
+    int64_t n = 0;
+    size_t digits = 0;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++digits) {
+      if (n > kMaxRangeSeconds) return -1;
+      n = n * 10 + (text[i] - '0');
+    }
+    if (digits == 0 || i == text.size()) return -1;
+    switch (text[i++]) {
+      case 's':
+        break;
+      case 'm':
+        n *= 60;
+        break;
+      case 'h':
+        n *= 3600;
+        break;
+      case 'd':
+        n *= 24 * 3600;
+        break;
+      default:
+        return -1;
+    }
+    total += n;
+    if (total > kMaxRangeSeconds) return -1;
+  }
+  return total > 0 ? total : -1;
+}
+
+}  // namespace
+
+HttpResponse AdminApi::DeviceMatchReview(const HttpRequest& req) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
   }
   model::FieldErrors errors;
-  if (body.contains("kind") && body["kind"] != kReviewKind) {
-    errors.push_back(
-        model::Invalid("kind", body["kind"].dump(), absl::StrCat("must be ", kReviewKind)));
-  }
-  if (body.contains("apiVersion") && body["apiVersion"] != GroupVersion()) {
-    errors.push_back(model::Invalid("apiVersion", body["apiVersion"].dump(),
-                                    absl::StrCat("must be ", GroupVersion())));
-  }
+  CheckTypeMeta(body, kReviewKind, &errors);
   const json spec = body.value("spec", json::object());
   service::DeviceMatchRequest request;
   request.limit = kDefaultLimit;
@@ -140,7 +188,7 @@ HttpResponse DeviceMatchReview(service::ObjectService& objects, const HttpReques
   }
   if (!errors.empty()) return Error(InvalidError(kReviewKind, kAdminGroup, "", errors));
 
-  auto result = service::PreviewDeviceMatches(objects, request);
+  auto result = service::PreviewDeviceMatches(objects_, inventories_, request);
   if (!result.ok()) return Error(ToHttpError(result.status(), StatusDetails{}));
 
   json status = {{"matchedDevices", result->matched},
@@ -170,14 +218,140 @@ HttpResponse DeviceMatchReview(service::ObjectService& objects, const HttpReques
   return Json(201, out);
 }
 
-}  // namespace
+HttpResponse AdminApi::UtilizationHistoryReview(const HttpRequest& req) {
+  using std::chrono::seconds;
+  using std::chrono::system_clock;
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
+  }
+  model::FieldErrors errors;
+  CheckTypeMeta(body, kUtilizationKind, &errors);
+  const json spec = body.value("spec", json::object());
+  // "Now" rounded up to a whole second: the newest allocation is always inside the range.
+  const system_clock::time_point now =
+      std::chrono::ceil<seconds>(clock_.Now().time_since_epoch()) + system_clock::time_point();
+  service::UtilizationRequest request;
+  request.end = now;
+  int64_t range = 3600;
+  auto duration_field = [&](const char* name, int64_t* out) {
+    if (!spec.contains(name)) return false;
+    const json& v = spec[name];
+    int64_t parsed = v.is_string() ? ParseDuration(v.get<std::string>()) : -1;
+    if (parsed <= 0) {
+      errors.push_back(model::Invalid(absl::StrCat("spec.", name), v.dump(),
+                                      "must be a duration such as 90s, 15m, 24h or 7d"));
+      return false;
+    }
+    *out = parsed;
+    return true;
+  };
+  auto time_field = [&](const char* name, system_clock::time_point* out) {
+    if (!spec.contains(name)) return false;
+    const json& v = spec[name];
+    if (!v.is_string() || !ParseRfc3339(v.get<std::string>(), out)) {
+      errors.push_back(
+          model::Invalid(absl::StrCat("spec.", name), v.dump(), "must be an RFC 3339 time"));
+      return false;
+    }
+    return true;
+  };
+  if (!spec.is_object()) {
+    errors.push_back(model::Invalid("spec", "", "must be an object"));
+  } else {
+    const bool has_range = duration_field("range", &range);
+    const bool has_start = time_field("start", &request.start);
+    time_field("end", &request.end);
+    if (has_range && has_start) {
+      errors.push_back(model::Forbidden("spec.range", "may not be set together with spec.start"));
+    }
+    if (!has_start) request.start = request.end - seconds(range);
+    if (request.end <= request.start) {
+      errors.push_back(
+          model::Invalid("spec.end", spec.value("end", json()).dump(), "must be after spec.start"));
+    } else if (request.end - request.start > seconds(kMaxRangeSeconds)) {
+      errors.push_back(model::Invalid("spec.start", spec.value("start", json()).dump(),
+                                      "the range may span at most 400 days"));
+    }
+    range = std::chrono::duration_cast<seconds>(request.end - request.start).count();
+    int64_t step = std::max<int64_t>(1, (range + 59) / 60);
+    duration_field("step", &step);
+    request.step = seconds(step);
+    if (range > 0 && (range + step - 1) / step > kMaxBuckets) {
+      errors.push_back(model::Invalid(
+          "spec.step", spec.value("step", json()).dump(),
+          absl::StrCat("gives more than ", kMaxBuckets, " buckets; use a larger step")));
+    }
+    const std::string group_by = spec.value("groupBy", json("")).is_string()
+                                     ? spec.value("groupBy", std::string())
+                                     : std::string("?");
+    if (group_by == "") {
+      request.group_by = service::UtilizationGroupBy::kNone;
+    } else if (group_by == "class") {
+      request.group_by = service::UtilizationGroupBy::kClass;
+    } else if (group_by == "model") {
+      request.group_by = service::UtilizationGroupBy::kModel;
+    } else if (group_by == "node") {
+      request.group_by = service::UtilizationGroupBy::kNode;
+    } else if (group_by == "namespace") {
+      request.group_by = service::UtilizationGroupBy::kNamespace;
+    } else {
+      errors.push_back(model::NotSupported("spec.groupBy", spec["groupBy"].dump(),
+                                           {"", "class", "model", "node", "namespace"}));
+    }
+  }
+  if (!errors.empty()) return Error(InvalidError(kUtilizationKind, kAdminGroup, "", errors));
+
+  auto history = objects_.store().ReadAllocationHistory(request.start);
+  if (absl::IsUnimplemented(history.status())) {
+    return Error(MakeError(501, "NotImplemented", std::string(history.status().message())));
+  }
+  if (!history.ok()) return Error(ToHttpError(history.status(), StatusDetails{}));
+  auto inventory = inventories_.Get();
+  if (!inventory.ok()) return Error(ToHttpError(inventory.status(), StatusDetails{}));
+  service::UtilizationResult result = service::ComputeUtilization(**inventory, *history, request);
+  if (static_cast<int64_t>(result.groups.size() * result.bucket_starts.size()) > kMaxValues) {
+    const std::string message =
+        absl::StrCat(result.groups.size(), " groups x ", result.bucket_starts.size(),
+                     " buckets are too many values; use a larger step");
+    errors.push_back(model::Invalid("spec.step", spec.value("step", json()).dump(), message));
+    return Error(InvalidError(kUtilizationKind, kAdminGroup, "", errors));
+  }
+
+  json times = json::array();
+  for (const auto& t : result.bucket_starts) {
+    times.push_back(std::chrono::duration_cast<seconds>(t.time_since_epoch()).count());
+  }
+  json groups = json::array();
+  for (const auto& g : result.groups) {
+    json group = {
+        {"name", g.name}, {"allocated", g.allocated}, {"peakAllocated", g.peak_allocated}};
+    if (request.group_by != service::UtilizationGroupBy::kNamespace) {
+      group["devices"] = g.devices;
+      group["unhealthy"] = g.unhealthy;
+      group["free"] = g.free;
+    }
+    groups.push_back(std::move(group));
+  }
+  json status = {{"start", FormatRfc3339(request.start)},
+                 {"end", FormatRfc3339(request.end)},
+                 {"stepSeconds", request.step.count()},
+                 {"times", std::move(times)},
+                 {"groups", std::move(groups)}};
+  json out = {{"apiVersion", GroupVersion()},
+              {"kind", kUtilizationKind},
+              {"metadata", body.value("metadata", json::object())},
+              {"spec", spec},
+              {"status", std::move(status)}};
+  return Json(201, out);
+}
 
 bool IsAdminApiPath(const std::string& path) {
   const std::string group = GroupPath();
   return path == group || absl::StartsWith(path, group + "/");
 }
 
-HttpResponse HandleAdminApi(service::ObjectService& objects, const HttpRequest& req) {
+HttpResponse AdminApi::Handle(const HttpRequest& req) {
   std::string path = req.path;
   if (path.size() > 1 && path.back() == '/') path.pop_back();
   const json version = {{"groupVersion", GroupVersion()}, {"version", kAdminVersion}};
@@ -196,14 +370,21 @@ HttpResponse HandleAdminApi(service::ObjectService& objects, const HttpRequest& 
                                                   {"singularName", "devicematchreview"},
                                                   {"namespaced", false},
                                                   {"kind", kReviewKind},
+                                                  {"verbs", json::array({"create"})}},
+                                                 {{"name", kUtilizationResource},
+                                                  {"singularName", "utilizationhistoryreview"},
+                                                  {"namespaced", false},
+                                                  {"kind", kUtilizationKind},
                                                   {"verbs", json::array({"create"})}}})}});
   }
-  if (path == VersionPath() + "/" + kReviewResource) {
+  const bool match = path == VersionPath() + "/" + kReviewResource;
+  const bool utilization = path == VersionPath() + "/" + kUtilizationResource;
+  if (match || utilization) {
     if (req.method != "POST") {
       return Error(MakeError(405, "MethodNotAllowed",
                              "the server does not allow this method on the requested resource"));
     }
-    return DeviceMatchReview(objects, req);
+    return match ? DeviceMatchReview(req) : UtilizationHistoryReview(req);
   }
   return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
 }

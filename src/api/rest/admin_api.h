@@ -8,14 +8,23 @@
 //     device, attributes, capacity, taints, allocatedTo), status.matchedDevices,
 //     status.allocatedDevices, status.nodes, status.truncated, status.errors (field, message,
 //     line, column, offset per problem) and status.evaluationErrors out. Nothing is stored.
+//   POST /apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews
+//     spec.range ("1h", "24h", "7d": up to now) or spec.start/spec.end (RFC 3339), spec.step
+//     (buckets, default a sixtieth of the range, at most 1000 buckets) and spec.groupBy ("",
+//     "class", "model", "node" or "namespace") in; 201 with status.start, status.end,
+//     status.stepSeconds, status.times (each bucket's start, Unix seconds) and status.groups
+//     (name, devices, and per bucket allocated, peakAllocated, unhealthy, free) out, from the
+//     allocation history the store records with every binding and release. Nothing is stored.
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
 //     its resources.
-// Callers have been authenticated and authorized (create devicematchreviews in the group) before
-// Handle runs.
+// Callers have been authenticated and authorized (create on the review's resource in the group)
+// before Handle runs.
 
 #include <string>
 
 #include "api/rest/rest_api.h"
+#include "common/clock.h"
+#include "service/inventory_cache.h"
 #include "service/object_service.h"
 
 namespace qm::api {
@@ -26,8 +35,26 @@ inline constexpr char kAdminVersion[] = "v1alpha1";
 // True for /apis/admin.quartermaster.io and every path below it.
 bool IsAdminApiPath(const std::string& path);
 
-// 201 with the review; 400 for a body that is not JSON, 422 with field paths for a malformed
-// review, 404 for unknown paths of the group, 405 for other methods.
-HttpResponse HandleAdminApi(service::ObjectService& objects, const HttpRequest& req);
+// Thread-safe. Keeps the inventory the reviews read between requests (service::InventoryCache).
+class AdminApi {
+ public:
+  AdminApi(service::ObjectService& objects, const Clock& clock)
+      : objects_(objects), clock_(clock), inventories_(objects) {}
+
+  // 201 with the review; 400 for a body that is not JSON, 422 with field paths for a malformed
+  // review, 404 for unknown paths of the group, 405 for other methods; 501 for a utilization
+  // review on a store that keeps no allocation history.
+  HttpResponse Handle(const HttpRequest& req);
+
+  service::InventoryCache& inventories() { return inventories_; }
+
+ private:
+  HttpResponse DeviceMatchReview(const HttpRequest& req);
+  HttpResponse UtilizationHistoryReview(const HttpRequest& req);
+
+  service::ObjectService& objects_;
+  const Clock& clock_;
+  service::InventoryCache inventories_;
+};
 
 }  // namespace qm::api

@@ -460,7 +460,12 @@ bool ResolvePath(const std::string& path, RestApi::Target* t) {
 }  // namespace
 
 RestApi::RestApi(service::ObjectService& objects, service::WatchHub& hub, const Clock& clock)
-    : objects_(objects), hub_(hub), clock_(clock) {}
+    : objects_(objects),
+      hub_(hub),
+      clock_(clock),
+      admin_(std::make_unique<AdminApi>(objects, clock)) {}
+
+RestApi::~RestApi() = default;
 
 bool RestApi::IsWatch(const HttpRequest& request) {
   auto it = request.query.find("watch");
@@ -503,7 +508,7 @@ HttpResponse RestApi::Handle(const HttpRequest& req) {
     return Handle(as_json);
   }
   if (auth_endpoints_ != nullptr && AuthEndpoints::Serves(p)) return auth_endpoints_->Handle(req);
-  if (IsAdminApiPath(p)) return HandleAdminApi(objects_, req);
+  if (IsAdminApiPath(p)) return admin_->Handle(req);
   if (req.method == "GET") {
     if (p == "/version" || p == "/version/") return JsonResponse(200, VersionInfo());
     if (p == "/api" || p == "/apis") {

@@ -66,6 +66,8 @@ class WatchSink {
 // The Kubernetes-style REST API (ARCHITECTURE.md §6): discovery, OpenAPI, and the resource
 // verbs for every type in model::AllResourceTypes(). Decodes a request, calls the service and
 // encodes the answer; the HTTP server around it only moves bytes. Thread-safe.
+class AdminApi;
+
 class RestApi {
  public:
   // Observer of finished requests, for metrics and logs: verb, resource, code.
@@ -73,6 +75,7 @@ class RestApi {
       std::function<void(const std::string& verb, const std::string& resource, int code)>;
 
   RestApi(service::ObjectService& objects, service::WatchHub& hub, const Clock& clock);
+  ~RestApi();
 
   // True when the request is a watch (GET with watch=true|1): use StartWatch instead.
   static bool IsWatch(const HttpRequest& request);
@@ -126,6 +129,7 @@ class RestApi {
 
   const AuthEndpoints* auth_endpoints_ = nullptr;
   const service::Authorizer* authorizer_ = nullptr;
+  std::unique_ptr<AdminApi> admin_;  // admin.quartermaster.io (admin_api.h)
 };
 
 }  // namespace qm::api

@@ -847,6 +847,46 @@ absl::Status PgStore::Ping() {
   return r.status();
 }
 
+absl::StatusOr<AllocationHistory> PgStore::ReadAllocationHistory(
+    std::chrono::system_clock::time_point since) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<AllocationHistory> {
+    // One snapshot for the ledger and its history: a binding committing meanwhile shows in
+    // both or in neither.
+    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+    AllocationHistory out;
+    for (const auto& row : tx.exec(queries::kAllocationLedgerNow)) {
+      out.current.push_back(AllocationRecord{row[0].as<std::string>(), row[1].as<std::string>(),
+                                             row[2].as<std::string>(), row[3].as<std::string>(),
+                                             row[4].as<std::string>(), row[5].as<std::string>(),
+                                             row[6].as<bool>()});
+    }
+    for (const auto& row : tx.exec_params(queries::kAllocationHistorySince, Micros(since))) {
+      AllocationEvent e;
+      e.id = row[0].as<int64_t>();
+      e.time =
+          std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
+      e.row = AllocationRecord{row[2].as<std::string>(), row[3].as<std::string>(),
+                               row[4].as<std::string>(), row[5].as<std::string>(),
+                               row[6].as<std::string>(), row[7].as<std::string>(),
+                               row[8].as<bool>()};
+      e.delta = row[9].as<int>();
+      out.events.push_back(std::move(e));
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::PruneAllocationHistory(
+    std::chrono::system_clock::time_point before) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::work tx(c);
+    auto r = tx.exec_params(queries::kPruneAllocationHistory, Micros(before));
+    tx.commit();
+    return static_cast<int64_t>(r.affected_rows());
+  });
+}
+
 absl::Status Migrate(const std::string& url) {
   try {
     pqxx::connection c(url);

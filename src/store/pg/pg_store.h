@@ -49,6 +49,10 @@ class PgStore final : public Store {
   absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
   absl::StatusOr<std::vector<AuditRecord>> QueryAudit(const AuditQuery& query) override;
   absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before) override;
+  absl::StatusOr<AllocationHistory> ReadAllocationHistory(
+      std::chrono::system_clock::time_point since) override;
+  absl::StatusOr<int64_t> PruneAllocationHistory(
+      std::chrono::system_clock::time_point before) override;
 
   ConnectionPool& pool() { return *pool_; }
   // Batches the writer thread failed with an exception (each logged, its writes answered with

@@ -175,4 +175,24 @@ LIMIT $8::bigint
 inline constexpr char kPruneAudit[] =
     "DELETE FROM audit_events WHERE at < to_timestamp($1::bigint / 1e6)";
 
+// The allocation history (migrations/0006), read in one repeatable-read snapshot with the
+// ledger. Times are microseconds since the epoch, converted exactly.
+inline constexpr char kAllocationLedgerNow[] = R"sql(
+SELECT a.driver, a.pool, a.device, a.share_id, a.claim_uid, COALESCE(o.namespace, ''),
+       a.admin_access
+FROM device_allocations a LEFT JOIN objects o ON o.uid = a.claim_uid
+)sql";
+
+inline constexpr char kAllocationHistorySince[] = R"sql(
+SELECT id, ((extract(epoch FROM at - 'epoch'::timestamptz)) * 1000000)::bigint, driver, pool,
+       device, share_id, claim_uid, claim_namespace, admin_access, delta
+FROM allocation_history
+WHERE at > 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
+ORDER BY at, id
+)sql";
+
+inline constexpr char kPruneAllocationHistory[] = R"sql(
+DELETE FROM allocation_history WHERE at < 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
+)sql";
+
 }  // namespace qm::store::pg::queries

@@ -3,6 +3,7 @@ import { paths } from '../api';
 import { Link, LoadState } from '../components';
 import { allocationsOf, devicesOf, nodeReady, pendingPods } from '../model';
 import { useCollection } from '../store';
+import { UtilizationChart } from '../UtilizationChart';
 
 export function OverviewPage() {
   const nodes = useCollection(paths.nodes);
@@ -84,6 +85,7 @@ export function OverviewPage() {
               <dd data-testid="count-pending">{summary.pending}</dd>
             </div>
           </dl>
+          <UtilizationChart changeKey={claims.version} />
           <h2>Devices by model</h2>
           <table>
             <thead>

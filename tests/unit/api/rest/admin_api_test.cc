@@ -1,5 +1,6 @@
-// DeviceMatchReview (admin.quartermaster.io/v1alpha1) through RestApi over the in-memory store:
-// the exact devices a class and selectors match, which are allocated, and positioned errors.
+// DeviceMatchReview and UtilizationHistoryReview (admin.quartermaster.io/v1alpha1) through
+// RestApi over the in-memory store: the exact devices a class and selectors match, which are
+// allocated, and positioned errors; allocations and releases in the right buckets and groups.
 #include "api/rest/admin_api.h"
 
 #include <gtest/gtest.h>
@@ -15,14 +16,21 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kT0 = 1800000000;
+
 class FakeClock : public Clock {
  public:
-  std::chrono::system_clock::time_point Now() const override {
-    return std::chrono::system_clock::time_point{std::chrono::seconds(1800000000)};
+  std::chrono::system_clock::time_point Now() const override { return now_; }
+  void Set(int64_t seconds) {
+    now_ = std::chrono::system_clock::time_point{std::chrono::seconds(seconds)};
   }
+
+ private:
+  std::chrono::system_clock::time_point now_{std::chrono::seconds(kT0)};
 };
 
 constexpr char kReviews[] = "/apis/admin.quartermaster.io/v1alpha1/devicematchreviews";
+constexpr char kUtilization[] = "/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews";
 
 std::string Device(const std::string& name, const std::string& product, const std::string& memory) {
   return R"({"name":")" + name + R"(","attributes":{"productName":{"string":")" + product +
@@ -99,8 +107,8 @@ class AdminApiTest : public ::testing::Test {
     return out;
   }
 
-  store::MemoryStore store_;
   FakeClock clock_;
+  store::MemoryStore store_{clock_};  // the allocation history is timed by clock_
   RandomIdGenerator ids_;
   service::WatchHub hub_;
   service::ObjectService objects_;
@@ -191,6 +199,172 @@ TEST_F(AdminApiTest, MalformedReviewsAreRefusedWithFieldPaths) {
   json resources = json::parse(Expect(200, "GET", "/apis/admin.quartermaster.io/v1alpha1").body);
   EXPECT_EQ(resources["resources"][0]["name"], "devicematchreviews");
   EXPECT_EQ(resources["resources"][0]["verbs"], json::array({"create"}));
+  EXPECT_EQ(resources["resources"][1]["name"], "utilizationhistoryreviews");
+  EXPECT_EQ(resources["resources"][1]["kind"], "UtilizationHistoryReview");
+}
+
+// The fixture's c1 took node-a/gpu-0 at kT0. Then, with an unhealthy L4 on node-c:
+//   kT0+90  team/c2 takes node-b/gpu-0        kT0+170 team/c3 takes node-a/gpu-1 (an L4)
+//   kT0+150 default/c1 is deleted (released)  kT0+175 team/c3 is deleted
+//   kT0+200 team/c4 takes node-c/gpu-0 (the unhealthy L4), and the review runs at kT0+240
+// over five one-minute buckets from kT0-60: [-60,0) [0,60) [60,120) [120,180) [180,240).
+class UtilizationTest : public AdminApiTest {
+ protected:
+  UtilizationTest() {
+    json taint = {{"key", "quartermaster.io/unhealthy"}, {"effect", "NoSchedule"}};
+    json device = json::parse(Device("gpu-0", "NVIDIA L4", "24Gi"));
+    device["taints"] = json::array({taint});
+    Expect(201, "POST", "/apis/resource.k8s.io/v1/resourceslices", Slice("node-c", device.dump()));
+    Expect(201, "POST", "/api/v1/namespaces", R"({"metadata":{"name":"team"}})");
+    clock_.Set(kT0 + 90);
+    Allocate("team", "c2", "node-b", "gpu-0");
+    clock_.Set(kT0 + 150);
+    Expect(200, "DELETE", Claims("default") + "/c1");
+    clock_.Set(kT0 + 170);
+    Allocate("team", "c3", "node-a", "gpu-1");
+    clock_.Set(kT0 + 175);
+    Expect(200, "DELETE", Claims("team") + "/c3");
+    clock_.Set(kT0 + 200);
+    Allocate("team", "c4", "node-c", "gpu-0");
+    clock_.Set(kT0 + 240);
+  }
+
+  static std::string Claims(const std::string& ns) {
+    return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims";
+  }
+
+  // Creates claim ns/name and writes an allocation of node/device to its status.
+  void Allocate(const std::string& ns, const std::string& name, const std::string& pool,
+                const std::string& device) {
+    json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", "a100"}}}};
+    json claim = {{"metadata", {{"name", name}}}};
+    claim["spec"]["devices"]["requests"] = json::array({request});
+    Expect(201, "POST", Claims(ns), claim.dump());
+    claim = json::parse(Expect(200, "GET", Claims(ns) + "/" + name).body);
+    json result = {
+        {"request", "gpu"}, {"driver", "gpu.example.com"}, {"pool", pool}, {"device", device}};
+    claim["status"]["allocation"]["devices"]["results"] = json::array({result});
+    Expect(200, "PUT", Claims(ns) + "/" + name + "/status", claim.dump());
+  }
+
+  json History(const std::string& group_by) {
+    json spec = {{"start", "2027-01-15T07:59:00Z"},  // kT0 - 60
+                 {"end", "2027-01-15T08:04:00Z"},    // kT0 + 240
+                 {"step", "1m"},
+                 {"groupBy", group_by}};
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "UtilizationHistoryReview"},
+                 {"spec", spec}};
+    json review = json::parse(Expect(201, "POST", kUtilization, body.dump()).body);
+    EXPECT_EQ(review["kind"], "UtilizationHistoryReview");
+    EXPECT_EQ(review["status"]["stepSeconds"], 60);
+    EXPECT_EQ(review["status"]["times"],
+              json::array({kT0 - 60, kT0, kT0 + 60, kT0 + 120, kT0 + 180}));
+    return review["status"]["groups"];
+  }
+
+  static json Find(const json& groups, const std::string& name) {
+    for (const auto& g : groups) {
+      if (g["name"] == name) return g;
+    }
+    ADD_FAILURE() << "no group " << name << " in " << groups.dump();
+    return json::object();
+  }
+
+  using V = std::vector<int64_t>;
+  static void ExpectSeries(const json& g, int64_t devices, const V& allocated, const V& peak,
+                           const V& unhealthy, const V& free) {
+    EXPECT_EQ(g["devices"], devices) << g.dump();
+    EXPECT_EQ(g["allocated"].get<V>(), allocated) << g.dump();
+    EXPECT_EQ(g["peakAllocated"].get<V>(), peak) << g.dump();
+    EXPECT_EQ(g["unhealthy"].get<V>(), unhealthy) << g.dump();
+    EXPECT_EQ(g["free"].get<V>(), free) << g.dump();
+  }
+};
+
+TEST_F(UtilizationTest, AllocationsAndReleasesLandInTheirBuckets) {
+  ASSERT_EQ(std::string(FormatRfc3339(
+                std::chrono::system_clock::time_point{std::chrono::seconds(kT0 - 60)})),
+            "2027-01-15T07:59:00Z");
+  json groups = History("");
+  ASSERT_EQ(groups.size(), 1u) << groups.dump();
+  EXPECT_EQ(groups[0]["name"], "");
+  ExpectSeries(groups[0], 4, {0, 1, 2, 1, 2}, {0, 1, 2, 2, 2}, {1, 1, 1, 1, 0}, {3, 2, 1, 2, 2});
+}
+
+TEST_F(UtilizationTest, GroupsByClassModelNodeAndNamespace) {
+  json classes = History("class");
+  ASSERT_EQ(classes.size(), 1u) << classes.dump();
+  ExpectSeries(Find(classes, "a100"), 2, {0, 1, 2, 1, 1}, {0, 1, 2, 2, 1}, {0, 0, 0, 0, 0},
+               {2, 1, 0, 1, 1});
+
+  json models = History("model");
+  ASSERT_EQ(models.size(), 3u) << models.dump();
+  ExpectSeries(Find(models, "NVIDIA A100-SXM4-80GB"), 1, {0, 1, 1, 0, 0}, {0, 1, 1, 1, 0},
+               {0, 0, 0, 0, 0}, {1, 0, 0, 1, 1});
+  ExpectSeries(Find(models, "NVIDIA A100-PCIE-40GB"), 1, {0, 0, 1, 1, 1}, {0, 0, 1, 1, 1},
+               {0, 0, 0, 0, 0}, {1, 1, 0, 0, 0});
+  ExpectSeries(Find(models, "NVIDIA L4"), 2, {0, 0, 0, 0, 1}, {0, 0, 0, 1, 1}, {1, 1, 1, 1, 0},
+               {1, 1, 1, 1, 1});
+
+  json nodes = History("node");
+  ASSERT_EQ(nodes.size(), 3u) << nodes.dump();
+  ExpectSeries(Find(nodes, "node-a"), 2, {0, 1, 1, 0, 0}, {0, 1, 1, 1, 0}, {0, 0, 0, 0, 0},
+               {2, 1, 1, 2, 2});
+  ExpectSeries(Find(nodes, "node-b"), 1, {0, 0, 1, 1, 1}, {0, 0, 1, 1, 1}, {0, 0, 0, 0, 0},
+               {1, 1, 0, 0, 0});
+  ExpectSeries(Find(nodes, "node-c"), 1, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 1}, {1, 1, 1, 1, 0},
+               {0, 0, 0, 0, 0});
+
+  json namespaces = History("namespace");
+  ASSERT_EQ(namespaces.size(), 2u) << namespaces.dump();
+  json def = Find(namespaces, "default");
+  EXPECT_EQ(def["allocated"].get<V>(), (V{0, 1, 1, 0, 0}));
+  EXPECT_EQ(def["peakAllocated"].get<V>(), (V{0, 1, 1, 1, 0}));
+  EXPECT_FALSE(def.contains("free"));
+  json team = Find(namespaces, "team");
+  EXPECT_EQ(team["allocated"].get<V>(), (V{0, 0, 1, 1, 2}));
+  EXPECT_EQ(team["peakAllocated"].get<V>(), (V{0, 0, 1, 2, 2}));
+}
+
+TEST_F(UtilizationTest, RangeEndsNowAndDefaultsToSixtyBuckets) {
+  json body = {{"spec", {{"range", "1h"}}}};
+  json review = json::parse(Expect(201, "POST", kUtilization, body.dump()).body);
+  const json& status = review["status"];
+  EXPECT_EQ(status["end"], "2027-01-15T08:04:00Z");
+  EXPECT_EQ(status["start"], "2027-01-15T07:04:00Z");
+  EXPECT_EQ(status["stepSeconds"], 60);
+  ASSERT_EQ(status["times"].size(), 60u);
+  const json& all = status["groups"][0];
+  // The last four minutes are the fixture's; everything before had nothing allocated.
+  EXPECT_EQ(all["allocated"][55], 0);
+  EXPECT_EQ(all["allocated"][56], 1);
+  EXPECT_EQ(all["allocated"][59], 2);
+  json week = json::parse(
+      Expect(201, "POST", kUtilization, json({{"spec", {{"range", "7d"}}}}).dump()).body);
+  EXPECT_EQ(week["status"]["stepSeconds"], 7 * 24 * 60);
+  EXPECT_EQ(week["status"]["groups"][0]["peakAllocated"][59], 2);
+  EXPECT_EQ(week["status"]["groups"][0]["peakAllocated"][58], 0);
+}
+
+TEST_F(UtilizationTest, MalformedReviewsAreRefusedWithFieldPaths) {
+  auto fields = [&](const json& spec) {
+    HttpResponse r = Expect(422, "POST", kUtilization, json({{"spec", spec}}).dump());
+    std::set<std::string> out;
+    const json status = json::parse(r.body);
+    for (const auto& c : status["details"]["causes"]) out.insert(c["field"]);
+    return out;
+  };
+  EXPECT_EQ(fields({{"groupBy", "pool"}}), (std::set<std::string>{"spec.groupBy"}));
+  EXPECT_EQ(fields({{"range", "an hour"}}), (std::set<std::string>{"spec.range"}));
+  EXPECT_EQ(fields({{"range", "1h"}, {"step", "1s"}}), (std::set<std::string>{"spec.step"}));
+  EXPECT_EQ(fields({{"range", "1h"}, {"start", "2027-01-15T07:04:00Z"}}),
+            (std::set<std::string>{"spec.range"}));
+  EXPECT_EQ(fields({{"start", "2027-01-15T09:00:00Z"}}), (std::set<std::string>{"spec.end"}));
+  EXPECT_EQ(fields({{"start", "yesterday"}}), (std::set<std::string>{"spec.start"}));
+  Expect(422, "POST", kUtilization, R"({"kind":"DeviceMatchReview","spec":{}})");
+  Expect(400, "POST", kUtilization, "[]");
+  Expect(405, "GET", kUtilization);
 }
 
 }  // namespace

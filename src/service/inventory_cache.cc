@@ -1,0 +1,85 @@
+#include "service/inventory_cache.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "model/json/dra_json.h"
+#include "nlohmann/json.hpp"
+
+namespace qm::service {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kKinds[] = {"resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io",
+                                  "devicetaintrules.resource.k8s.io"};
+
+// The hub-shape JSON the model decoders read: the body plus the metadata they use.
+json Whole(const model::Object& obj) {
+  json whole = json::parse(obj.body, nullptr, false);
+  if (!whole.is_object()) whole = json::object();
+  whole["metadata"] = {
+      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
+  return whole;
+}
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  // boost::hash_combine's mixing, widened to 64 bits.
+  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 12) + (h >> 4));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
+  std::vector<model::Object> listed[3];
+  uint64_t fingerprint = 0;
+  for (int k = 0; k < 3; ++k) {
+    ListRequest request;
+    request.store.resource = kKinds[k];
+    auto r = objects_.ListCached(request);
+    if (!r.ok()) return r.status();
+    fingerprint = Mix(fingerprint, 0x51ed27 + k + r->items.size());
+    for (const auto& o : r->items) {
+      fingerprint = Mix(fingerprint, std::hash<std::string>{}(o.meta.namespace_));
+      fingerprint = Mix(fingerprint, std::hash<std::string>{}(o.meta.name));
+      fingerprint = Mix(fingerprint, static_cast<uint64_t>(o.meta.resource_version));
+    }
+    listed[k] = std::move(r->items);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (snapshot_ != nullptr && fingerprint == fingerprint_) return snapshot_;
+
+  allocator::InventoryInput input;
+  auto snapshot = std::make_shared<InventorySnapshot>();
+  // Objects that do not decode are reported by the scheduler; the admin views leave them out
+  // as it does.
+  for (const auto& o : listed[0]) {
+    if (auto s = model::json::DecodeResourceSlice(Whole(o)); s.ok()) {
+      input.slices.push_back(std::move(*s));
+    }
+  }
+  for (const auto& o : listed[1]) {
+    if (auto c = model::json::DecodeDeviceClass(Whole(o)); c.ok()) {
+      snapshot->class_names.push_back(o.meta.name);
+      input.classes.push_back(std::move(*c));
+    }
+  }
+  for (const auto& o : listed[2]) {
+    if (auto r = model::json::DecodeDeviceTaintRule(Whole(o)); r.ok()) {
+      input.taint_rules.push_back(std::move(*r));
+    }
+  }
+  std::sort(snapshot->class_names.begin(), snapshot->class_names.end());
+  snapshot->inventory = allocator::Inventory::Build(std::move(input), &programs_);
+  snapshot_ = std::move(snapshot);
+  fingerprint_ = fingerprint;
+  ++builds_;
+  return snapshot_;
+}
+
+uint64_t InventoryCache::builds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return builds_;
+}
+
+}  // namespace qm::service

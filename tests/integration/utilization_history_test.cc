@@ -1,0 +1,211 @@
+// UtilizationHistoryReview on a real PostgreSQL: the REST API in-process over the PostgreSQL
+// store with the scheduler binding pods beside it, as one server replica runs them. Bindings and
+// releases made by the scheduler show up in the right buckets and groups, and the same review
+// gives the same answer after the database (and every object above it) restarts: the history
+// lives in PostgreSQL, recorded by the transactions that changed the ledger.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "api/rest/rest_api.h"
+#include "common/clock.h"
+#include "common/id_generator.h"
+#include "pg_test_env.h"
+#include "service/object_service.h"
+#include "service/scheduler.h"
+#include "service/watch_hub.h"
+#include "store/pg/pg_store.h"
+
+namespace qm {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+using std::chrono::system_clock;
+
+constexpr char kV1[] = "/apis/resource.k8s.io/v1";
+
+class UtilizationHistoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::PgTestEnv::Get().Reset();
+    Open();
+  }
+  void TearDown() override { Close(); }
+
+  void Open() {
+    auto store = store::pg::PgStore::Open(testing::PgTestEnv::Get().url(), 4);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    hub_ = std::make_unique<service::WatchHub>(*store_, service::WatchHubOptions{});
+    hub_->Start();
+    objects_ = std::make_unique<service::ObjectService>(*store_, clock_, ids_, hub_.get());
+    api_ = std::make_unique<api::RestApi>(*objects_, *hub_, clock_);
+    ASSERT_TRUE(api_->EnsureDefaultNamespace().ok());
+    service::SchedulerOptions options;
+    options.initial_backoff = std::chrono::milliseconds(100);
+    options.max_backoff = std::chrono::milliseconds(400);
+    scheduler_ = std::make_unique<service::Scheduler>(*store_, *hub_, clock_, ids_, options);
+    scheduler_->Start();
+  }
+  void Close() {
+    scheduler_.reset();
+    if (hub_) hub_->Stop();
+    api_.reset();
+    objects_.reset();
+    hub_.reset();
+    store_.reset();
+  }
+
+  api::HttpResponse Call(const std::string& method, const std::string& path,
+                         const json& body = nullptr) {
+    api::HttpRequest r{method, path, {}, "application/json", "", body.is_null() ? "" : body.dump()};
+    return api_->Handle(r);
+  }
+  void Create(const std::string& path, const json& body) {
+    auto r = Call("POST", path, body);
+    ASSERT_EQ(r.code, 201) << path << ": " << r.body;
+  }
+  bool Eventually(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return done();
+  }
+  size_t LedgerRows() {
+    auto rows = store_->ListDeviceClaims();
+    return rows.ok() ? rows->size() : 0;
+  }
+
+  void Inventory(const std::string& node, int devices) {
+    Create("/api/v1/nodes",
+           {{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", {{"name", node}}},
+            {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+    json list = json::array();
+    for (int i = 0; i < devices; ++i) list.push_back({{"name", "gpu-" + std::to_string(i)}});
+    Create(std::string(kV1) + "/resourceslices",
+           {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceSlice"},
+            {"metadata", {{"name", node + "-gpus"}}},
+            {"spec",
+             {{"driver", "gpu.example.com"},
+              {"nodeName", node},
+              {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+              {"devices", list}}}});
+  }
+  // Pod ns/name with its own claim ns/name of one gpu.
+  void PodWithClaim(const std::string& ns, const std::string& name) {
+    json exactly = {{"deviceClassName", "gpu"}};
+    Create(std::string(kV1) + "/namespaces/" + ns + "/resourceclaims",
+           {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceClaim"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"devices", {{"requests", {{{"name", "gpu"}, {"exactly", exactly}}}}}}}}});
+    Create("/api/v1/namespaces/" + ns + "/pods",
+           {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", name}}},
+            {"spec",
+             {{"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", name}}}},
+              {"containers",
+               {{{"name", "c"},
+                 {"image", "busybox"},
+                 {"resources", {{"claims", {{{"name", "gpu"}}}}}}}}}}}});
+  }
+
+  json Review(system_clock::time_point start, system_clock::time_point end,
+              const std::string& group_by) {
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "UtilizationHistoryReview"},
+                 {"spec",
+                  {{"start", FormatRfc3339(start)},
+                   {"end", FormatRfc3339(end)},
+                   {"step", "1m"},
+                   {"groupBy", group_by}}}};
+    auto r = Call("POST", "/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews", body);
+    EXPECT_EQ(r.code, 201) << r.body;
+    return r.code == 201 ? json::parse(r.body)["status"] : json();
+  }
+
+  SystemClock clock_;
+  RandomIdGenerator ids_;
+  std::unique_ptr<store::pg::PgStore> store_;
+  std::unique_ptr<service::WatchHub> hub_;
+  std::unique_ptr<service::ObjectService> objects_;
+  std::unique_ptr<api::RestApi> api_;
+  std::unique_ptr<service::Scheduler> scheduler_;
+};
+
+TEST_F(UtilizationHistoryTest, SchedulerBindingsAndReleasesAreCountedAndSurviveARestart) {
+  // Whole seconds, as the review's times are: every change below falls in the last of three
+  // one-minute buckets that end at `end`.
+  const auto begin = std::chrono::floor<seconds>(system_clock::now());
+  Inventory("node-a", 4);
+  Inventory("node-b", 2);
+  Create(std::string(kV1) + "/deviceclasses",
+         {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "DeviceClass"},
+          {"metadata", {{"name", "gpu"}}},
+          {"spec",
+           {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+  Create("/api/v1/namespaces",
+         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
+  PodWithClaim("default", "p1");
+  PodWithClaim("team", "p2");
+  PodWithClaim("team", "p3");
+  ASSERT_TRUE(Eventually([&] { return LedgerRows() == 3; })) << LedgerRows();
+  // Deleting p3's pod and claim releases its device.
+  ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/team/pods/p3").code, 200);
+  ASSERT_TRUE(Eventually([&] {
+    Call("DELETE", std::string(kV1) + "/namespaces/team/resourceclaims/p3");
+    return LedgerRows() == 2;
+  })) << LedgerRows();
+  const auto end = std::chrono::ceil<seconds>(system_clock::now()) + seconds(1);
+  ASSERT_LT(end - begin, seconds(60)) << "the test ran too long for its buckets";
+  const auto start = end - seconds(180);
+
+  json all = Review(start, end, "");
+  ASSERT_TRUE(all.is_object());
+  ASSERT_EQ(all["groups"].size(), 1u) << all.dump();
+  const json& total = all["groups"][0];
+  EXPECT_EQ(total["devices"], 6);
+  EXPECT_EQ(total["allocated"], json::array({0, 0, 2}));
+  EXPECT_EQ(total["peakAllocated"], json::array({0, 0, 3}));
+  EXPECT_EQ(total["free"], json::array({6, 6, 4}));
+  EXPECT_EQ(total["unhealthy"], json::array({0, 0, 0}));
+
+  json namespaces = Review(start, end, "namespace");
+  ASSERT_EQ(namespaces["groups"].size(), 2u) << namespaces.dump();
+  EXPECT_EQ(namespaces["groups"][0]["name"], "default");
+  EXPECT_EQ(namespaces["groups"][0]["allocated"], json::array({0, 0, 1}));
+  EXPECT_EQ(namespaces["groups"][1]["name"], "team");
+  EXPECT_EQ(namespaces["groups"][1]["allocated"], json::array({0, 0, 1}));
+  EXPECT_EQ(namespaces["groups"][1]["peakAllocated"], json::array({0, 0, 2}));
+
+  json nodes = Review(start, end, "node");
+  ASSERT_EQ(nodes["groups"].size(), 2u) << nodes.dump();
+  int64_t allocated = 0;
+  for (const auto& g : nodes["groups"]) allocated += g["allocated"][2].get<int64_t>();
+  EXPECT_EQ(allocated, 2);
+  EXPECT_EQ(nodes["groups"][0]["devices"], 4);
+  EXPECT_EQ(nodes["groups"][1]["devices"], 2);
+
+  // The database restarts and every object above it is new: the same answers.
+  Close();
+  testing::PgTestEnv::Get().Restart();
+  Open();
+  EXPECT_EQ(Review(start, end, ""), all);
+  EXPECT_EQ(Review(start, end, "namespace"), namespaces);
+  EXPECT_EQ(Review(start, end, "node"), nodes);
+}
+
+}  // namespace
+}  // namespace qm
