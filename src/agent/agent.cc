@@ -540,6 +540,8 @@ absl::Status Agent::Init() {
   // Per-claim MPS pipe directories live with the agent's state (outside the CDI directory,
   // which only holds specs).
   preparer_->SetMpsRoot(options_.state_dir + "/mps");
+  mps_ = std::make_unique<MpsControl>(options_.mps_control_binary);
+  preparer_->SetMpsControl(mps_.get());
   QM_RETURN_IF_ERROR(preparer_->Recover());
   QM_RETURN_IF_ERROR(checkpoint_.Save(data_));
   spdlog::info("checkpoint {}: {} prepared claims, resource version {}", checkpoint_.path(),

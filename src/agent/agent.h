@@ -21,6 +21,7 @@
 #include "agent/checkpoint.h"
 #include "agent/health.h"
 #include "agent/inventory.h"
+#include "agent/mps.h"
 #include "agent/preparer.h"
 
 namespace qm::agent {
@@ -48,7 +49,7 @@ struct AgentOptions {
   // XIDs that do not make a device unhealthy (health.h; NVIDIA's application errors by default).
   std::set<uint64_t> ignored_xids = DefaultIgnoredXids();
   // MPS control daemons (mps.h): the nvidia-cuda-mps-control binary, a path or a name on PATH.
-  std::string mps_control_binary = "nvidia-cuda-mps-control";
+  std::string mps_control_binary = kDefaultMpsControlBinary;
 };
 
 class Agent {
@@ -93,6 +94,7 @@ class Agent {
   std::unique_ptr<DeviceSource> source_;
   Checkpoint checkpoint_;
   CheckpointData data_;
+  std::unique_ptr<MpsControl> mps_;
   std::unique_ptr<Preparer> preparer_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> sessions_{0};

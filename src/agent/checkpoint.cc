@@ -32,6 +32,7 @@ std::string EncodeCheckpoint(const CheckpointData& data) {
                    {"allocationID", c.allocation_id},
                    {"devices", std::move(devices)},
                    {"reported", c.reported}};
+    if (c.mps_daemon) claims[uid]["mpsDaemon"] = true;
   }
   json unreported = json::object();
   for (const auto& [uid, c] : data.unreported) {
@@ -68,6 +69,7 @@ absl::StatusOr<CheckpointData> DecodeCheckpoint(const std::string& text) {
       claim.name = c.at("name").get<std::string>();
       claim.allocation_id = c.at("allocationID").get<std::string>();
       claim.reported = c.value("reported", false);
+      claim.mps_daemon = c.value("mpsDaemon", false);
       const json devices = c.value("devices", json::array());
       for (const auto& d : devices) {
         PreparedDeviceRecord r;

@@ -29,7 +29,8 @@ struct PreparedClaim {
   std::string uid;
   std::string allocation_id;  // the allocation the devices were prepared for
   std::vector<PreparedDeviceRecord> devices;
-  bool reported = false;  // the server acknowledged ReportPrepared
+  bool reported = false;    // the server acknowledged ReportPrepared
+  bool mps_daemon = false;  // an MPS control daemon was started for it (mps.h): quit at unprepare
   bool operator==(const PreparedClaim&) const = default;
 };
 

@@ -68,12 +68,19 @@ absl::Status Preparer::Recover() {
     it = data_->claims.erase(it);
     changed = true;
   }
-  // MPS pipe directories of claims no longer held (an interrupted prepare or unprepare).
+  // MPS directories (and daemons) of claims no longer held (an interrupted prepare or unprepare).
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(mps_root_, ec)) {
     const std::string uid = entry.path().filename().string();
     if (!IsSafeClaimUid(uid) || data_->claims.contains(uid)) continue;
     spdlog::info("removing MPS directory of claim {}: not prepared", uid);
+    if (mps_ != nullptr) {
+      if (absl::Status st =
+              mps_->Stop(entry.path().string() + "/pipe", entry.path().string() + "/log");
+          !st.ok()) {
+        spdlog::warn("MPS control daemon of claim {}: {}", uid, st.ToString());
+      }
+    }
     std::error_code rm;
     std::filesystem::remove_all(entry.path(), rm);
   }
@@ -109,6 +116,7 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
   bool mps = false;
   std::optional<int> mps_percentage;
   std::vector<std::string> mps_limits;
+  std::vector<std::pair<std::string, std::string>> mps_device_limits;  // for the daemon
   for (const auto& d : claim.devices) {
     const std::string id = d.driver + "/" + d.pool + "/" + d.device;
     if (d.driver != inventory_.driver || d.pool != pool_) {
@@ -176,7 +184,10 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
                  !is_mig && by_index != s.per_device_pinned_memory_limit.end()) {
         limit = by_index->second;
       }
-      if (limit) mps_limits.push_back(local->second.uuid + "=" + MegabytesLimit(*limit));
+      if (limit) {
+        mps_limits.push_back(local->second.uuid + "=" + MegabytesLimit(*limit));
+        mps_device_limits.emplace_back(local->second.uuid, MegabytesLimit(*limit));
+      }
       mps = true;
     }
     // CDI device names allow [A-Za-z0-9_.:-]; a share id (a UUID) keeps shares apart.
@@ -206,13 +217,14 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
               "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
               "QM_CLAIM=" + claim.namespace_ + "/" + claim.name};
   spec.device_nodes = inventory_.common_device_nodes;
+  const std::string mps_dir = mps_root_ + "/" + claim.uid;
+  const std::string pipe_dir = mps_dir + "/pipe", log_dir = mps_dir + "/log";
   if (mps) {
-    // The pipe directory an MPS control daemon for this claim serves; each claim gets its own,
-    // so clients of different claims never share a daemon.
-    const std::string host_dir = mps_root_ + "/" + claim.uid;
+    // The pipe directory the claim's MPS control daemon serves; each claim gets its own, so
+    // clients of different claims never share a daemon.
     std::error_code ec;
-    std::filesystem::create_directories(host_dir, ec);
-    if (ec) return absl::FailedPreconditionError("cannot create " + host_dir + ": " + ec.message());
+    std::filesystem::create_directories(pipe_dir, ec);
+    if (ec) return absl::FailedPreconditionError("cannot create " + pipe_dir + ": " + ec.message());
     spec.env.push_back(std::string("CUDA_MPS_PIPE_DIRECTORY=") + kMpsContainerDir);
     if (mps_percentage) {
       spec.env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(*mps_percentage));
@@ -220,16 +232,30 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     if (!mps_limits.empty()) {
       spec.env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + absl::StrJoin(mps_limits, ","));
     }
-    spec.mounts.push_back(CdiMount{host_dir, kMpsContainerDir});
+    spec.mounts.push_back(CdiMount{pipe_dir, kMpsContainerDir});
+    if (mps_ != nullptr) {
+      MpsDaemonSpec daemon{pipe_dir, log_dir, uuids, mps_percentage, mps_device_limits};
+      if (absl::Status st = mps_->Start(daemon); !st.ok()) {
+        std::filesystem::remove_all(mps_dir, ec);
+        out.devices.clear();
+        out.error =
+            "the MPS control daemon of the claim did not start: " + std::string(st.message());
+        return out;
+      }
+    }
   }
   mkdir(cdi_dir_.c_str(), 0755);
-  QM_RETURN_IF_ERROR(WriteCdiSpec(cdi_dir_, claim.uid, spec));
+  if (absl::Status st = WriteCdiSpec(cdi_dir_, claim.uid, spec); !st.ok()) {
+    if (mps && mps_ != nullptr) (void)mps_->Stop(pipe_dir, log_dir);
+    return st;
+  }
   PreparedClaim record;
   record.namespace_ = claim.namespace_;
   record.name = claim.name;
   record.uid = claim.uid;
   record.allocation_id = claim.allocation_id;
   record.devices = out.devices;
+  record.mps_daemon = mps && mps_ != nullptr;
   data_->claims[claim.uid] = std::move(record);
   data_->unreported.erase(claim.uid);
   QM_RETURN_IF_ERROR(Save());
@@ -240,8 +266,16 @@ absl::Status Preparer::Unprepare(const std::string& uid, const std::string& name
                                  const std::string& name) {
   if (!IsSafeClaimUid(uid)) return absl::InvalidArgumentError("claim uid is not a UUID");
   QM_RETURN_IF_ERROR(RemoveCdiSpec(cdi_dir_, uid));
+  const std::string mps_dir = mps_root_ + "/" + uid;
+  if (auto held = data_->claims.find(uid);
+      held != data_->claims.end() && held->second.mps_daemon && mps_ != nullptr) {
+    // The workloads are gone: a daemon that does not answer is not worth keeping the claim for.
+    if (absl::Status st = mps_->Stop(mps_dir + "/pipe", mps_dir + "/log"); !st.ok()) {
+      spdlog::warn("MPS control daemon of claim {}/{}: {}", namespace_, name, st.ToString());
+    }
+  }
   std::error_code ec;  // a claim without MPS has no directory: nothing to remove
-  std::filesystem::remove_all(mps_root_ + "/" + uid, ec);
+  std::filesystem::remove_all(mps_dir, ec);
   data_->claims.erase(uid);
   data_->unreported[uid] = UnpreparedClaim{namespace_, name, uid};
   return Save();

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "agent/checkpoint.h"
 #include "agent/inventory.h"
+#include "agent/mps.h"
 #include "agent/sharing.h"
 
 namespace qm::agent {
@@ -58,13 +59,19 @@ class Preparer {
   // The devices this node publishes (what a claim may name).
   void SetInventory(Inventory inventory);
 
-  // Where per-claim MPS pipe directories are made (<dir>/<claim uid>), mounted into containers
-  // of claims with an MPS sharing config. Default /run/qm-agent/mps.
+  // Where the MPS state of claims with an MPS sharing config is kept: <dir>/<claim uid>/pipe
+  // (mounted into the claim's containers) and <dir>/<claim uid>/log. Default /run/qm-agent/mps.
   void SetMpsRoot(std::string dir) { mps_root_ = std::move(dir); }
+
+  // Starts an MPS control daemon for each claim with an MPS sharing config (and quits it at
+  // unprepare); a daemon that cannot start fails the claim. Not owned; nullptr (the default):
+  // no daemons, only the env and the pipe directory.
+  void SetMpsControl(const MpsControl* mps) { mps_ = mps; }
 
   // Brings the files and the checkpoint into agreement after a start: specs of ours that the
   // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped;
-  // MPS directories of claims not held are removed (call SetMpsRoot first).
+  // MPS directories of claims not held are removed, their daemons told to quit (call
+  // SetMpsRoot and SetMpsControl first).
   absl::Status Recover();
 
   // Prepares `claim`: idempotent for the allocation it is held with; a claim held for another
@@ -96,6 +103,7 @@ class Preparer {
   const Checkpoint* checkpoint_;
   Inventory inventory_;
   std::string mps_root_ = "/run/qm-agent/mps";
+  const MpsControl* mps_ = nullptr;
 };
 
 }  // namespace qm::agent

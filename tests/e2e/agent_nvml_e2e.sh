@@ -7,7 +7,9 @@
 # (Ready=False, PrepareFailed) and prepares nothing. Health from NVML events (injected through the
 # fake's events file): an ignored XID (13) changes nothing, XID 79 taints the GPU
 # quartermaster.io/unhealthy NoExecute and evicts the pod using it. Also: a missing NVML library
-# stops the agent with a clear error.
+# stops the agent with a clear error. MPS: the claim's control daemon (the fake
+# tests/agent/fake_mps_control) is started with its defaults, survives an agent restart and is
+# quit at unprepare; without the binary an MPS claim fails with PrepareFailed.
 # Usage: agent_nvml_e2e.sh <path to quartermaster> <path to qm-agent> <path to libfake_nvml.so>
 set -u
 QM_BIN=$(realpath "$1")
@@ -66,10 +68,17 @@ sed -i "s|^{\"driverVersion\"|{\"eventsFile\": \"$WORK/events.jsonl\", \"driverV
 start_server
 "$QM_BIN" credential --node nvml-node --server "$URL" --data-dir "$WORK/data" --out "$WORK/nvml-node.kubeconfig"
 mkdir -p "$WORK/nvml-node"
-QM_FAKE_NVML_CONFIG="$WORK/nvml.json" "$AGENT_BIN" --server "$GRPC_ADDR" --node-name nvml-node \
-  --nvml-library "$FAKE_NVML" --kubeconfig "$WORK/nvml-node.kubeconfig" \
-  --cdi-dir "$WORK/nvml-node/cdi" --state-dir "$WORK/nvml-node/state" >> "$WORK/nvml-node.log" 2>&1 &
-AGENT=$!
+# MPS control daemons: the fake nvidia-cuda-mps-control records its calls in $QM_FAKE_MPS_LOG.
+FAKE_MPS="$(cd "$(dirname "$0")/.." && pwd)/agent/fake_mps_control/nvidia-cuda-mps-control"
+export QM_FAKE_MPS_LOG="$WORK/mps-calls.log"
+start_agent() {  # [--mps-control-binary PATH]
+  QM_FAKE_NVML_CONFIG="$WORK/nvml.json" "$AGENT_BIN" --server "$GRPC_ADDR" --node-name nvml-node \
+    --nvml-library "$FAKE_NVML" --kubeconfig "$WORK/nvml-node.kubeconfig" \
+    --cdi-dir "$WORK/nvml-node/cdi" --state-dir "$WORK/nvml-node/state" \
+    --mps-control-binary "${1:-$FAKE_MPS}" >> "$WORK/nvml-node.log" 2>&1 &
+  AGENT=$!
+}
+start_agent
 devices() { k get resourceslices -o jsonpath='{range .items[*]}{range .spec.devices[*]}{.name}{" "}{end}{end}' | grep . ; }
 out=$(eventually 30 devices)
 expect "the whole GPU and the MIG devices are published, the partitioned GPU is not" "$out" \
@@ -205,7 +214,19 @@ expect_match "MPS: the thread percentage" "$body" '"CUDA_MPS_ACTIVE_THREAD_PERCE
 expect_match "MPS: the pinned memory limit of the GPU" "$body" \
   '"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=GPU-0a000000-0000-4000-8000-000000000000=8192M"'
 expect_match "MPS: the claim's pipe directory is mounted" "$body" \
-  "\"hostPath\": \"$WORK/nvml-node/state/mps/$uid\""
+  "\"hostPath\": \"$WORK/nvml-node/state/mps/$uid/pipe\""
+mps_dir="$WORK/nvml-node/state/mps/$uid"
+expect "MPS: the claim's control daemon is started on its GPU, with its defaults" "$(cat "$QM_FAKE_MPS_LOG")" \
+"start pipe=$mps_dir/pipe log=$mps_dir/log devices=GPU-0a000000-0000-4000-8000-000000000000
+set_default_active_thread_percentage 40 pipe=$mps_dir/pipe
+set_default_device_pinned_mem_limit GPU-0a000000-0000-4000-8000-000000000000 8192M pipe=$mps_dir/pipe"
+# The agent restarts: the daemon keeps serving the claim, nothing is started twice.
+stop_agent
+start_agent
+registered() { [ "$(grep -c "watching assignments" "$WORK/nvml-node.log")" = 2 ] && echo 2; }
+expect "the agent is back" "$(eventually 30 registered)" "2"
+expect "MPS: after a restart the daemon is neither quit nor started again" \
+  "$(grep -c . "$QM_FAKE_MPS_LOG")/$([ -p "$mps_dir/pipe/control" ] && echo serving)" "3/serving"
 failed() {
   local s; s=$(k -n mig-test get resourceclaim bad-config-claim -o jsonpath='{.status.devices[0].conditions[?(@.type=="Ready")].status} {.status.devices[0].conditions[?(@.type=="Ready")].reason} {.status.devices[0].conditions[?(@.type=="Ready")].message}')
   [ "${s%% *}" = False ] && echo "$s"
@@ -237,7 +258,51 @@ expect "the pod using the GPU is evicted" "$(eventually 30 gone mps-pod)" "gone"
 spec="$WORK/nvml-node/cdi/k8s.gpu.nvidia.com-claim_$uid.json"
 absent() { [ -f "$1" ] || echo absent; }
 expect "and its claim unprepared" "$(eventually 30 absent "$spec")" "absent"
+expect "MPS: unprepare quits the claim's daemon" "$(tail -1 "$QM_FAKE_MPS_LOG")" "quit pipe=$mps_dir/pipe"
 expect "the pod on the MIG device stays" "$(k -n mig-test get pod mig-pod -o jsonpath='{.metadata.name}')" "mig-pod"
+
+# --- MPS without the control binary: the claim fails with PrepareFailed -------------------------
+stop_agent
+start_agent "$WORK/missing/nvidia-cuda-mps-control"
+k -n mig-test delete pod bad-config-pod --wait=false >/dev/null
+k -n mig-test delete resourceclaim bad-config-claim --wait=false >/dev/null
+cat > "$WORK/mps-mig.yaml" <<'EOF'
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mps-mig-claim, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: mig
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}
+    config:
+    - opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: MigDeviceConfig
+          sharing: {strategy: MPS}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mps-mig-pod, namespace: mig-test}
+spec:
+  containers: [{name: c, image: busybox, resources: {claims: [{name: mig}]}}]
+  resourceClaims: [{name: mig, resourceClaimName: mps-mig-claim}]
+EOF
+expect_match "an MPS claim on the MIG device is created" "$(k apply -f "$WORK/mps-mig.yaml")" "pod/mps-mig-pod created"
+mps_failed() {
+  local s; s=$(k -n mig-test get resourceclaim mps-mig-claim -o jsonpath='{.status.devices[0].conditions[?(@.type=="Ready")].status} {.status.devices[0].conditions[?(@.type=="Ready")].reason} {.status.devices[0].conditions[?(@.type=="Ready")].message}')
+  [ "${s%% *}" = False ] && echo "$s"
+}
+expect_match "a missing MPS control binary fails the claim with PrepareFailed and says why" \
+  "$(eventually 30 mps_failed)" \
+  "False PrepareFailed .*the MPS control daemon of the claim did not start: cannot run the MPS control binary $WORK/missing/nvidia-cuda-mps-control: No such file or directory"
+mig_uid=$(k -n mig-test get resourceclaim mps-mig-claim -o jsonpath='{.metadata.uid}')
+expect "and nothing is prepared for it" "$(ls "$WORK/nvml-node/cdi" "$WORK/nvml-node/state/mps" | grep -c "$mig_uid")" "0"
 
 stop_agent
 echo "$checks checks, $failures failures"

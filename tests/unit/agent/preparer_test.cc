@@ -226,7 +226,7 @@ TEST_F(PreparerTest, MpsGivesTheClaimAPipeDirectoryAndLimits) {
   EXPECT_THAT(env, HasSubstr("=5120M\""));
   EXPECT_THAT(Env(spec["devices"][0]["containerEdits"]), Not(HasSubstr("TIMESLICE")));
   const json& mount = spec["containerEdits"]["mounts"][0];
-  EXPECT_EQ(mount["hostPath"], dir_ + "/mps/" + kUid);
+  EXPECT_EQ(mount["hostPath"], dir_ + "/mps/" + kUid + "/pipe");
   EXPECT_EQ(mount["containerPath"], "/tmp/nvidia-mps");
   EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/mps/" + kUid));
   ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
@@ -241,6 +241,80 @@ TEST_F(PreparerTest, MpsGivesTheClaimAPipeDirectoryAndLimits) {
   ASSERT_TRUE(preparer_->Recover().ok());
   EXPECT_FALSE(std::filesystem::exists(stale));
   EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/mps/" + kUid));
+}
+
+// With an MpsControl (the fake nvidia-cuda-mps-control) each MPS claim gets its own daemon, which
+// the checkpoint remembers across a restart and unprepare quits.
+TEST_F(PreparerTest, MpsStartsAControlDaemonThatOutlivesARestart) {
+  const std::string calls = dir_ + "/calls.log";
+  setenv("QM_FAKE_MPS_LOG", calls.c_str(), 1);
+  MpsControl mps(QM_FAKE_MPS_CONTROL);
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  preparer_->SetMpsControl(&mps);
+  ClaimAssignment c = Claim();
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50,
+        "defaultPinnedDeviceMemoryLimit": "10Gi"}}})")};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_THAT(out->error, IsEmpty());
+  const std::string pipe = dir_ + "/mps/" + kUid + "/pipe";
+  auto read = [&] {
+    std::ifstream in(calls);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(read(),
+            "start pipe=" + pipe + " log=" + dir_ + "/mps/" + kUid + "/log devices=" + uuid0_ +
+                "\n" + "set_default_active_thread_percentage 50 pipe=" + pipe + "\n" +
+                "set_default_device_pinned_mem_limit " + uuid0_ + " 10240M pipe=" + pipe + "\n");
+  EXPECT_TRUE(data_.claims.at(kUid).mps_daemon);
+
+  // The agent restarts: the daemon keeps running, the checkpoint says it is there.
+  Reopen();
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  preparer_->SetMpsControl(&mps);
+  ASSERT_TRUE(preparer_->Recover().ok());
+  EXPECT_TRUE(data_.claims.at(kUid).mps_daemon);
+  EXPECT_THAT(read(), Not(HasSubstr("quit")));
+  EXPECT_TRUE(std::filesystem::exists(pipe + "/control"));
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+  EXPECT_THAT(read(), HasSubstr("quit pipe=" + pipe + "\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/mps/" + kUid));
+
+  // A daemon of a claim the checkpoint does not hold (its spec was lost) is quit at start.
+  ASSERT_TRUE(preparer_->Prepare(c).ok());
+  std::filesystem::remove(CdiSpecPath(cdi_, kUid));
+  std::filesystem::remove(calls);
+  Reopen();
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  preparer_->SetMpsControl(&mps);
+  ASSERT_TRUE(preparer_->Recover().ok());
+  EXPECT_EQ(read(), "quit pipe=" + pipe + "\n");
+  EXPECT_FALSE(data_.claims.contains(kUid));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/mps/" + kUid));
+}
+
+TEST_F(PreparerTest, AMissingMpsBinaryFailsTheClaim) {
+  MpsControl mps(dir_ + "/bin/nvidia-cuda-mps-control");
+  preparer_->SetMpsRoot(dir_ + "/mps");
+  preparer_->SetMpsControl(&mps);
+  ClaimAssignment c = Claim();
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "MPS"}})")};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->error,
+            "the MPS control daemon of the claim did not start: cannot run the MPS "
+            "control binary " +
+                dir_ +
+                "/bin/nvidia-cuda-mps-control: No such file or directory (is the "
+                "NVIDIA driver's MPS installed? --mps-control-binary PATH names it)");
+  EXPECT_THAT(out->devices, IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(cdi_, kUid)));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/mps/" + kUid));
+  EXPECT_FALSE(data_.claims.contains(kUid));
 }
 
 TEST_F(PreparerTest, AConsumableCapacityShareCarriesItsLimits) {
