@@ -82,6 +82,7 @@ class Replay {
       }
       for (size_t g : unit.groups) {
         ++series_[g].devices;
+        if (!entry.taints.empty()) ++series_[g].tainted;
         if (unit.unhealthy) ++state_[g].unhealthy;
       }
       units_.emplace(entry.id, std::move(unit));

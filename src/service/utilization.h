@@ -37,6 +37,7 @@ struct UtilizationSeries {
   // devices not bound to one node) or claim namespace; "" for kNone.
   std::string name;
   int64_t devices = 0;  // devices of the group now; 0 for namespaces
+  int64_t tainted = 0;  // of them, devices with any taint now (their own or a DeviceTaintRule's)
   // Devices held by at least one claim (admin access does not count) at the end of the bucket
   // (or now, for a bucket that has not ended), and the most held at any moment within it.
   std::vector<int64_t> allocated;

@@ -129,8 +129,13 @@ export interface ListResult {
   resourceVersion: string;
 }
 
-// Lists every object under `path`, page by page (limit/continue).
-export async function listAll(path: string, signal?: AbortSignal): Promise<ListResult> {
+// Lists every object under `path`, page by page (limit/continue); `onPage` sees each page as it
+// arrives (with `more` while pages remain), so a page can render before the last one.
+export async function listAll(
+  path: string,
+  signal?: AbortSignal,
+  onPage?: (items: K8sObject[], more: boolean) => void,
+): Promise<ListResult> {
   const items: K8sObject[] = [];
   let cont = '';
   let resourceVersion = '';
@@ -138,12 +143,21 @@ export async function listAll(path: string, signal?: AbortSignal): Promise<ListR
     const page = await request(withQuery(path, { limit: '500', continue: cont || undefined }), {
       signal,
     });
-    for (const item of page.items || []) items.push(item);
+    const got: K8sObject[] = page.items || [];
+    for (const item of got) items.push(item);
     resourceVersion = page.metadata?.resourceVersion || resourceVersion;
     cont = page.metadata?.continue || '';
+    onPage?.(got, !!cont);
     if (!cont) break;
   }
   return { items, resourceVersion };
+}
+
+// The collection's current resourceVersion, read with a one-item list (to watch from it without
+// listing everything).
+export async function currentRevision(path: string, signal?: AbortSignal): Promise<string> {
+  const page = await request(withQuery(path, { limit: '1' }), { signal });
+  return page.metadata?.resourceVersion || '';
 }
 
 export interface WatchEvent {
@@ -264,6 +278,7 @@ export async function reviewMatches(
 export interface UtilizationGroup {
   name: string;
   devices?: number; // absent for namespaces
+  tainted?: number; // devices with any taint now; absent for namespaces
   allocated: number[];
   peakAllocated: number[];
   unhealthy?: number[];

@@ -1,13 +1,17 @@
 // Live collections: one list + watch per API path, shared by every component that shows it.
 // Events are applied to a map and published at most every 100 ms, so a burst of changes
 // re-renders once; no polling. A watch the server ends is resumed from the last resourceVersion;
-// 410 Gone (too old) lists again.
+// 410 Gone (too old) lists again. The first list is published page by page (500 objects each,
+// `complete` false until the last), so a page shows its first rows before a 5,000-node list has
+// arrived. A change signal (useChanges) watches a kind without listing it, for pages that only
+// need to know that something changed (the server-side counts are then asked for again).
 
 import { useEffect, useState, useSyncExternalStore } from 'react';
 import {
   ApiError,
   K8sObject,
   errorText,
+  currentRevision,
   listAll,
   objectKey,
   paths,
@@ -18,6 +22,8 @@ import {
 export interface CollectionState {
   items: K8sObject[];
   loaded: boolean;
+  // False while the first list is still arriving page by page (items holds the pages so far).
+  complete: boolean;
   error: string;
   // Bumped on every published change (for effects that recompute from a collection).
   version: number;
@@ -32,13 +38,22 @@ class Collection {
   private readonly path: string;
   private readonly objects = new Map<string, K8sObject>();
   private readonly listeners = new Set<() => void>();
-  private state: CollectionState = { items: [], loaded: false, error: '', version: 0 };
+  private state: CollectionState = {
+    items: [],
+    loaded: false,
+    complete: false,
+    error: '',
+    version: 0,
+  };
   private abort: AbortController | null = null;
   private publishTimer: number | undefined;
   private stopTimer: number | undefined;
+  // Only count changes: no list, no objects kept (useChanges).
+  private readonly signalOnly: boolean;
 
-  constructor(path: string) {
+  constructor(path: string, signalOnly = false) {
     this.path = path;
+    this.signalOnly = signalOnly;
   }
 
   subscribe = (listener: () => void): (() => void) => {
@@ -88,12 +103,28 @@ class Collection {
     let backoff = 500;
     while (!abort.signal.aborted) {
       try {
-        const list = await listAll(this.path, abort.signal);
-        this.objects.clear();
-        for (const o of list.items) this.objects.set(objectKey(o), o);
-        this.state = { ...this.state, loaded: true, error: '' };
-        this.publish(true);
-        let rv = list.resourceVersion;
+        let rv: string;
+        if (this.signalOnly) {
+          rv = await currentRevision(this.path, abort.signal);
+          // Starting to watch is no change: the version moves with events only.
+          this.state = { ...this.state, loaded: true, complete: true, error: '' };
+        } else {
+          // The first list is shown page by page; a relist (after 410) replaces the objects
+          // only once it is whole.
+          const progressive = !this.state.loaded;
+          if (progressive) this.objects.clear();
+          const list = await listAll(this.path, abort.signal, (page, more) => {
+            if (!progressive || !more) return;
+            for (const o of page) this.objects.set(objectKey(o), o);
+            this.state = { ...this.state, loaded: true, complete: false, error: '' };
+            this.publish(true);
+          });
+          this.objects.clear();
+          for (const o of list.items) this.objects.set(objectKey(o), o);
+          this.state = { ...this.state, loaded: true, complete: true, error: '' };
+          this.publish(true);
+          rv = list.resourceVersion;
+        }
         let relist = false;
         while (!abort.signal.aborted && !relist) {
           await watch(
@@ -107,7 +138,9 @@ class Collection {
               const o = e.object as K8sObject;
               if (o?.metadata?.resourceVersion) rv = o.metadata.resourceVersion;
               if (e.type === 'BOOKMARK') return;
-              if (e.type === 'DELETED') this.objects.delete(objectKey(o));
+              if (this.signalOnly) {
+                // nothing kept: the version alone says that something changed
+              } else if (e.type === 'DELETED') this.objects.delete(objectKey(o));
               else this.objects.set(objectKey(o), o);
               this.publish();
             },
@@ -128,11 +161,12 @@ class Collection {
 
 const collections = new Map<string, Collection>();
 
-function collection(path: string): Collection {
-  let c = collections.get(path);
+function collection(path: string, signalOnly = false): Collection {
+  const key = (signalOnly ? 'changes:' : '') + path;
+  let c = collections.get(key);
   if (!c) {
-    c = new Collection(path);
-    collections.set(path, c);
+    c = new Collection(path, signalOnly);
+    collections.set(key, c);
   }
   return c;
 }
@@ -141,6 +175,13 @@ function collection(path: string): Collection {
 export function useCollection(path: string): CollectionState {
   const c = collection(path);
   return useSyncExternalStore(c.subscribe, c.snapshot);
+}
+
+// A number that changes (at most every 100 ms) whenever an object of the kind is created,
+// changed or deleted; the kind is watched from its current resourceVersion and never listed.
+export function useChanges(path: string): number {
+  const c = collection(path, true);
+  return useSyncExternalStore(c.subscribe, c.snapshot).version;
 }
 
 // Stops every watch and forgets every object (sign-out).

@@ -328,6 +328,7 @@ HttpResponse AdminApi::UtilizationHistoryReview(const HttpRequest& req) {
         {"name", g.name}, {"allocated", g.allocated}, {"peakAllocated", g.peak_allocated}};
     if (request.group_by != service::UtilizationGroupBy::kNamespace) {
       group["devices"] = g.devices;
+      group["tainted"] = g.tainted;
       group["unhealthy"] = g.unhealthy;
       group["free"] = g.free;
     }

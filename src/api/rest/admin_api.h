@@ -13,8 +13,9 @@
 //     (buckets, default a sixtieth of the range, at most 1000 buckets) and spec.groupBy ("",
 //     "class", "model", "node" or "namespace") in; 201 with status.start, status.end,
 //     status.stepSeconds, status.times (each bucket's start, Unix seconds) and status.groups
-//     (name, devices, and per bucket allocated, peakAllocated, unhealthy, free) out, from the
-//     allocation history the store records with every binding and release. Nothing is stored.
+//     (name, devices and tainted now, per bucket allocated, peakAllocated, unhealthy, free) out,
+//     from the allocation history the store records with every binding and release. Nothing is
+//     stored.
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
 //     its resources.
 // Callers have been authenticated and authorized (create on the review's resource in the group)

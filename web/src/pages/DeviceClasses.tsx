@@ -1,4 +1,4 @@
-import { FormEvent, useEffect, useMemo, useState } from 'react';
+import { FormEvent, Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
 import {
   ApiError,
   DeviceMatchStatus,
@@ -11,11 +11,14 @@ import {
   reviewMatches,
   withQuery,
 } from '../api';
-import { CelEditor, CelProblem } from '../CelEditor';
+import type { CelProblem } from '../CelEditor';
+
+// CodeMirror is loaded with the editor only: the list pages do not wait for it.
+const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.CelEditor })));
 import { GuardedButton, Link, LoadState, ReadOnlyNotice, toYaml } from '../components';
 import { classesOfClaim, deviceModel } from '../model';
 import { navigate } from '../router';
-import { useCan, useCollection } from '../store';
+import { useCan, useChanges, useCollection } from '../store';
 
 const GROUP = 'resource.k8s.io';
 const DEBOUNCE_MS = 350;
@@ -33,22 +36,26 @@ interface Counts {
 
 export function DeviceClassesPage() {
   const classes = useCollection(paths.classes);
-  const slices = useCollection(paths.slices);
-  const claims = useCollection(paths.claims);
+  // Slices and claims only say when to count again: watched, not listed.
+  const slicesChanged = useChanges(paths.slices);
+  const claimsChanged = useChanges(paths.claims);
   const canCreate = useCan('create', 'deviceclasses', GROUP);
   const [counts, setCounts] = useState<Record<string, Counts>>({});
+  const countsRef = useRef<Record<string, Counts>>({});
 
   // Counts come from the server's preview (the same matching the allocator does); they are
   // recomputed when classes, slices or claims change, debounced.
   useEffect(() => {
     if (!classes.loaded) return;
-    const abort = new AbortController();
+    const superseded = new AbortController();
+    // The first counts at once; recounts after changes debounced.
+    const first = Object.keys(countsRef.current).length === 0;
     const timer = window.setTimeout(async () => {
       const next: Record<string, Counts> = {};
       await Promise.all(
         classes.items.map(async (c) => {
           try {
-            const s = await reviewMatches({ className: c.metadata.name, limit: 1 }, abort.signal);
+            const s = await reviewMatches({ className: c.metadata.name, limit: 1 });
             next[c.metadata.name] = {
               matched: s.matchedDevices,
               allocated: s.allocatedDevices,
@@ -60,13 +67,18 @@ export function DeviceClassesPage() {
           }
         }),
       );
-      if (!abort.signal.aborted) setCounts(next);
-    }, DEBOUNCE_MS);
+      if (!superseded.signal.aborted) {
+        countsRef.current = next;
+        setCounts(next);
+      }
+    }, first ? 0 : DEBOUNCE_MS);
+    // A newer count supersedes this one: its answers are dropped rather than its requests
+    // aborted (an aborted request reads as a failure).
     return () => {
-      abort.abort();
+      superseded.abort();
       window.clearTimeout(timer);
     };
-  }, [classes.loaded, classes.version, slices.version, claims.version]); // eslint-disable-line
+  }, [classes.loaded, classes.version, slicesChanged, claimsChanged]); // eslint-disable-line
 
   return (
     <section aria-labelledby="classes-title">
@@ -376,16 +388,20 @@ export function ClassEditorPage({ name }: { name?: string }) {
             return (
               <div className="field" key={s.key} data-selector={i}>
                 <label htmlFor={`selector-${i}`}>Selector {i + 1}</label>
-                <CelEditor
-                  id={`selector-${i}`}
-                  label={`Selector ${i + 1}`}
-                  value={s.expression}
-                  problems={problems}
-                  describedBy={errorId}
-                  onChange={(v) =>
-                    setSelectors((list) => list.map((x) => (x.key === s.key ? { ...x, expression: v } : x)))
-                  }
-                />
+                <Suspense fallback={<p className="loading">Loading the editor…</p>}>
+                  <CelEditor
+                    id={`selector-${i}`}
+                    label={`Selector ${i + 1}`}
+                    value={s.expression}
+                    problems={problems}
+                    describedBy={errorId}
+                    onChange={(v) =>
+                      setSelectors((list) =>
+                        list.map((x) => (x.key === s.key ? { ...x, expression: v } : x)),
+                      )
+                    }
+                  />
+                </Suspense>
                 {problems.length > 0 && (
                   <ul id={errorId} className="field-error" role="alert" data-testid="selector-error">
                     {problems.map((p, j) => (

@@ -187,6 +187,11 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
         </p>
       )}
       <LoadState loaded={nodes.loaded} error={nodes.error || slices.error} />
+      {nodes.loaded && (!nodes.complete || !slices.complete) && (
+        <p className="loading" role="status" data-testid="inventory-loading">
+          Loading more: {nodes.items.length} nodes and {slices.items.length} ResourceSlices so far…
+        </p>
+      )}
       {nodes.loaded && (
         <table className="nodes">
           <thead>

@@ -1,35 +1,68 @@
-import { useMemo } from 'react';
-import { paths } from '../api';
+import { Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
+import { UtilizationGroup, errorText, paths, reviewUtilization } from '../api';
 import { Link, LoadState } from '../components';
-import { allocationsOf, devicesOf, nodeReady, pendingPods } from '../model';
-import { useCollection } from '../store';
-import { UtilizationChart } from '../UtilizationChart';
+import { nodeReady, pendingPods } from '../model';
+import { useChanges, useCollection } from '../store';
+
+// uPlot is loaded with the chart, after the counts are on screen.
+const UtilizationChart = lazy(() =>
+  import('../UtilizationChart').then((m) => ({ default: m.UtilizationChart })),
+);
+
+// Device counts come from the server (a one-bucket UtilizationHistoryReview by model: devices,
+// tainted and allocated now), asked for again when slices or claims change, so the Overview never
+// lists every ResourceSlice of a large fleet.
+function useDeviceSummary(changeKey: string) {
+  const [groups, setGroups] = useState<UtilizationGroup[] | null>(null);
+  const [error, setError] = useState('');
+  const last = useRef(0);
+  useEffect(() => {
+    let current = true;
+    const wait = Math.max(0, last.current + REFRESH_MS - Date.now());
+    const timer = window.setTimeout(() => {
+      last.current = Date.now();
+      reviewUtilization({ range: '1m', step: '1m', groupBy: 'model' })
+        .then((s) => {
+          if (!current) return;
+          setGroups(s.groups);
+          setError('');
+        })
+        .catch((e) => current && setError(errorText(e)));
+    }, wait);
+    return () => {
+      current = false;
+      window.clearTimeout(timer);
+    };
+  }, [changeKey]);
+  return { groups, error };
+}
+
+const REFRESH_MS = 500;
 
 export function OverviewPage() {
   const nodes = useCollection(paths.nodes);
-  const slices = useCollection(paths.slices);
-  const claims = useCollection(paths.claims);
   const pods = useCollection(paths.pods);
+  const slicesChanged = useChanges(paths.slices);
+  const claimsChanged = useChanges(paths.claims);
+  const devices = useDeviceSummary(`${slicesChanged}/${claimsChanged}`);
 
   const summary = useMemo(() => {
-    const devices = devicesOf(slices.items);
-    const allocations = allocationsOf(claims.items);
-    const byModel = new Map<string, { total: number; allocated: number; tainted: number }>();
+    const byModel: [string, { total: number; allocated: number; tainted: number }][] = [];
+    let total = 0;
     let allocated = 0;
     let tainted = 0;
-    for (const d of devices) {
-      const m = byModel.get(d.model) || { total: 0, allocated: 0, tainted: 0 };
-      m.total++;
-      if (allocations.has(d.id)) {
-        m.allocated++;
-        allocated++;
-      }
-      if (d.taints.length) {
-        m.tainted++;
-        tainted++;
-      }
-      byModel.set(d.model, m);
+    for (const g of devices.groups || []) {
+      const m = {
+        total: g.devices || 0,
+        allocated: g.allocated[g.allocated.length - 1] || 0,
+        tainted: g.tainted || 0,
+      };
+      byModel.push([g.name, m]);
+      total += m.total;
+      allocated += m.allocated;
+      tainted += m.tainted;
     }
+    byModel.sort((a, b) => a[0].localeCompare(b[0]));
     const ready = nodes.items.filter((n) => nodeReady(n) === 'True').length;
     const notReady = nodes.items.filter((n) => nodeReady(n) === 'False').length;
     const cordoned = nodes.items.filter((n) => n.spec?.unschedulable).length;
@@ -37,20 +70,20 @@ export function OverviewPage() {
     const reasons = new Map<string, number>();
     for (const p of pending) reasons.set(p.reason, (reasons.get(p.reason) || 0) + 1);
     return {
-      devices: devices.length,
+      devices: total,
       allocated,
       tainted,
-      byModel: Array.from(byModel.entries()).sort((a, b) => a[0].localeCompare(b[0])),
+      byModel,
       ready,
       notReady,
       cordoned,
       pending: pending.length,
       reasons: Array.from(reasons.entries()),
     };
-  }, [nodes.items, slices.items, claims.items, pods.items]);
+  }, [nodes.items, devices.groups, pods.items]);
 
-  const loaded = nodes.loaded && slices.loaded && claims.loaded && pods.loaded;
-  const error = nodes.error || slices.error || claims.error || pods.error;
+  const loaded = nodes.complete && pods.complete && devices.groups !== null;
+  const error = nodes.error || pods.error || devices.error;
   return (
     <section aria-labelledby="overview-title">
       <h1 id="overview-title">Overview</h1>
@@ -85,7 +118,9 @@ export function OverviewPage() {
               <dd data-testid="count-pending">{summary.pending}</dd>
             </div>
           </dl>
-          <UtilizationChart changeKey={claims.version} />
+          <Suspense fallback={<p className="loading">Loading the utilization chart…</p>}>
+            <UtilizationChart changeKey={claimsChanged} />
+          </Suspense>
           <h2>Devices by model</h2>
           <table>
             <thead>

@@ -315,6 +315,9 @@ TEST_F(UtilizationTest, GroupsByClassModelNodeAndNamespace) {
                {1, 1, 0, 0, 0});
   ExpectSeries(Find(nodes, "node-c"), 1, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 1}, {1, 1, 1, 1, 0},
                {0, 0, 0, 0, 0});
+  EXPECT_EQ(Find(nodes, "node-c")["tainted"], 1);
+  EXPECT_EQ(Find(nodes, "node-a")["tainted"], 0);
+  EXPECT_EQ(Find(models, "NVIDIA L4")["tainted"], 1);
 
   json namespaces = History("namespace");
   ASSERT_EQ(namespaces.size(), 2u) << namespaces.dump();

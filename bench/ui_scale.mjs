@@ -1,0 +1,114 @@
+// Driven by bench/ui_scale.sh: loads the inventory, then times each page's first meaningful
+// render in headless Chromium (navigation start to the page's numbers on screen).
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const env = process.env;
+const require = createRequire(path.join(env.QM_WEB_SRC, 'package.json'));
+const { chromium } = require('playwright-core');
+const URL = env.QM_URL;
+const TOKEN = env.QM_ADMIN_TOKEN;
+const NODES = Number(env.QM_NODES);
+const RUNS = Number(env.QM_RUNS);
+
+async function post(p, body) {
+  const res = await fetch(URL + p, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 201) throw new Error(`${p}: ${res.status} ${await res.text()}`);
+}
+
+const models = [
+  ['NVIDIA H100 80GB HBM3', 'Hopper', '9.0.0', '80Gi'],
+  ['NVIDIA A100-SXM4-80GB', 'Ampere', '8.0.0', '80Gi'],
+  ['NVIDIA L4', 'Ada Lovelace', '8.9.0', '24Gi'],
+];
+
+async function load() {
+  const started = Date.now();
+  let next = 0;
+  async function worker() {
+    for (;;) {
+      const i = next++;
+      if (i >= NODES) return;
+      const name = `scale-node-${String(i).padStart(5, '0')}`;
+      const [product, arch, cc, memory] = models[i % models.length];
+      await post('/api/v1/nodes', {
+        apiVersion: 'v1', kind: 'Node',
+        metadata: { name, labels: { 'kubernetes.io/hostname': name, 'nvidia.com/gpu.product': product.replaceAll(' ', '-') } },
+        spec: {},
+      });
+      const devices = [];
+      for (let d = 0; d < 8; d++) {
+        devices.push({
+          name: `gpu-${d}`,
+          attributes: {
+            type: { string: 'gpu' }, productName: { string: product }, brand: { string: 'Nvidia' },
+            architecture: { string: arch }, cudaComputeCapability: { version: cc },
+            driverVersion: { version: '560.35.3' }, uuid: { string: `GPU-${i}-${d}` },
+            'resource.kubernetes.io/pcieRoot': { string: `pci0000:0${d >> 2}` },
+          },
+          capacity: { memory: { value: memory } },
+        });
+      }
+      await post('/apis/resource.k8s.io/v1/resourceslices', {
+        apiVersion: 'resource.k8s.io/v1', kind: 'ResourceSlice',
+        metadata: { name: `${name}-gpu.nvidia.com` },
+        spec: { driver: 'gpu.nvidia.com', nodeName: name, pool: { name, generation: 1, resourceSliceCount: 1 }, devices },
+      });
+    }
+  }
+  await Promise.all(Array.from({ length: 16 }, worker));
+  console.log(`loaded ${NODES} nodes x 8 devices in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+const devices = String(NODES * 8 + 18);
+const pages = [
+  ['Overview', '/', async (page) => {
+    await page.getByTestId('count-devices').filter({ hasText: new RegExp(`^${devices}$`) }).waitFor();
+  }],
+  ['Inventory', '/inventory', async (page) => {
+    await page.locator('tr[data-node="gpu-node-a"]').waitFor();
+  }],
+  ['Device classes', '/device-classes', async (page) => {
+    await page.locator('tr[data-class] td[data-testid="in-use"]').first().waitFor();
+    await page.waitForFunction(() => {
+      const cells = [...document.querySelectorAll('tr[data-class] td[data-testid="matches"]')];
+      return cells.length > 0 && cells.every((c) => /devices on/.test(c.textContent || ''));
+    }, null, { timeout: 60_000, polling: 20 });
+  }],
+];
+
+await load();
+const browser = await chromium.launch({
+  executablePath: env.QM_CHROMIUM,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+});
+const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
+context.setDefaultTimeout(60_000);
+await context.addInitScript((t) => sessionStorage.setItem('quartermaster.token', t), TOKEN);
+const results = [];
+for (const [name, route, ready] of pages) {
+  const times = [];
+  for (let r = 0; r < RUNS; r++) {
+    const page = await context.newPage();
+    const t0 = Date.now();
+    await page.goto(URL + route);
+    await ready(page);
+    times.push(Date.now() - t0);
+    if (env.QM_TRACE && r === RUNS - 1) {
+      // Where the time went: each request's start and end (ms after navigation).
+      const entries = await page.evaluate(() => performance.getEntriesByType('resource').map((e) =>
+        `${Math.round(e.startTime)}-${Math.round(e.responseEnd)} ${e.name.replace(location.origin, '')}`));
+      console.log(`${name}:\n    ${entries.join('\n    ')}`);
+    }
+    await page.close();
+  }
+  times.sort((a, b) => a - b);
+  results.push(`${name} ${(times[Math.floor(times.length / 2)] / 1000).toFixed(2)} s (runs: ${times.join(', ')} ms)`);
+}
+await browser.close();
+console.log(`first meaningful render with ${NODES} nodes x 8 devices (${devices} devices):`);
+for (const r of results) console.log(`  ${r}`);
