@@ -30,6 +30,9 @@ struct ObjectMeta {
   int64_t generation = 0;
   std::chrono::system_clock::time_point creation_timestamp{};
   std::optional<std::chrono::system_clock::time_point> deletion_timestamp;
+  // metadata.deletionGracePeriodSeconds: set with deletion_timestamp by a graceful deletion
+  // (which then lies this many seconds after the request); nullopt otherwise.
+  std::optional<int64_t> deletion_grace_period_seconds;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::vector<std::string> finalizers;

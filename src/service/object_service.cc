@@ -5,6 +5,7 @@
 
 #include "common/status.h"
 #include "model/resource_types.h"
+#include "service/graceful_deletion.h"
 #include "service/ledger.h"
 
 namespace qm::service {
@@ -122,6 +123,7 @@ absl::StatusOr<model::Object> ObjectService::Update(
     next.meta.uid = current.meta.uid;
     next.meta.creation_timestamp = current.meta.creation_timestamp;
     next.meta.deletion_timestamp = current.meta.deletion_timestamp;
+    next.meta.deletion_grace_period_seconds = current.meta.deletion_grace_period_seconds;
     next.meta.generation =
         current.meta.generation + (next.spec_digest != current.spec_digest ? 1 : 0);
     if (current.meta.deletion_timestamp.has_value()) {
@@ -210,15 +212,17 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
       if (!empty || !current.meta.finalizers.empty()) return DeleteResult{current, false};
     }
     absl::StatusOr<model::Object> result;
-    bool deleted = current.meta.finalizers.empty();
+    model::Object marked = current;
+    const int64_t grace = options.grace_period_seconds.value_or(DefaultGracePeriodSeconds(current));
+    // A forced deletion does not wait for the agent to unprepare (the claim controller still
+    // keeps the devices allocated until it has).
+    const bool forced = grace == 0 && RemoveFinalizer(marked.meta, kDevicesPreparedFinalizer);
+    bool deleted = marked.meta.finalizers.empty();
     if (deleted) {
       result = StoreDelete(current);
-    } else if (current.meta.deletion_timestamp.has_value()) {
+    } else if (!MarkForDeletion(marked.meta, clock_.Now(), grace) && !forced) {
       return DeleteResult{current, false};  // already being deleted: nothing changes
     } else {
-      model::Object marked = current;
-      marked.meta.deletion_timestamp =
-          std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
       result = store_.Update(marked, current.meta.resource_version);
     }
     if (absl::IsAborted(result.status()) && attempt + 1 < kMaxUpdateAttempts) continue;
@@ -288,6 +292,7 @@ absl::StatusOr<std::vector<model::Object>> ObjectService::CommitBatch(
         next.meta.uid = cur.meta.uid;
         next.meta.creation_timestamp = cur.meta.creation_timestamp;
         next.meta.deletion_timestamp = cur.meta.deletion_timestamp;
+        next.meta.deletion_grace_period_seconds = cur.meta.deletion_grace_period_seconds;
         next.meta.generation = cur.meta.generation + (next.spec_digest != cur.spec_digest ? 1 : 0);
         out = {store::Write::Kind::kUpdate, std::move(next), {}, cur.meta.resource_version};
         break;
@@ -298,7 +303,7 @@ absl::StatusOr<std::vector<model::Object>> ObjectService::CommitBatch(
           out = {store::Write::Kind::kDelete, {}, cur.Key(), cur.meta.resource_version};
         } else {
           model::Object marked = cur;
-          if (!marked.meta.deletion_timestamp.has_value()) marked.meta.deletion_timestamp = now;
+          MarkForDeletion(marked.meta, now, DefaultGracePeriodSeconds(cur));
           out = {store::Write::Kind::kUpdate, std::move(marked), {}, cur.meta.resource_version};
         }
         break;

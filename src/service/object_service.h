@@ -19,6 +19,9 @@ struct DeleteOptions {
   std::optional<std::string> precondition_uid;
   std::optional<int64_t> precondition_resource_version;
   bool dry_run = false;
+  // gracePeriodSeconds of the request; nullopt: the object's default (DefaultGracePeriodSeconds).
+  // 0 also drops kDevicesPreparedFinalizer (a forced deletion does not wait for the agent).
+  std::optional<int64_t> grace_period_seconds;
 };
 
 struct DeleteResult {
@@ -65,7 +68,9 @@ class ObjectService {
       const std::function<absl::StatusOr<model::Object>(const model::Object&)>& mutate,
       bool dry_run);
 
-  // Deletes now, or, when finalizers remain, sets deletionTimestamp. A namespace is marked,
+  // Deletes now, or, when finalizers remain, sets deletionTimestamp (graceful_deletion.h: now +
+  // the grace period, with deletionGracePeriodSeconds; a later delete may shorten it; a grace
+  // period of 0 removes kDevicesPreparedFinalizer first). A namespace is marked,
   // emptied, and removed once nothing is left in it (creating content in a namespace being
   // deleted is Forbidden).
   absl::StatusOr<DeleteResult> Delete(const model::ResourceKey& key, const DeleteOptions& options);

@@ -17,7 +17,9 @@
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
 #include "service/decode_failures.h"
+#include "service/graceful_deletion.h"
 #include "service/ledger.h"
+#include "service/node_restriction.h"
 #include "service/placement.h"
 #include "service/quota.h"
 #include "spdlog/spdlog.h"
@@ -47,6 +49,7 @@ constexpr char kExtendedClaimAnnotation[] = "resource.kubernetes.io/extended-res
 constexpr char kDeleteProtection[] = "resource.kubernetes.io/delete-protection";
 constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/";
 constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
+constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
 constexpr size_t kMaxReservedFor = 256;
 // Commits of one pass in flight at once (they share the store's group commits).
 constexpr size_t kMaxInFlight = 256;
@@ -409,6 +412,10 @@ struct Scheduler::State {
   std::optional<allocator::AllocatedState> allocated;
   // Objects found not to decode since the last pass, with why; the pass reports them.
   std::vector<std::pair<model::Object, std::string>> undecodable;
+
+  // Claims whose release waits for their agent to unprepare them (graceful_deletion.h): looked
+  // at again every pass, since their node may become unreachable meanwhile.
+  std::set<model::ResourceKey> held_claims;
 
   uint64_t generation = 0;  // bumped by every change that may make waiting pods fit
   std::unordered_map<std::string, Backoff> backoff;  // by pod uid
@@ -867,6 +874,7 @@ class Scheduler::PassRun {
   PassStats Run() {
     ReportUndecodable();
     ReleaseClaims();
+    FinishTerminatingPods();
     CreateClaims();
     Evict();
     const double controllers_ms = MsSince(start_);
@@ -935,7 +943,16 @@ class Scheduler::PassRun {
   // 1. Releases claims whose consumers are gone: prunes reservedFor, deallocates what the
   // scheduler allocated once nothing uses it, deletes generated claims whose pod is gone.
   void ReleaseClaims() {
-    for (auto* entry : Selected(claims_, dirty_.all, dirty_.claims)) {
+    // The claims of pods that wait for their agent to unprepare keep their devices until the
+    // pod goes, even once the node is unreachable.
+    for (const auto& [uid, pod] : pods_) {
+      if (!pod.deleting || !HasFinalizer(pod.obj.meta, kDevicesPreparedFinalizer)) continue;
+      for (auto& key : State::ClaimsOf(pod.obj, *pod.body)) terminating_claims_.insert(key);
+    }
+    std::set<model::ResourceKey> keys = std::move(st_.held_claims);
+    st_.held_claims.clear();
+    if (!dirty_.all) keys.insert(dirty_.claims.begin(), dirty_.claims.end());
+    for (auto* entry : Selected(claims_, dirty_.all, keys)) {
       ReleaseClaim(entry->first, entry->second);
     }
     commits_.Drain();
@@ -950,7 +967,8 @@ class Scheduler::PassRun {
     if (reserved.is_array()) {
       for (const auto& r : reserved) {
         auto it = pods_.find(Str(r, "uid"));
-        if (Str(r, "resource") == "pods" && it != pods_.end() && !it->second.terminal) {
+        if (Str(r, "resource") == "pods" && it != pods_.end() && !it->second.terminal &&
+            !it->second.deleting) {
           keep.push_back(r);
         }
       }
@@ -959,12 +977,23 @@ class Scheduler::PassRun {
     if (c.generated) {
       for (const auto& uid : c.owners) owner_alive = owner_alive || pods_.contains(uid);
     }
-    const bool drop = c.generated && !owner_alive && keep.empty();
+    bool drop = c.generated && !owner_alive && keep.empty();
     // As Kubernetes' claim controller: the scheduler's own allocations (marked by the
     // delete-protection finalizer) are undone once nothing uses them; an allocation written by
     // someone else stays.
-    const bool release =
+    bool release =
         c.allocation->has_value() && keep.empty() && HasFinalizer(c.obj, kDeleteProtection);
+    // No device goes to a new workload while an agent still has it prepared for this one: the
+    // release waits for the agent's unprepare, unless its node is unreachable and no pod waits
+    // for the claim any more (a terminating pod there goes after its grace period).
+    if ((release || drop) && c.allocation->has_value() && PreparedByAgent(*c.body)) {
+      const std::string node = AllocatedNodeOf(*c.body).value_or("");
+      if (Reachable(node) || terminating_claims_.contains(key)) {
+        release = false;
+        drop = false;
+        st_.held_claims.insert(key);
+      }
+    }
     if (keep.size() == reserved_count && !release && !drop) return;
 
     store::Transaction txn;
@@ -1142,20 +1171,16 @@ class Scheduler::PassRun {
         if (it == pods_.end() || it->second.deleting) continue;
         PodView& pod = it->second;
         pod.deleting = true;
-        commits_.Submit(
-            store::Transaction{
-                {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
-                {},
-                {}},
-            [this, p = &pod, reason](CommitResult deleted) {
-              if (!deleted.ok()) {
-                ++stats_.conflicts;
-                return;
-              }
-              spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name,
-                           reason);
-              ++stats_.evicted;
-            });
+        commits_.Submit(store::Transaction{{DeletePodWrite(pod)}, {}, {}},
+                        [this, p = &pod, reason](CommitResult deleted) {
+                          if (!deleted.ok()) {
+                            ++stats_.conflicts;
+                            return;
+                          }
+                          spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_,
+                                       p->obj.meta.name, reason);
+                          ++stats_.evicted;
+                        });
       }
     }
   }
@@ -1191,20 +1216,108 @@ class Scheduler::PassRun {
       if (reason.empty()) continue;
       pod.deleting = true;
       reason = absl::StrCat("node ", pod.node_name, ": ", reason);
-      commits_.Submit(
-          store::Transaction{
-              {{store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version}},
-              {},
-              {}},
-          [this, p = &pod, reason](CommitResult deleted) {
-            if (!deleted.ok()) {
-              ++stats_.conflicts;
-              return;
-            }
-            spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name, reason);
-            ++stats_.evicted;
-          });
+      commits_.Submit(store::Transaction{{DeletePodWrite(pod)}, {}, {}}, [this, p = &pod, reason](
+                                                                             CommitResult deleted) {
+        if (!deleted.ok()) {
+          ++stats_.conflicts;
+          return;
+        }
+        spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name, reason);
+        ++stats_.evicted;
+      });
     }
+  }
+
+  // An eviction: the pod's deletion as ObjectService::Delete does it with the default grace
+  // period (a pod with finalizers is marked for graceful deletion, one without goes).
+  store::Write DeletePodWrite(const PodView& pod) const {
+    if (pod.obj.meta.finalizers.empty()) {
+      return {store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version};
+    }
+    model::Object marked = pod.obj;
+    MarkForDeletion(marked.meta, now_tp_, DefaultGracePeriodSeconds(pod.obj));
+    return {store::Write::Kind::kUpdate, std::move(marked), {}, pod.obj.meta.resource_version};
+  }
+
+  // Whether an agent reported devices of the claim (hub JSON) prepared: some status.devices entry
+  // has Ready=True. Entries that failed to prepare hold nothing on the node.
+  static bool PreparedByAgent(const json& claim) {
+    const json& devices = At(At(claim, "status"), "devices");
+    for (size_t i = 0; devices.is_array() && i < devices.size(); ++i) {
+      const json& conditions = At(devices[i], "conditions");
+      for (size_t j = 0; conditions.is_array() && j < conditions.size(); ++j) {
+        if (Str(conditions[j], "type") == "Ready" && Str(conditions[j], "status") == "True") {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // Whether the node's agent is heard from: the node exists, is Ready (or says nothing) and has
+  // no unreachable taint.
+  bool Reachable(const std::string& name) {
+    if (node_by_name_.empty()) {
+      for (const auto& n : nodes_) node_by_name_[n.info.name] = &n;
+    }
+    auto it = node_by_name_.find(name);
+    if (it == node_by_name_.end() || !it->second->ready) return false;
+    return std::none_of(it->second->taints.begin(), it->second->taints.end(),
+                        [](const NodeTaint& t) { return t.key == kUnreachableTaint; });
+  }
+
+  // 1b. Graceful deletion (graceful_deletion.h): a terminating pod loses the devices-prepared
+  // finalizer, and goes, once none of its claims is held prepared for it (the agent
+  // unprepared it, or it is still prepared for another pod that runs), or, on a node that is
+  // unreachable, once its deletion timestamp has passed.
+  void FinishTerminatingPods() {
+    for (auto& [uid, pod] : pods_) {
+      if (!pod.deleting || !HasFinalizer(pod.obj.meta, kDevicesPreparedFinalizer)) continue;
+      std::string why;
+      if (!Reachable(pod.node_name)) {
+        if (now_tp_ < pod.obj.meta.deletion_timestamp.value_or(now_tp_)) continue;
+        why = "its node is unreachable and its grace period is over";
+      } else {
+        bool waiting = false;
+        for (const auto& key : State::ClaimsOf(pod.obj, *pod.body)) {
+          auto it = claims_.find(key);
+          if (it == claims_.end() || it->second.removed || !PreparedByAgent(*it->second.body)) {
+            continue;
+          }
+          const json& reserved = At(At(*it->second.body, "status"), "reservedFor");
+          bool in_use = false;
+          for (size_t i = 0; reserved.is_array() && i < reserved.size(); ++i) {
+            auto other = pods_.find(Str(reserved[i], "uid"));
+            in_use |= other != pods_.end() && !other->second.deleting && !other->second.terminal;
+          }
+          waiting |= !in_use;
+        }
+        if (waiting) continue;
+        why = "its devices are unprepared";
+      }
+      model::Object next = pod.obj;
+      RemoveFinalizer(next.meta, kDevicesPreparedFinalizer);
+      store::Write w{store::Write::Kind::kUpdate, next, {}, pod.obj.meta.resource_version};
+      if (next.meta.finalizers.empty()) {
+        w = {store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version};
+      }
+      const bool deletes = w.kind == store::Write::Kind::kDelete;
+      commits_.Submit(store::Transaction{{std::move(w)}, {}, {}},
+                      [this, p = &pod, why, deletes](CommitResult committed) {
+                        if (!committed.ok()) {
+                          ++stats_.conflicts;
+                          return;
+                        }
+                        spdlog::info("pod {}/{} finished terminating: {}", p->obj.meta.namespace_,
+                                     p->obj.meta.name, why);
+                        if (deletes) {
+                          RemoveFinalizer(p->obj.meta, kDevicesPreparedFinalizer);
+                        } else {
+                          p->obj = committed->front();
+                        }
+                      });
+    }
+    commits_.Drain();
   }
 
   // 3. Schedules pending pods, highest priority first, except those backing off with nothing
@@ -1683,6 +1796,9 @@ class Scheduler::PassRun {
   // Claims that another commit of this pass is writing, or that changed under us: nothing below
   // touches them this pass.
   std::set<const ClaimView*> busy_;
+  // Claims of terminating pods that wait for their agent (ReleaseClaims), and nodes by name.
+  std::set<model::ResourceKey> terminating_claims_;
+  std::unordered_map<std::string, const NodeState*> node_by_name_;
   // Claims this pass removes or fails to create; dropped from the views at the end of the pass.
   std::vector<model::ResourceKey> gone_;
   std::map<std::string, QuotaAmounts> quota_used_;     // by namespace

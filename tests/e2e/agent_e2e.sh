@@ -4,8 +4,10 @@
 # `quartermaster credential --node`, checked with the real kubectl: slices and GFD labels
 # published, seed pods scheduled onto agent-published devices, CDI specs written with the right
 # device, claims Ready in status.devices and pods with quartermaster.io/DevicesPrepared, node
-# restriction over gRPC, agent and server restarts without duplicate preparation, and CDI specs
-# removed when the pods go.
+# restriction over gRPC, agent and server restarts without duplicate preparation, and graceful
+# deletion: a deleted pod stays Terminating until its agent unprepared (CDI spec removed), then
+# goes and its devices are free; --force --grace-period=0 removes it at once (its device still
+# waits for the unprepare).
 # Usage: agent_e2e.sh <path to quartermaster> <path to qm-agent> <seeds dir>
 set -u
 QM_BIN=$(realpath "$1")
@@ -181,10 +183,55 @@ expect "agents re-register after a server restart" \
 expect "both agents re-register" "$(eventually 60 reached gpu-node-a "registered node gpu-node-a" 3)" "yes"
 expect "CDI spec still there after the server restart" "$(stat -c %Y.%i "$spec")" "$before"
 
-# --- pods go: CDI specs go, claims no longer Ready ------------------------------------------------
-kd delete pod pod1 trainer-0 trainer-1 --wait=false >/dev/null
+# --- pods go gracefully: Terminating until the agent unprepared, then gone and the devices free --
+# The agents are paused (SIGSTOP) so that the wait can be seen; they are resumed below.
+pause_agents() { for n in gpu-node-a gpu-node-b; do kill -STOP "${AGENT_PID[$n]}"; done; }
+resume_agents() { for n in gpu-node-a gpu-node-b; do kill -CONT "${AGENT_PID[$n]}"; done; }
+expect "pod1 carries the devices-prepared finalizer" \
+  "$(kd get pod pod1 -o jsonpath='{.metadata.finalizers}')" '["quartermaster.io/devices-prepared"]'
+kubectl -n dra-test get pod pod1 --watch-only --output-watch-events -o json > "$WORK/pod1.watch" 2>&1 &
+watch_pid=$!
+sleep 1  # the watch is established
+pause_agents
+kd delete pod pod1 --wait=false >/dev/null
+expect_match "a deleted pod whose devices are prepared is Terminating" "$(kd get pod pod1)" "^pod1 +[0-9]+/2 +Terminating "
+expect_match "with deletionTimestamp and deletionGracePeriodSeconds 30" \
+  "$(kd get pod pod1 -o jsonpath='{.metadata.deletionTimestamp} {.metadata.deletionGracePeriodSeconds}')" \
+  '^[0-9T:-]+Z 30$'
+sleep 2
+expect "still there while the agent has not unprepared" "$(kd get pod pod1 -o name)" "pod/pod1"
+expect "its CDI spec is still there" "$(exists "$spec")" "present"
+expect "its claim keeps its device (no longer reserved for the pod)" \
+  "$(kd get resourceclaim gpu-claim -o jsonpath='{.status.allocation.devices.results[0].device}|{.status.reservedFor}')" "$device|"
+# A forced deletion goes at once; its device waits for the unprepare all the same.
+t0_claim=$(kd get pod trainer-0 -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
+t0_node=$(kd get pod trainer-0 -o jsonpath='{.spec.nodeName}')
+t0_spec="$WORK/$t0_node/cdi/k8s.gpu.nvidia.com-claim_$(kd get resourceclaim "$t0_claim" -o jsonpath='{.metadata.uid}').json"
+expect "trainer-0's claim is prepared" "$(exists "$t0_spec")" "present"
+kd delete pod trainer-0 --force --grace-period=0 >/dev/null
+expect_match "kubectl delete --force --grace-period=0 removes the pod at once" "$(kd get pod trainer-0 -o name)" "NotFound"
+sleep 1
+expect "its generated claim keeps the device until the agent unprepared" \
+  "$(kd get resourceclaim "$t0_claim" -o jsonpath='{.status.allocation.devices.results[0].pool}')" "$t0_node"
+resume_agents
+gone() { kd get "$1" "$2" -o name 2>&1 | grep -q NotFound && echo gone; }
+expect "once the agent unprepared, pod1 goes" "$(eventually 30 gone pod pod1)" "gone"
+expect "and its CDI spec went before it" "$(exists "$spec")" ""
+expect "its claim's device is free (deallocated)" \
+  "$(kd get resourceclaim gpu-claim -o jsonpath='{.status.allocation}{.status.devices}')" ""
+expect "trainer-0's generated claim goes once unprepared" "$(eventually 30 gone resourceclaim "$t0_claim")" "gone"
+expect "and its CDI spec is gone" "$(exists "$t0_spec")" ""
+sleep 0.5
+kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
+expect "watchers saw MODIFIED with the deletionTimestamp, then DELETED" \
+  "$(jq -r 'select(.object.metadata.deletionTimestamp) | .type' "$WORK/pod1.watch" | uniq)" \
+  "MODIFIED
+DELETED"
+# kubectl delete waits (as against Kubernetes) until the agent unprepared.
+out=$(timeout 60 kubectl -n dra-test delete pod trainer-1 2>&1)
+expect "kubectl delete (waiting) returns once the pod is gone" "$?|$out" '0|pod "trainer-1" deleted'
 none() { local n; n=$(spec_count); [ "$n" = 0 ] && echo "$n"; }
-expect "deleting the pods removes every CDI spec" "$(eventually 30 none)" "0"
+expect "every CDI spec is gone" "$(eventually 30 none)" "0"
 expect "released claim has no device status" "$(kd get resourceclaim gpu-claim -o jsonpath='{.status.devices}')" ""
 expect_match "agent logged the unprepare" "$(cat "$WORK/$node.log")" "unprepared claim dra-test/gpu-claim"
 

@@ -3,8 +3,9 @@
 # with a short --node-monitor-grace-period and real `qm-agent --simulate` processes, checked
 # with the real kubectl. An agent that stops heartbeating makes its node Ready=Unknown with the
 # node.kubernetes.io/unreachable taints; its pods are evicted once their tolerationSeconds pass
-# and their claims released; restarted, the node is Ready again without the taint and nothing is
-# prepared twice. A node made by hand through REST is never monitored. Device health: a device
+# and their claims released (graceful deletion: a pod whose devices the dead agent prepared stays
+# Terminating for its grace period, then goes); restarted, the node is Ready again without the
+# taint and nothing is prepared twice. A node made by hand through REST is never monitored. Device health: a device
 # the agent reports unhealthy gets a quartermaster.io/unhealthy DeviceTaintRule (NoSchedule, or
 # NoExecute for a critical fault, which evicts), removed when it reports healthy again.
 # Usage: agent_lifecycle_e2e.sh <path to quartermaster> <path to qm-agent> <seeds dir>
@@ -91,6 +92,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: short}
 spec:
+  terminationGracePeriodSeconds: 3
   tolerations:
   - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 4}
   resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
@@ -128,7 +130,17 @@ expect "and the unreachable taints" "$(taints_of gpu-node-a)" \
 expect_match "kubectl get nodes says NotReady" "$(k get node gpu-node-a)" "gpu-node-a +NotReady"
 expect "the pod tolerating it for 4 s is still there right after" "$(kd get pod short -o name)" "pod/short"
 gone() { kd get pod "$1" -o name 2>&1 | grep -q NotFound && echo gone; }
-expect "the pod is evicted after its tolerationSeconds" "$(eventually 20 gone short)" "gone"
+terminating() { local t; t=$(kd get pod "$1" -o jsonpath='{.metadata.deletionTimestamp}'); [ -n "$t" ] && echo "$t"; }
+# Evicted gracefully: its devices are prepared on a node that cannot say they are unprepared, so
+# it stays Terminating for its terminationGracePeriodSeconds and then goes.
+deletion_ts=$(eventually 20 terminating short)
+expect_match "the pod is evicted after its tolerationSeconds: Terminating" "$(kd get pod short)" "^short +[0-9]+/1 +Terminating "
+expect "with deletionGracePeriodSeconds 3" "$(kd get pod short -o jsonpath='{.metadata.deletionGracePeriodSeconds}')" "3"
+expect "its claim keeps its device while it terminates" \
+  "$(kd get resourceclaim "$short_claim" -o jsonpath='{.status.allocation.devices.results[0].pool}')" "gpu-node-a"
+expect "the unreachable node's pod goes after its grace period" "$(eventually 20 gone short)" "gone"
+gone_at=$(date +%s)
+expect "not before its deletionTimestamp" "$([ "$gone_at" -ge "$(date -d "$deletion_ts" +%s)" ] && echo yes)" "yes"
 expect "its claim is released (generated claim deleted)" \
   "$(eventually 15 bash -c "kubectl -n dra-test get resourceclaim $short_claim -o name 2>&1 | grep -q NotFound && echo released")" "released"
 expect "the pod tolerating it forever stays" "$(kd get pod forever -o jsonpath='{.spec.nodeName}')" "gpu-node-a"

@@ -459,19 +459,28 @@ TEST_F(NodeAgentApiTest, AssignmentsArePreparedReportedAndUnprepared) {
     if (c["type"] == "quartermaster.io/DevicesPrepared") prepared = c["status"] == "True";
   }
   EXPECT_TRUE(prepared) << pod["status"].dump();
+  // Its deletion now waits for the agent (graceful deletion).
+  EXPECT_EQ(pod["metadata"]["finalizers"], json::array({"quartermaster.io/devices-prepared"}));
 
-  // The pod goes: the claim is released, the agent told to unprepare.
+  // The pod is deleted: Terminating, the agent told to unprepare, the device still allocated.
   ASSERT_EQ(Rest("DELETE", "/api/v1/namespaces/default/pods/p1").code, 200);
   ASSERT_TRUE(stream->ReadUntil([](const auto& m) { return m.unprepare_size() > 0; }, &msg));
   EXPECT_EQ(msg.unprepare(0).uid(), a.claim().uid());
+  pod = Get("/api/v1/namespaces/default/pods/p1");
+  EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp")) << pod["metadata"].dump();
+  EXPECT_EQ(pod["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_TRUE(Claim("c1")["status"].contains("allocation"));
   v1::ReportUnpreparedRequest done;
   done.set_node_name("gpu-node-a");
   done.set_driver(kDriver);
   *done.mutable_claim() = a.claim();
   EXPECT_TRUE(Call(&v1::NodeAgent::Stub::ReportUnprepared, "node-a", done).ok());
-  claim = Claim("c1");
-  EXPECT_FALSE(claim["status"].contains("allocation"));
-  EXPECT_FALSE(claim["status"].contains("devices"));
+  EXPECT_FALSE(Claim("c1")["status"].contains("devices"));
+  // Unprepared: the pod goes and the claim is released.
+  EXPECT_TRUE(Eventually([&] {
+    return Rest("GET", "/api/v1/namespaces/default/pods/p1").code == 404 &&
+           !Claim("c1")["status"].contains("allocation");
+  }));
 }
 
 TEST_F(NodeAgentApiTest, AReconnectGetsOnlyTheDifferences) {

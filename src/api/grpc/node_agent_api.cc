@@ -15,6 +15,7 @@
 #include "model/names.h"
 #include "model/resource_types.h"
 #include "service/audit_log.h"
+#include "service/graceful_deletion.h"
 #include "service/node_restriction.h"
 #include "spdlog/spdlog.h"
 
@@ -832,23 +833,39 @@ absl::Status NodeAgentApi::UpdatePodConditions(const Caller& caller, const std::
         if (p == Prepared::kPending) ++pending;
         if (p == Prepared::kFailed && failure.empty()) failure = claim_name + ": " + message;
       }
+      // The agent holds devices for the pod: deleting it now waits for their unprepare
+      // (graceful_deletion.h). A pod already terminating gets no new finalizer.
+      bool finalizer_added = false;
+      json& meta = pod["metadata"];
+      if (ready > 0 && !meta.contains("deletionTimestamp")) {
+        json& finalizers = meta["finalizers"];
+        if (!finalizers.is_array()) finalizers = json::array();
+        if (std::find(finalizers.begin(), finalizers.end(), service::kDevicesPreparedFinalizer) ==
+            finalizers.end()) {
+          finalizers.push_back(service::kDevicesPreparedFinalizer);
+          finalizer_added = true;
+        }
+      }
       const std::string now = FormatRfc3339(clock_.Now());
       json& conditions = pod["status"]["conditions"];
+      bool condition_changed = false;
       if (!failure.empty()) {
-        return SetCondition(conditions, kDevicesPreparedCondition, "False", "PrepareFailed",
-                            Truncate(failure, kMaxMessage), now, ConditionStyle::kPod);
-      }
-      if (pending > 0 || claims.empty()) {
-        return SetCondition(
+        condition_changed =
+            SetCondition(conditions, kDevicesPreparedCondition, "False", "PrepareFailed",
+                         Truncate(failure, kMaxMessage), now, ConditionStyle::kPod);
+      } else if (pending > 0 || claims.empty()) {
+        condition_changed = SetCondition(
             conditions, kDevicesPreparedCondition, "False", "WaitingForDevices",
             std::to_string(ready) + " of " + std::to_string(claims.size()) + " claims prepared",
             now, ConditionStyle::kPod);
+      } else {
+        condition_changed = SetCondition(
+            conditions, kDevicesPreparedCondition, "True", "DevicesPrepared",
+            "the devices of " + std::to_string(claims.size()) +
+                (claims.size() == 1 ? " claim are" : " claims are") + " prepared on node " + node,
+            now, ConditionStyle::kPod);
       }
-      return SetCondition(conditions, kDevicesPreparedCondition, "True", "DevicesPrepared",
-                          "the devices of " + std::to_string(claims.size()) +
-                              (claims.size() == 1 ? " claim are" : " claims are") +
-                              " prepared on node " + node,
-                          now, ConditionStyle::kPod);
+      return condition_changed || finalizer_added;
     };
     store::AuditRecord record = Record(caller, "update", "", "pods", "status", namespace_, name);
     store::AuditScope scope(&record);

@@ -446,7 +446,7 @@ json EncodeMeta(const model::ObjectMeta& meta) {
   }
   if (meta.deletion_timestamp) {
     m["deletionTimestamp"] = FormatRfc3339(*meta.deletion_timestamp);
-    m["deletionGracePeriodSeconds"] = 0;
+    m["deletionGracePeriodSeconds"] = meta.deletion_grace_period_seconds.value_or(0);
   }
   if (!meta.labels.empty()) m["labels"] = meta.labels;
   if (!meta.annotations.empty()) m["annotations"] = meta.annotations;

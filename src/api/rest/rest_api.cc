@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/rest/codec.h"
@@ -876,6 +877,14 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
   if (req.method == "DELETE") {
     service::DeleteOptions options;
     options.dry_run = dry_run;
+    if (std::string grace = QueryParam(req, "gracePeriodSeconds"); !grace.empty()) {
+      int64_t seconds = 0;
+      if (!absl::SimpleAtoi(grace, &seconds)) {
+        return fail(absl::InvalidArgumentError("gracePeriodSeconds: Invalid value: \"" + grace +
+                                               "\": must be an integer"));
+      }
+      options.grace_period_seconds = seconds;
+    }
     if (!req.body.empty()) {
       auto body = ParseBody(req.body);
       if (!body.ok()) return fail(body.status());
@@ -883,6 +892,10 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
         if (body->contains("dryRun") && (*body)["dryRun"].is_array() &&
             !(*body)["dryRun"].empty() && (*body)["dryRun"][0] == "All") {
           options.dry_run = true;
+        }
+        if (body->contains("gracePeriodSeconds") &&
+            (*body)["gracePeriodSeconds"].is_number_integer()) {
+          options.grace_period_seconds = (*body)["gracePeriodSeconds"].get<int64_t>();
         }
         if (body->contains("preconditions") && (*body)["preconditions"].is_object()) {
           const json& pre = (*body)["preconditions"];

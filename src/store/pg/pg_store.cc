@@ -40,6 +40,9 @@ JsonColumns EncodeColumns(const model::Object& obj) {
   if (!obj.meta.finalizers.empty()) meta["finalizers"] = obj.meta.finalizers;
   if (!obj.meta.generate_name.empty()) meta["generateName"] = obj.meta.generate_name;
   if (!obj.meta.owner_references.empty()) meta["ownerReferences"] = obj.meta.owner_references;
+  if (obj.meta.deletion_grace_period_seconds.has_value()) {
+    meta["deletionGracePeriodSeconds"] = *obj.meta.deletion_grace_period_seconds;
+  }
   return JsonColumns{json(obj.meta.labels).dump(), meta.dump(), json(obj.fields).dump()};
 }
 
@@ -56,6 +59,9 @@ void DecodeColumns(const std::string& labels, const std::string& meta_text,
   }
   if (meta.contains("generateName")) obj->meta.generate_name = meta["generateName"];
   if (meta.contains("ownerReferences")) obj->meta.owner_references = meta["ownerReferences"];
+  if (meta.contains("deletionGracePeriodSeconds")) {
+    obj->meta.deletion_grace_period_seconds = meta["deletionGracePeriodSeconds"].get<int64_t>();
+  }
 }
 
 model::Object DecodeRow(const pqxx::row& r) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "service/graceful_deletion.h"
 #include "store/memory_store.h"
 
 namespace qm::service {
@@ -166,6 +167,97 @@ TEST_F(ObjectServiceTest, FinalizersDelayDeletionUntilRemoved) {
   auto cleared = ClearFinalizers(c->Key());
   ASSERT_TRUE(cleared.ok()) << cleared.status();
   EXPECT_TRUE(absl::IsNotFound(service_.Get(c->Key()).status()));
+}
+
+TEST_F(ObjectServiceTest, PodsWithPreparedDevicesAreDeletedGracefully) {
+  // A pod whose devices an agent prepared: deletionTimestamp lies the pod's grace period ahead.
+  model::Object in = Obj("pods", "team", "p", R"({"terminationGracePeriodSeconds":7})");
+  in.meta.finalizers = {kDevicesPreparedFinalizer};
+  auto c = service_.Create(in, false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto del = service_.Delete(c->Key(), DeleteOptions{});
+  ASSERT_TRUE(del.ok()) << del.status();
+  EXPECT_FALSE(del->deleted);
+  ASSERT_TRUE(del->object.meta.deletion_timestamp.has_value());
+  EXPECT_EQ(*del->object.meta.deletion_timestamp, clock_.now + std::chrono::seconds(7));
+  EXPECT_EQ(del->object.meta.deletion_grace_period_seconds, 7);
+  // A later delete with a longer grace period changes nothing; a shorter one moves it closer.
+  clock_.now += std::chrono::seconds(1);
+  DeleteOptions longer;
+  longer.grace_period_seconds = 60;
+  del = service_.Delete(c->Key(), longer);
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(*del->object.meta.deletion_timestamp, clock_.now + std::chrono::seconds(6));
+  DeleteOptions shorter;
+  shorter.grace_period_seconds = 2;
+  del = service_.Delete(c->Key(), shorter);
+  ASSERT_TRUE(del.ok());
+  EXPECT_FALSE(del->deleted);
+  EXPECT_EQ(*del->object.meta.deletion_timestamp, clock_.now + std::chrono::seconds(2));
+  EXPECT_EQ(del->object.meta.deletion_grace_period_seconds, 2);
+  // Updates keep the mark.
+  auto updated = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.labels["x"] = "y";
+        next.meta.deletion_grace_period_seconds.reset();
+        return next;
+      },
+      false);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->meta.deletion_grace_period_seconds, 2);
+  // The finalizer's removal (the controller, once the agent unprepared) deletes it.
+  ASSERT_TRUE(ClearFinalizers(c->Key()).ok());
+  EXPECT_TRUE(absl::IsNotFound(service_.Get(c->Key()).status()));
+}
+
+TEST_F(ObjectServiceTest, PodsDefaultToThirtySecondsOfGrace) {
+  model::Object in = Obj("pods", "team", "p");
+  in.meta.finalizers = {kDevicesPreparedFinalizer};
+  auto c = service_.Create(in, false);
+  ASSERT_TRUE(c.ok());
+  auto del = service_.Delete(c->Key(), DeleteOptions{});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(*del->object.meta.deletion_timestamp, clock_.now + std::chrono::seconds(30));
+  EXPECT_EQ(del->object.meta.deletion_grace_period_seconds, 30);
+}
+
+TEST_F(ObjectServiceTest, AZeroGracePeriodDoesNotWaitForTheAgent) {
+  // Forced at once: only the devices-prepared finalizer held it.
+  model::Object in = Obj("pods", "team", "forced");
+  in.meta.finalizers = {kDevicesPreparedFinalizer};
+  auto c = service_.Create(in, false);
+  ASSERT_TRUE(c.ok());
+  DeleteOptions force;
+  force.grace_period_seconds = 0;
+  auto del = service_.Delete(c->Key(), force);
+  ASSERT_TRUE(del.ok()) << del.status();
+  EXPECT_TRUE(del->deleted);
+  EXPECT_TRUE(absl::IsNotFound(service_.Get(c->Key()).status()));
+
+  // Forcing a pod that is already terminating finishes it.
+  in.meta.name = "terminating";
+  c = service_.Create(in, false);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(service_.Delete(c->Key(), DeleteOptions{}).ok());
+  ASSERT_TRUE(service_.Get(c->Key()).ok());
+  del = service_.Delete(c->Key(), force);
+  ASSERT_TRUE(del.ok());
+  EXPECT_TRUE(del->deleted);
+  EXPECT_TRUE(absl::IsNotFound(service_.Get(c->Key()).status()));
+
+  // Other finalizers still hold it, as in Kubernetes; ours is gone.
+  in.meta.name = "held";
+  in.meta.finalizers = {"example.com/hold", kDevicesPreparedFinalizer};
+  c = service_.Create(in, false);
+  ASSERT_TRUE(c.ok());
+  del = service_.Delete(c->Key(), force);
+  ASSERT_TRUE(del.ok());
+  EXPECT_FALSE(del->deleted);
+  EXPECT_EQ(del->object.meta.finalizers, std::vector<std::string>{"example.com/hold"});
+  EXPECT_EQ(*del->object.meta.deletion_timestamp, clock_.now);
+  EXPECT_EQ(del->object.meta.deletion_grace_period_seconds, 0);
 }
 
 TEST_F(ObjectServiceTest, DeletePreconditionsAreChecked) {

@@ -7,6 +7,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "service/graceful_deletion.h"
+#include "service/object_service.h"
 #include "store/memory_store.h"
 
 namespace qm::service {
@@ -440,6 +442,192 @@ TEST_F(SchedulerTest, NoExecuteNodeTaintsEvictAfterTolerationSeconds) {
   EXPECT_FALSE(Body(kClaims, "plain")["status"].contains("allocation"));
   EXPECT_FALSE(Body(kClaims, "short")["status"].contains("allocation"));
   EXPECT_TRUE(Body(kClaims, "forever")["status"].contains("allocation"));
+}
+
+// What an agent's ReportPrepared leaves behind (node_agent_api.cc): Ready device entries in the
+// claim's status and the devices-prepared finalizer on its pod.
+class GracefulDeletionTest : public SchedulerTest {
+ protected:
+  void Prepare(const std::string& claim, const std::vector<std::string>& pods) {
+    auto c = store_.Get(model::ResourceKey{kClaims, "default", claim});
+    ASSERT_TRUE(c.ok());
+    json body = json::parse(c->body);
+    json devices = json::array();
+    for (const auto& r : body["status"]["allocation"]["devices"]["results"]) {
+      devices.push_back({{"driver", r["driver"]},
+                         {"pool", r["pool"]},
+                         {"device", r["device"]},
+                         {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}});
+    }
+    body["status"]["devices"] = devices;
+    model::Object next = *c;
+    next.body = body.dump();
+    ASSERT_TRUE(store_.Update(next, 0).ok());
+    for (const auto& name : pods) {
+      auto p = store_.Get(model::ResourceKey{"pods", "default", name});
+      ASSERT_TRUE(p.ok());
+      model::Object pod = *p;
+      pod.meta.finalizers.push_back(kDevicesPreparedFinalizer);
+      ASSERT_TRUE(store_.Update(pod, 0).ok());
+    }
+  }
+  // The agent's ReportUnprepared: the claim's device entries go.
+  void Unprepare(const std::string& claim) {
+    auto c = store_.Get(model::ResourceKey{kClaims, "default", claim});
+    ASSERT_TRUE(c.ok());
+    json body = json::parse(c->body);
+    body["status"].erase("devices");
+    model::Object next = *c;
+    next.body = body.dump();
+    ASSERT_TRUE(store_.Update(next, 0).ok());
+  }
+  absl::StatusOr<DeleteResult> Delete(const std::string& pod, std::optional<int64_t> grace = {}) {
+    ObjectService objects(store_, clock_, ids_);
+    DeleteOptions options;
+    options.grace_period_seconds = grace;
+    return objects.Delete(model::ResourceKey{"pods", "default", pod}, options);
+  }
+  model::Object Stored(const std::string& resource, const std::string& name) {
+    auto o = store_.Get(model::ResourceKey{resource, "default", name});
+    return o.ok() ? *o : model::Object{};
+  }
+  void TaintUnreachable(const std::string& node) {
+    auto n = store_.Get(model::ResourceKey{"nodes", "", node});
+    ASSERT_TRUE(n.ok());
+    model::Object tainted = *n;
+    tainted.body =
+        json({{"spec",
+               {{"taints",
+                 {{{"key", "node.kubernetes.io/unreachable"},
+                   {"effect", "NoExecute"},
+                   {"timeAdded", FormatRfc3339(clock_.Now())}}}}}},
+              {"status", {{"conditions", {{{"type", "Ready"}, {"status", "Unknown"}}}}}}})
+            .dump();
+    ASSERT_TRUE(store_.Update(tainted, 0).ok());
+  }
+};
+
+TEST_F(GracefulDeletionTest, APodWaitsForItsAgentToUnprepareAndOnlyThenFreesItsDevice) {
+  Node("node-a", 1);
+  Put(kClaims, "default", "c1", ClaimSpec());
+  Put(kClaims, "default", "c2", ClaimSpec());
+  Pod("old", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c1"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  Prepare("c1", {"old"});
+  auto del = Delete("old");
+  ASSERT_TRUE(del.ok()) << del.status();
+  EXPECT_FALSE(del->deleted);
+  // A new workload for the only device.
+  Pod("new", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c2"}}}}});
+  Run();
+  Run();
+  // Terminating: the claim no longer reserved for it (so the agent unprepares), but allocated.
+  EXPECT_TRUE(Stored("pods", "old").meta.deletion_timestamp.has_value());
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("reservedFor"));
+  EXPECT_TRUE(Body(kClaims, "c1")["status"].contains("allocation"));
+  EXPECT_FALSE(Body("pods", "new")["spec"].contains("nodeName"));
+  // Even past the grace period: the node is reachable, the agent still holds the device.
+  clock_.Advance(std::chrono::seconds(60));
+  Run();
+  EXPECT_FALSE(Body("pods", "old").is_null());
+  EXPECT_FALSE(Body("pods", "new")["spec"].contains("nodeName"));
+
+  Unprepare("c1");
+  Run();
+  EXPECT_TRUE(Body("pods", "old").is_null());
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
+  clock_.Advance(std::chrono::seconds(60));  // past the new pod's backoff
+  Run();
+  EXPECT_EQ(Body("pods", "new")["spec"]["nodeName"], "node-a");
+}
+
+TEST_F(GracefulDeletionTest, AForcedDeletionGoesAtOnceButTheDeviceWaitsForUnprepare) {
+  Node("node-a", 1);
+  Put(kClaims, "default", "c1", ClaimSpec());
+  Put(kClaims, "default", "c2", ClaimSpec());
+  Pod("old", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c1"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  Prepare("c1", {"old"});
+  auto del = Delete("old", 0);
+  ASSERT_TRUE(del.ok()) << del.status();
+  EXPECT_TRUE(del->deleted);
+  EXPECT_TRUE(Body("pods", "old").is_null());
+  Pod("new", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c2"}}}}});
+  Run();
+  Run();
+  EXPECT_TRUE(Body(kClaims, "c1")["status"].contains("allocation"));
+  EXPECT_FALSE(Body("pods", "new")["spec"].contains("nodeName"));
+  Unprepare("c1");
+  Run();
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
+  clock_.Advance(std::chrono::seconds(60));
+  Run();
+  EXPECT_EQ(Body("pods", "new")["spec"]["nodeName"], "node-a");
+}
+
+TEST_F(GracefulDeletionTest, APodGoesAtOnceWhenItsClaimIsStillPreparedForAnotherPod) {
+  Node("node-a", 1);
+  Put(kClaims, "default", "shared", ClaimSpec());
+  Pod("a", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "shared"}}}}});
+  Pod("b", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "shared"}}}}});
+  EXPECT_EQ(Run().bound + Run().bound, 2);
+  ASSERT_EQ(Body(kClaims, "shared")["status"]["reservedFor"].size(), 2u);
+  Prepare("shared", {"a", "b"});
+  ASSERT_TRUE(Delete("a").ok());
+  Run();
+  EXPECT_TRUE(Body("pods", "a").is_null());
+  EXPECT_EQ(Body(kClaims, "shared")["status"]["reservedFor"].size(), 1u);
+  // The last user waits for the unprepare.
+  ASSERT_TRUE(Delete("b").ok());
+  Run();
+  EXPECT_FALSE(Body("pods", "b").is_null());
+  Unprepare("shared");
+  Run();
+  EXPECT_TRUE(Body("pods", "b").is_null());
+}
+
+TEST_F(GracefulDeletionTest, AnEvictedPodOnAnUnreachableNodeGoesAfterItsGracePeriod) {
+  Node("node-a", 1);
+  Put(kClaims, "default", "c1", ClaimSpec());
+  json tolerate = {{{"key", "node.kubernetes.io/unreachable"},
+                    {"operator", "Exists"},
+                    {"effect", "NoExecute"},
+                    {"tolerationSeconds", 5}}};
+  Pod("old", {{"tolerations", tolerate},
+              {"terminationGracePeriodSeconds", 10},
+              {"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c1"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  Prepare("c1", {"old"});
+  TaintUnreachable("node-a");
+  clock_.Advance(std::chrono::seconds(5));
+  EXPECT_EQ(Run().evicted, 1);
+  // Marked, not gone: deletionTimestamp = eviction + 10 s.
+  model::Object pod = Stored("pods", "old");
+  ASSERT_TRUE(pod.meta.deletion_timestamp.has_value());
+  EXPECT_EQ(*pod.meta.deletion_timestamp, clock_.Now() + std::chrono::seconds(10));
+  EXPECT_EQ(pod.meta.deletion_grace_period_seconds, 10);
+  clock_.Advance(std::chrono::seconds(9));
+  Run();
+  EXPECT_FALSE(Body("pods", "old").is_null());
+  EXPECT_TRUE(Body(kClaims, "c1")["status"].contains("allocation"));
+  clock_.Advance(std::chrono::seconds(1));
+  Run();
+  EXPECT_TRUE(Body("pods", "old").is_null());
+  Run();
+  // Nobody waits for the unreachable agent any more: the device is free.
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
+}
+
+TEST_F(GracefulDeletionTest, PodsWithoutPreparedDevicesGoAtOnce) {
+  Node("node-a", 1);
+  Put(kClaims, "default", "c1", ClaimSpec());
+  Pod("old", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "c1"}}}}});
+  EXPECT_EQ(Run().bound, 1);
+  auto del = Delete("old");
+  ASSERT_TRUE(del.ok());
+  EXPECT_TRUE(del->deleted);
+  Run();
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
 }
 
 TEST_F(SchedulerTest, TheLoopSchedulesOnChangesByItself) {
