@@ -305,5 +305,6 @@ mig_uid=$(k -n mig-test get resourceclaim mps-mig-claim -o jsonpath='{.metadata.
 expect "and nothing is prepared for it" "$(ls "$WORK/nvml-node/cdi" "$WORK/nvml-node/state/mps" | grep -c "$mig_uid")" "0"
 
 stop_agent
+if [ "$failures" -ne 0 ]; then echo "--- the agent's log (last 60 lines)"; tail -60 "$WORK/nvml-node.log"; fi
 echo "$checks checks, $failures failures"
 [ "$failures" -eq 0 ]

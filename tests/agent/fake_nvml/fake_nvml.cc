@@ -23,12 +23,14 @@
 //
 // Init and Shutdown are counted as NVML counts them; calls without an init answer
 // UNINITIALIZED, so a source that forgets nvmlInit_v2 fails here as it would on a real node.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +57,7 @@ struct FakeDevice {
 };
 
 struct State {
-  int inits = 0;
+  std::atomic<int> inits{0};
   bool events = true;
   std::string events_file;
   std::string driver_version = "560.35.03";
@@ -63,7 +65,11 @@ struct State {
   std::vector<std::unique_ptr<FakeDevice>> gpus;
 };
 
+// NVML is thread-safe (the agent's session and its event thread each hold an init): init and
+// shutdown are serialised, and a reloaded configuration never frees the previous state, whose
+// device handles another thread may still hold.
 State* g_state = nullptr;
+std::mutex g_init_mu;
 
 // How far the events file has been read: kept across reloads of the configuration, so an event
 // is reported once however often NVML is initialised again.
@@ -74,8 +80,7 @@ struct EventSet {
 };
 
 int Load() {
-  delete g_state;
-  g_state = nullptr;
+  g_state = nullptr;  // the old state stays allocated: see g_state
   const char* path = std::getenv("QM_FAKE_NVML_CONFIG");
   if (path == nullptr) return kDriverNotLoaded;
   std::ifstream in(path);
@@ -159,6 +164,7 @@ struct nvmlDeviceAttributes_t {
 extern "C" {
 
 int nvmlInit_v2() {
+  std::lock_guard<std::mutex> lock(g_init_mu);
   if (g_state == nullptr || g_state->inits == 0) {
     if (int rc = Load(); rc != kSuccess) return rc;
   }
@@ -167,13 +173,14 @@ int nvmlInit_v2() {
 }
 
 int nvmlShutdown() {
+  std::lock_guard<std::mutex> lock(g_init_mu);
   REQUIRE_INIT();
   --g_state->inits;
   return kSuccess;
 }
 
 // Tests read this to check that every init was shut down.
-int qmFakeNvmlInitCount() { return g_state == nullptr ? 0 : g_state->inits; }
+int qmFakeNvmlInitCount() { return g_state == nullptr ? 0 : g_state->inits.load(); }
 
 const char* nvmlErrorString(int rc) {
   switch (rc) {
