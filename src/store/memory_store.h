@@ -4,6 +4,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "store/store.h"
@@ -28,11 +31,16 @@ class MemoryStore final : public Store {
   absl::Status Compact(int64_t through_rv) override;
   absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
+  absl::StatusOr<std::map<std::string, int64_t>> QuotaUsed(const std::string& ns) override;
   absl::Status Ping() override { return absl::OkStatus(); }
 
  private:
   void AppendLocked(model::EventType type, const model::Object& obj)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, int64_t> QuotaUsedLocked(const std::string& ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the ledger rows of a claim, and the counters of devices left without a holder.
+  void ReleaseLocked(const std::string& claim_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::mutex mu_;
   std::condition_variable changed_;
@@ -41,6 +49,10 @@ class MemoryStore final : public Store {
   std::map<model::ResourceKey, model::Object> objects_ ABSL_GUARDED_BY(mu_);
   std::deque<model::WatchEvent> log_ ABSL_GUARDED_BY(mu_);
   std::vector<DeviceClaim> device_claims_ ABSL_GUARDED_BY(mu_);
+  // The counter charges of every device some non-admin row holds (driver, pool, device), as
+  // its first row brought them.
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<DeviceCharge>>
+      counter_holds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace qm::store
