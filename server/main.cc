@@ -404,6 +404,8 @@ int main(int argc, char** argv) {
   assignments.Stop();
   grpc_server.Shutdown();
   grpc_server_ptr = nullptr;
+  // The node monitor reads and writes through the store: stopped before the store goes.
+  agent_api.StopNodeMonitor();
   scheduler.Stop();
   hub.Stop();
   server.Shutdown();
