@@ -22,8 +22,8 @@
 #include "api/rest/http_server.h"
 #include "api/rest/metrics.h"
 #include "api/rest/request_gate.h"
-#include "api/rest/static_files.h"
 #include "api/rest/rest_api.h"
+#include "api/rest/static_files.h"
 #include "auth/authenticator.h"
 #include "auth/pki.h"
 #include "auth/service_account_token.h"
@@ -404,6 +404,8 @@ int main(int argc, char** argv) {
   assignments.Stop();
   grpc_server.Shutdown();
   grpc_server_ptr = nullptr;
+  // The node monitor reads and writes through the store: stopped before the store goes.
+  agent_api.StopNodeMonitor();
   scheduler.Stop();
   hub.Stop();
   server.Shutdown();

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
+#include <utility>
 
 #include "common/status.h"
+#include "model/json/dra_json.h"
 #include "model/resource_types.h"
 #include "service/graceful_deletion.h"
+#include "nlohmann/json.hpp"
 #include "service/ledger.h"
+#include "service/quota.h"
 
 namespace qm::service {
 namespace {
@@ -69,9 +74,37 @@ absl::StatusOr<model::Object> ObjectService::Create(model::Object obj, bool dry_
       return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
     }
     if (!absl::IsNotFound(existing.status())) return existing.status();
+    QM_RETURN_IF_ERROR(CheckQuotaNow(store_, obj));
     return obj;
   }
-  return store_.Create(obj);
+  return CreateWithinQuota(store_, obj);
+}
+
+absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(
+    const model::AllocationResult& allocation) {
+  std::set<std::pair<std::string, std::string>> pools;
+  for (const auto& r : allocation.results) {
+    if (!r.admin_access) pools.insert({r.driver, r.pool});
+  }
+  std::vector<model::ResourceSlice> slices;
+  if (!pools.empty()) {
+    ListRequest request;
+    request.store.resource = "resourceslices.resource.k8s.io";
+    QM_ASSIGN_OR_RETURN(store::ListResult listed, ListCached(request));
+    for (const auto& obj : listed.items) {
+      auto driver = obj.fields.find("spec.driver");
+      auto pool = obj.fields.find("spec.pool.name");
+      if (driver == obj.fields.end() || pool == obj.fields.end() ||
+          !pools.contains({driver->second, pool->second})) {
+        continue;
+      }
+      // A slice that does not decode publishes nothing the allocator would use either.
+      auto slice = model::json::DecodeResourceSlice(
+          nlohmann::json::parse(obj.body, nullptr, /*allow_exceptions=*/false));
+      if (slice.ok()) slices.push_back(*std::move(slice));
+    }
+  }
+  return std::make_unique<SliceDevices>(std::move(slices));
 }
 
 absl::StatusOr<model::Object> ObjectService::StoreUpdate(const model::Object& current,
@@ -87,7 +120,12 @@ absl::StatusOr<model::Object> ObjectService::StoreUpdate(const model::Object& cu
   store::Transaction txn;
   txn.writes.push_back({store::Write::Kind::kUpdate, next, {}, current.meta.resource_version});
   txn.release_claims.push_back(current.meta.uid);
-  if (after.has_value()) txn.claim_devices = LedgerRows(*after, next.meta.uid);
+  if (after.has_value()) {
+    // The rows carry what the devices take from capacity and shared counters, as the slices say,
+    // so that the store refuses an allocation that does not fit whoever else allocates.
+    QM_ASSIGN_OR_RETURN(auto slices, SlicesOf(*after));
+    txn.claim_devices = LedgerRows(*after, next.meta.uid, slices->Lookup());
+  }
   QM_ASSIGN_OR_RETURN(auto committed, store_.Commit(txn));
   return std::move(committed.front());
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "common/id_generator.h"
 #include "model/object.h"
 #include "model/selector.h"
+#include "service/ledger.h"
 #include "service/list_request.h"
 #include "service/watch_hub.h"
 #include "store/store.h"
@@ -53,7 +55,9 @@ class ObjectService {
 
   // Stores a new object. Fills uid, creationTimestamp, generation 1, and the name from
   // generateName when the name is empty. NotFound when its namespace does not exist;
-  // AlreadyExists when the name is taken. With dry_run nothing is written.
+  // AlreadyExists when the name is taken. Pods and resource claims pass ResourceQuota admission
+  // (CreateWithinQuota: atomic with the write, PermissionDenied with Kubernetes' "exceeded
+  // quota" message, failing when quota state cannot be read). With dry_run nothing is written.
   absl::StatusOr<model::Object> Create(model::Object obj, bool dry_run);
 
   // Computes the new state from the current one and writes it. `mutate` gets the stored object
@@ -107,10 +111,14 @@ class ObjectService {
   // Store writes that keep the device ledger in step with claims whose allocation a client
   // (an external allocator, not the scheduler) writes: an update that changes a claim's
   // status.allocation replaces the claim's ledger rows in the same transaction (Aborted when a
-  // device is held exclusively by another claim); deleting a claim releases its rows.
+  // device is held exclusively by another claim, or when the allocation takes more of a
+  // device's capacity or a pool's shared counters than is left); deleting a claim releases its
+  // rows.
   absl::StatusOr<model::Object> StoreUpdate(const model::Object& current,
                                             const model::Object& next);
   absl::StatusOr<model::Object> StoreDelete(const model::Object& current);
+  // The ResourceSlices of the pools `allocation` takes devices from, from the object cache.
+  absl::StatusOr<std::unique_ptr<SliceDevices>> SlicesOf(const model::AllocationResult& allocation);
 
   store::Store& store_;
   const Clock& clock_;

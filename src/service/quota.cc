@@ -1,33 +1,29 @@
 #include "service/quota.h"
 
 #include <algorithm>
+#include <limits>
+#include <utility>
 
 #include "absl/strings/str_join.h"
 #include "common/quantity.h"
+#include "common/status.h"
 #include "model/json/access.h"
+#include "model/json/quota_usage.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::service {
 namespace {
 
 using model::json::At;
-using model::json::Str;
 using nlohmann::json;
 
-constexpr char kPods[] = "pods";
-constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+// How often a create refused by the store's quota check is tried again because the usage went
+// down in between (deletes): a bound, not a number a caller depends on.
+constexpr int kMaxQuotaAttempts = 8;
 
 json ParseObjectBody(const model::Object& obj) {
   json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
   return body.is_object() ? body : json::object();
-}
-
-// The devices one ExactCount request asks for (All: unknown until allocation, counts nothing).
-int64_t RequestedDevices(const json& request) {
-  const std::string mode = Str(request, "allocationMode");
-  if (!mode.empty() && mode != "ExactCount") return 0;
-  const json& count = At(request, "count");
-  return count.is_number_integer() ? count.get<int64_t>() : 1;
 }
 
 // A quota's hard limit of `key` as a quantity, if it has one.
@@ -41,32 +37,7 @@ std::optional<Quantity> HardLimit(const json& hard, const std::string& key) {
 
 }  // namespace
 
-QuotaAmounts QuotaUsage(const model::Object& obj) {
-  QuotaAmounts out;
-  const json body = ParseObjectBody(obj);
-  if (obj.resource == kPods) {
-    const std::string phase = Str(At(body, "status"), "phase");
-    if (phase == "Succeeded" || phase == "Failed") return out;
-    out["pods"] = 1;
-    out["count/pods"] = 1;
-    return out;
-  }
-  if (obj.resource != kClaims) return out;
-  out["count/resourceclaims.resource.k8s.io"] = 1;
-  const json& requests = At(At(At(body, "spec"), "devices"), "requests");
-  for (size_t i = 0; requests.is_array() && i < requests.size(); ++i) {
-    std::map<std::string, int64_t> per_class;
-    const json& exactly = At(requests[i], "exactly");
-    if (exactly.is_object()) per_class[Str(exactly, "deviceClassName")] = RequestedDevices(exactly);
-    const json& subs = At(requests[i], "firstAvailable");
-    for (size_t j = 0; subs.is_array() && j < subs.size(); ++j) {
-      auto& n = per_class[Str(subs[j], "deviceClassName")];
-      n = std::max(n, RequestedDevices(subs[j]));
-    }
-    for (const auto& [cls, n] : per_class) out[cls + ".deviceclass.resource.k8s.io/devices"] += n;
-  }
-  return out;
-}
+QuotaAmounts QuotaUsage(const model::Object& obj) { return model::json::QuotaUsage(obj); }
 
 QuotaAmounts QuotaHard(const model::Object& quota) {
   QuotaAmounts out;
@@ -119,6 +90,89 @@ std::string QuotaStatusBody(const model::Object& quota, const QuotaAmounts& used
   if (At(body, "status") == status) return "";
   body["status"] = std::move(status);
   return body.dump();
+}
+
+std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
+                                           const std::vector<model::Object>& quotas) {
+  std::vector<store::QuotaCheck> out;
+  const QuotaAmounts requested = QuotaUsage(obj);
+  for (const auto& quota : quotas) {
+    const json hard = At(At(ParseObjectBody(quota), "spec"), "hard");
+    for (const auto& [key, amount] : requested) {
+      if (amount <= 0) continue;
+      auto limit = HardLimit(hard, key);
+      if (!limit.has_value()) continue;
+      // Whole units, rounded down (toward minus infinity for a negative limit, which nothing
+      // fits).
+      absl::int128 units = limit->nanos() / Quantity::kNanosPerUnit;
+      if (limit->nanos() < 0 && limit->nanos() % Quantity::kNanosPerUnit != 0) --units;
+      const absl::int128 max = std::numeric_limits<int64_t>::max();
+      const absl::int128 min = std::numeric_limits<int64_t>::min();
+      const int64_t hard_units = static_cast<int64_t>(std::clamp(units, min, max));
+      out.push_back(store::QuotaCheck{obj.meta.namespace_, key, hard_units});
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The quotas of `ns`, read from the store: admission must not pass because a cache lags.
+absl::StatusOr<std::vector<model::Object>> QuotasOf(store::Store& store, const std::string& ns) {
+  store::ListOptions options;
+  options.resource = "resourcequotas";
+  options.namespace_ = ns;
+  QM_ASSIGN_OR_RETURN(store::ListResult listed, store.List(options));
+  return std::move(listed.items);
+}
+
+bool Counted(const model::Object& obj) {
+  for (const auto& [key, n] : QuotaUsage(obj)) {
+    if (n > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status CheckQuotaNow(store::Store& store, const model::Object& obj) {
+  if (!Counted(obj)) return absl::OkStatus();
+  QM_ASSIGN_OR_RETURN(auto quotas, QuotasOf(store, obj.meta.namespace_));
+  if (QuotaChecks(obj, quotas).empty()) return absl::OkStatus();
+  QM_ASSIGN_OR_RETURN(auto used, store.QuotaUsed(obj.meta.namespace_));
+  return CheckQuota(obj, quotas, used);
+}
+
+absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model::Object& obj) {
+  if (!Counted(obj)) return store.Create(obj);
+  QM_ASSIGN_OR_RETURN(auto quotas, QuotasOf(store, obj.meta.namespace_));
+  store::Transaction txn;
+  txn.quota_checks = QuotaChecks(obj, quotas);
+  if (txn.quota_checks.empty()) return store.Create(obj);
+  txn.writes.push_back({store::Write::Kind::kCreate, obj, {}, 0});
+  // Store::Create records the caller's AuditScope itself; a transaction carries its records.
+  if (const store::AuditRecord* audit = store::AuditScope::Current()) {
+    store::AuditRecord record = *audit;
+    if (record.name.empty()) {
+      record.name = obj.meta.name;
+      record.namespace_ = obj.meta.namespace_;
+    }
+    txn.audit.push_back(std::move(record));
+  }
+  for (int attempt = 1;; ++attempt) {
+    auto committed = store.Commit(txn);
+    if (committed.ok()) return std::move(committed->front());
+    if (!absl::IsResourceExhausted(committed.status())) return committed.status();
+    // Refused: word it as Kubernetes does, with the usage the store holds now.
+    QM_ASSIGN_OR_RETURN(auto used, store.QuotaUsed(obj.meta.namespace_));
+    QM_RETURN_IF_ERROR(CheckQuota(obj, quotas, used));
+    // Something was deleted in between and the create would fit now: try again.
+    if (attempt == kMaxQuotaAttempts) {
+      return absl::AbortedError("Operation cannot be fulfilled on resourcequotas in namespace " +
+                                obj.meta.namespace_ +
+                                ": the usage kept changing; please try again");
+    }
+  }
 }
 
 }  // namespace qm::service

@@ -143,6 +143,9 @@ struct PodView {
   // pod's binding or unschedulable status, or is committed on its own.
   std::vector<ClaimView*> new_claims;
   Body status_body;
+  // The quota checks the store makes when the new claims are created (quota admission is
+  // atomic with the create, whichever replica or client creates at the same time).
+  std::vector<store::QuotaCheck> quota_checks;
   // The body the pod will have once its controller work is committed.
   const json& Current() const { return status_body != nullptr ? *status_body : *body; }
 };
@@ -1534,7 +1537,8 @@ class Scheduler::PassRun {
       (*body)["status"]["reservedFor"] = json::array({consumer});
       model::Object next = WithBody(c->obj, *body);
       if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
-      for (auto& row : LedgerRows(placement.allocations[i], c->obj.meta.uid)) {
+      for (auto& row :
+           LedgerRows(placement.allocations[i], c->obj.meta.uid, InventoryDevices(inventory_))) {
         rows.push_back(std::move(row));
       }
       auto allocation =
@@ -1698,6 +1702,7 @@ class Scheduler::PassRun {
     claim.meta.annotations = std::move(annotations);
     claim = WithBody(claim, body);
     // Quota admission, as the API server applies it to the claims Kubernetes' controller creates.
+    std::vector<store::QuotaCheck> checks;
     if (const auto quotas = QuotasIn(claim.meta.namespace_); !quotas.empty()) {
       QuotaAmounts& used = UsedIn(claim.meta.namespace_);
       // Named by its generateName prefix, so that the refusal reads the same on every attempt.
@@ -1708,6 +1713,7 @@ class Scheduler::PassRun {
         return nullptr;
       }
       for (const auto& [k, n] : QuotaUsage(claim)) used[k] += n;
+      checks = QuotaChecks(claim, quotas);
     }
     ClaimView view;
     view.obj = std::move(claim);
@@ -1720,6 +1726,7 @@ class Scheduler::PassRun {
     if (!inserted) return nullptr;  // a name clash with an existing claim: next pass
     st_.Own(it->second);
     pod.new_claims.push_back(&it->second);
+    for (auto& check : checks) pod.quota_checks.push_back(std::move(check));
     return &it->second;
   }
 
@@ -1742,6 +1749,8 @@ class Scheduler::PassRun {
                             pod.obj.meta.resource_version});
     }
     txn.claim_devices = std::move(rows);
+    txn.quota_checks = std::move(pod.quota_checks);
+    pod.quota_checks.clear();
     pod.new_claims.clear();
     pod.status_body = nullptr;
     if (txn.writes.empty()) {

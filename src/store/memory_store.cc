@@ -4,8 +4,62 @@
 #include <set>
 #include <tuple>
 
+#include "common/status.h"
+#include "model/json/quota_usage.h"
+
 namespace qm::store {
-namespace {}  // namespace
+namespace {
+
+constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+
+// A device's ledger key.
+using DeviceKey = std::tuple<std::string, std::string, std::string>;  // driver, pool, device
+
+DeviceKey KeyOf(const DeviceClaim& row) { return {row.driver, row.pool, row.device}; }
+
+// The charges of `row` of one kind.
+std::vector<DeviceCharge> ChargesOf(const DeviceClaim& row, DeviceCharge::Kind kind) {
+  std::vector<DeviceCharge> out;
+  for (const auto& c : row.charges) {
+    if (c.kind == kind) out.push_back(c);
+  }
+  return out;
+}
+
+// As the PostgreSQL store's usage rows (migrations/0005) see it: every share's capacity charges
+// add up per device; a device's counter charges (those of the row that took it first) count
+// once per pool counter. `added` are the rows this transaction inserts, last in `ledger`.
+absl::Status CheckCharges(const std::vector<DeviceClaim>& ledger,
+                          const std::map<DeviceKey, std::vector<DeviceCharge>>& holds,
+                          const std::vector<DeviceClaim>& added) {
+  using UsageKey = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<UsageKey, Quantity> capacity;  // driver, pool, device, capacity
+  for (const auto& row : ledger) {
+    if (row.admin_access) continue;
+    for (const auto& c : ChargesOf(row, DeviceCharge::Kind::kCapacity)) {
+      auto& used = capacity[{row.driver, row.pool, c.owner, c.name}];
+      used = used + c.amount;
+    }
+  }
+  std::map<UsageKey, Quantity> counters;  // driver, pool, counter set, counter
+  for (const auto& [device, charges] : holds) {
+    for (const auto& c : charges) {
+      auto& used = counters[{std::get<0>(device), std::get<1>(device), c.owner, c.name}];
+      used = used + c.amount;
+    }
+  }
+  for (const auto& row : added) {
+    if (row.admin_access) continue;
+    for (const auto& c : row.charges) {
+      const auto& usage = c.kind == DeviceCharge::Kind::kCapacity ? capacity : counters;
+      auto used = usage.find({row.driver, row.pool, c.owner, c.name});
+      if (used != usage.end() && used->second > c.limit) return DeviceOvercommittedError(row);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void MemoryStore::AppendLocked(model::EventType type, const model::Object& obj) {
   log_.push_back(model::WatchEvent{type, obj});
@@ -50,7 +104,20 @@ absl::StatusOr<model::Object> MemoryStore::Delete(const model::ResourceKey& key,
   last.meta.resource_version = ++revision_;
   objects_.erase(it);
   AppendLocked(model::EventType::kDeleted, last);
+  if (key.resource == kClaims) ReleaseLocked(last.meta.uid);
   return last;
+}
+
+void MemoryStore::ReleaseLocked(const std::string& claim_uid) {
+  std::vector<DeviceClaim> next = device_claims_;
+  std::erase_if(next, [&](const DeviceClaim& row) { return row.claim_uid == claim_uid; });
+  RecordLedgerChangesLocked(next);
+  device_claims_ = std::move(next);
+  std::set<DeviceKey> held;
+  for (const auto& row : device_claims_) {
+    if (!row.admin_access) held.insert(KeyOf(row));
+  }
+  std::erase_if(counter_holds_, [&](const auto& hold) { return !held.contains(hold.first); });
 }
 
 absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction& txn) {
@@ -73,13 +140,17 @@ absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction
       return ConflictError(key);
     }
   }
+  // A claim deleted here takes its ledger rows with it, as if released.
+  std::set<std::string> released(txn.release_claims.begin(), txn.release_claims.end());
+  for (const Write& w : txn.writes) {
+    if (w.kind != Write::Kind::kDelete || w.key.resource != kClaims) continue;
+    released.insert(objects_.at(w.key).meta.uid);
+  }
   std::vector<DeviceClaim> ledger;
   for (const auto& row : device_claims_) {
-    if (std::find(txn.release_claims.begin(), txn.release_claims.end(), row.claim_uid) ==
-        txn.release_claims.end()) {
-      ledger.push_back(row);
-    }
+    if (!released.contains(row.claim_uid)) ledger.push_back(row);
   }
+  std::vector<DeviceClaim> added;
   for (const auto& row : txn.claim_devices) {
     for (const auto& held : ledger) {
       const bool same_device =
@@ -95,6 +166,42 @@ absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction
       }
     }
     ledger.push_back(row);
+    added.push_back(row);
+  }
+  // Counters: a device whose last row went keeps them no longer; one that gains its first row
+  // takes them.
+  std::map<DeviceKey, std::vector<DeviceCharge>> holds;
+  for (const auto& row : ledger) {
+    if (row.admin_access) continue;
+    auto held = counter_holds_.find(KeyOf(row));
+    if (held != counter_holds_.end()) holds.insert(*held);
+  }
+  for (const auto& row : added) {
+    auto counters = ChargesOf(row, DeviceCharge::Kind::kCounter);
+    if (!row.admin_access && !counters.empty()) holds.try_emplace(KeyOf(row), std::move(counters));
+  }
+  QM_RETURN_IF_ERROR(CheckCharges(ledger, holds, added));
+  if (!txn.quota_checks.empty()) {
+    // The namespaces' usage as it will be once the writes are applied.
+    std::map<std::string, std::map<std::string, int64_t>> used;
+    for (const auto& check : txn.quota_checks) {
+      if (!used.contains(check.namespace_))
+        used[check.namespace_] = QuotaUsedLocked(check.namespace_);
+    }
+    for (const Write& w : txn.writes) {
+      const model::ResourceKey key = w.kind == Write::Kind::kDelete ? w.key : w.object.Key();
+      auto ns = used.find(key.namespace_);
+      if (ns == used.end()) continue;
+      if (auto it = objects_.find(key); it != objects_.end()) {
+        for (const auto& [k, n] : model::json::QuotaUsage(it->second)) ns->second[k] -= n;
+      }
+      if (w.kind != Write::Kind::kDelete) {
+        for (const auto& [k, n] : model::json::QuotaUsage(w.object)) ns->second[k] += n;
+      }
+    }
+    for (const auto& check : txn.quota_checks) {
+      if (used[check.namespace_][check.key] > check.hard) return QuotaCheckError(check);
+    }
   }
   std::vector<model::Object> out;
   for (const Write& w : txn.writes) {
@@ -121,6 +228,7 @@ absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction
   });
   RecordLedgerChangesLocked(ledger);
   device_claims_ = std::move(ledger);
+  counter_holds_ = std::move(holds);
   return out;
 }
 
@@ -192,7 +300,26 @@ absl::StatusOr<int64_t> MemoryStore::PruneAllocationHistory(
 
 absl::StatusOr<std::vector<DeviceClaim>> MemoryStore::ListDeviceClaims() {
   std::lock_guard<std::mutex> lock(mu_);
-  return device_claims_;
+  std::vector<DeviceClaim> out = device_claims_;
+  for (auto& row : out) row.charges.clear();  // as the PostgreSQL store: not read back
+  return out;
+}
+
+std::map<std::string, int64_t> MemoryStore::QuotaUsedLocked(const std::string& ns) {
+  std::map<std::string, int64_t> used;
+  for (const char* resource : {"pods", kClaims}) {
+    for (auto it = objects_.lower_bound(model::ResourceKey{resource, ns, ""});
+         it != objects_.end() && it->first.resource == resource && it->first.namespace_ == ns;
+         ++it) {
+      for (const auto& [key, n] : model::json::QuotaUsage(it->second)) used[key] += n;
+    }
+  }
+  return used;
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> MemoryStore::QuotaUsed(const std::string& ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return QuotaUsedLocked(ns);
 }
 
 absl::StatusOr<model::Object> MemoryStore::Get(const model::ResourceKey& key) {

@@ -4,6 +4,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "common/clock.h"
@@ -34,6 +37,7 @@ class MemoryStore final : public Store {
   absl::Status Compact(int64_t through_rv) override;
   absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
+  absl::StatusOr<std::map<std::string, int64_t>> QuotaUsed(const std::string& ns) override;
   absl::Status Ping() override { return absl::OkStatus(); }
   absl::StatusOr<AllocationHistory> ReadAllocationHistory(
       std::chrono::system_clock::time_point since) override;
@@ -49,6 +53,10 @@ class MemoryStore final : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The namespace of the object with this uid, else the one the history last recorded for it.
   std::string ClaimNamespaceLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, int64_t> QuotaUsedLocked(const std::string& ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the ledger rows of a claim, and the counters of devices left without a holder.
+  void ReleaseLocked(const std::string& claim_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SystemClock system_clock_;
   const Clock& clock_;
@@ -61,6 +69,10 @@ class MemoryStore final : public Store {
   std::vector<DeviceClaim> device_claims_ ABSL_GUARDED_BY(mu_);
   std::vector<AllocationEvent> history_ ABSL_GUARDED_BY(mu_);
   int64_t history_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // The counter charges of every device some non-admin row holds (driver, pool, device), as
+  // its first row brought them.
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<DeviceCharge>>
+      counter_holds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace qm::store

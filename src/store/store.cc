@@ -23,6 +23,21 @@ absl::Status DeviceTakenError(const DeviceClaim& row) {
                             " is already allocated to another claim");
 }
 
+absl::Status DeviceOvercommittedError(const DeviceClaim& row) {
+  return absl::AbortedError("device " + row.driver + "/" + row.pool + "/" + row.device +
+                            ": not enough capacity or shared counters left for this allocation");
+}
+
+absl::Status QuotaCheckError(const QuotaCheck& check) {
+  return absl::ResourceExhaustedError("quota usage of " + check.key + " in namespace " +
+                                      check.namespace_ + " would pass " +
+                                      std::to_string(check.hard));
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> Store::QuotaUsed(const std::string&) {
+  return absl::UnimplementedError("this store keeps no quota usage");
+}
+
 }  // namespace qm::store
 
 namespace qm::store {

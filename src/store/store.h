@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/quantity.h"
 #include "model/object.h"
 
 namespace qm::store {
@@ -27,8 +29,27 @@ struct ListResult {
   bool more = false;                 // more items exist past the last one returned
 };
 
+// What one ledger row takes from a limit that the store enforces, as the ResourceSlice that
+// publishes the device states it: a consumable-capacity share's amount of one capacity of its
+// device, or what a partitionable device consumes from one counter of its pool's counter sets.
+struct DeviceCharge {
+  enum class Kind { kCapacity, kCounter };
+  Kind kind = Kind::kCapacity;
+  std::string owner;  // kCapacity: the device; kCounter: the counter set
+  std::string name;   // the capacity or the counter
+  Quantity amount;
+  Quantity limit;  // the capacity's or the counter's value
+  bool operator==(const DeviceCharge&) const = default;
+};
+
 // One device given to one claim: a row of the device-allocation ledger (ARCHITECTURE §4). The
-// store refuses a second exclusive row (empty share_id, not admin access) for the same device.
+// store refuses a second exclusive row (empty share_id, not admin access) for the same device,
+// and any row whose charges would take a capacity of its device, or a counter of its pool
+// (driver, pool, counter set), past the limit: the capacity charges of every share add up; a
+// device's counter charges count once while any non-admin row holds it, however many shares it
+// has. A row's charges are the writer's to supply (from the slices it allocated against); rows
+// without charges are limited by nothing but exclusivity. ListDeviceClaims does not read
+// charges back.
 struct DeviceClaim {
   std::string driver;
   std::string pool;
@@ -37,6 +58,7 @@ struct DeviceClaim {
   std::string claim_uid;
   bool admin_access = false;
   std::string consumed_capacity;  // JSON object text, "{}" when none
+  std::vector<DeviceCharge> charges;
   bool operator==(const DeviceClaim&) const = default;
 };
 
@@ -67,6 +89,18 @@ struct AllocationEvent {
 struct AllocationHistory {
   std::vector<AllocationRecord> current;  // the ledger now, in no particular order
   std::vector<AllocationEvent> events;    // oldest first (by time, then id)
+};
+
+// A limit a transaction must respect once it is applied: the quota usage of `key` in
+// `namespace_` (what the namespace's pods and resource claims count against it, kept by the
+// store as model::json::QuotaUsage counts, whoever writes them) is at most `hard`. Stores need
+// to keep usage only for namespaces that hold a ResourceQuota (resource "resourcequotas");
+// elsewhere the usage may read as 0.
+struct QuotaCheck {
+  std::string namespace_;
+  std::string key;
+  int64_t hard = 0;
+  bool operator==(const QuotaCheck&) const = default;
 };
 
 // One entry of the audit trail: who did what to which object, and the answer.
@@ -105,6 +139,8 @@ struct Transaction {
   // Audit records inserted in the same transaction when it commits (stores without an audit
   // trail ignore them).
   std::vector<AuditRecord> audit;
+  // Checked after the writes are applied, in the same transaction (quota admission).
+  std::vector<QuotaCheck> quota_checks;
 };
 
 // Filters of an audit query; empty fields match everything. Results are oldest first, at most
@@ -143,6 +179,11 @@ absl::Status NotFoundError(const model::ResourceKey& key);
 absl::Status ConflictError(const model::ResourceKey& key);
 // Aborted: the device of `row` is already held exclusively by another claim.
 absl::Status DeviceTakenError(const DeviceClaim& row);
+// Aborted: the charges of `row` do not fit what is left of its device's capacity or its pool's
+// counters.
+absl::Status DeviceOvercommittedError(const DeviceClaim& row);
+// ResourceExhausted: `check` failed.
+absl::Status QuotaCheckError(const QuotaCheck& check);
 
 // Durable home of every API object, with a change log that watches replay.
 //
@@ -193,8 +234,11 @@ class Store {
 
   // Applies `txn` atomically; on success returns the stored objects in write order, each with its
   // own revision (and change-log entry). Any failing write fails the whole transaction with that
-  // write's error; a device already held exclusively is Aborted ("device ... is already
-  // allocated"), so a scheduler that lost a race retries on a fresh snapshot.
+  // write's error; a device already held exclusively (DeviceTakenError) or a row whose charges
+  // do not fit (DeviceOvercommittedError) is Aborted, so a scheduler that lost a race retries on
+  // a fresh snapshot; a failed quota check is ResourceExhausted (QuotaCheckError). Released
+  // claims give their charges back in the same transaction. Deleting a ResourceClaim (here or
+  // through Delete) releases its ledger rows too: the ledger never outlives its claims.
   virtual absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) = 0;
   // Commit without blocking the caller: the outcome, as Commit's, arrives through the future.
   // Stores that group commits queue the transaction so that many callers share one durable
@@ -202,6 +246,10 @@ class Store {
   virtual std::future<absl::StatusOr<std::vector<model::Object>>> CommitAsync(Transaction txn);
   // The whole device-allocation ledger, ordered by (driver, pool, device, share_id, claim_uid).
   virtual absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() = 0;
+  // The quota usage of namespace `ns` by key (keys nothing counts against are absent or 0), as
+  // QuotaCheck compares it. Stores that keep none answer Unimplemented, which quota admission
+  // treats as any other failure to read: the create fails.
+  virtual absl::StatusOr<std::map<std::string, int64_t>> QuotaUsed(const std::string& ns);
   // Cheap liveness probe of the backend (for /readyz).
   virtual absl::Status Ping() = 0;
 

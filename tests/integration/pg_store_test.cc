@@ -1,10 +1,16 @@
 // PostgreSQL-specific behaviour beyond the shared Store contract.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <pqxx/pqxx>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "model/json/quota_usage.h"
 #include "pg_test_env.h"
 #include "store/pg/embedded_postgres.h"
+#include "store/pg/migrations.h"
 #include "store/pg/pg_store.h"
 
 namespace qm::store::pg {
@@ -152,6 +158,227 @@ TEST(PgStoreTest, AuditRecordsCommitWithTheirChanges) {
   EXPECT_EQ(*(*store)->PruneAudit(std::chrono::system_clock::now() - std::chrono::hours(1)), 0);
   EXPECT_EQ(*(*store)->PruneAudit(std::chrono::system_clock::now() + std::chrono::hours(1)), 2);
   EXPECT_TRUE((*store)->QueryAudit(AuditQuery{})->empty());
+}
+
+// The database counts quota usage with SQL (qm_quota_usage, migrations/0005) and the in-memory
+// store and the scheduler with model::json::QuotaUsage: both must count the same for every body.
+TEST(PgStoreTest, QuotaUsageInTheDatabaseCountsAsTheServiceDoes) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  auto store = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<std::pair<std::string, std::string>> bodies = {
+      {"pods", R"({"status":{"phase":"Running"}})"},
+      {"pods", R"({"status":{"phase":"Succeeded"}})"},
+      {"pods", R"({"status":{"phase":"Failed"}})"},
+      {"pods", R"({"spec":{}})"},
+      {"pods", R"({"status":{"phase":7}})"},
+      {"resourceclaims.resource.k8s.io", R"({"spec":{}})"},
+      {"resourceclaims.resource.k8s.io", "{}"},
+      {"resourceclaims.resource.k8s.io", R"({"spec":{"devices":{"requests":[
+          {"name":"a","exactly":{"deviceClassName":"gpu","count":2}},
+          {"name":"b","exactly":{"deviceClassName":"gpu","allocationMode":"All"}},
+          {"name":"c","exactly":{"deviceClassName":"gpu","allocationMode":"ExactCount"}},
+          {"name":"d","firstAvailable":[{"name":"x","deviceClassName":"l4","count":2},
+                                        {"name":"y","deviceClassName":"l4"},
+                                        {"name":"z","deviceClassName":"a100"}]},
+          {"name":"e","exactly":{"deviceClassName":"nic","count":1.5}},
+          {"name":"f","exactly":{"count":3}},
+          {"name":"g","firstAvailable":"x"},
+          {"name":"h","exactly":"x"}]}}})"},
+      {"resourceclaims.resource.k8s.io",
+       R"({"spec":{"devices":{"requests":[{"name":"a","exactly":{"deviceClassName":"gpu",)"
+       R"("allocationMode":"All","count":4}}]}}})"},
+      {"things", R"({"spec":{"devices":{"requests":[{"exactly":{"deviceClassName":"gpu"}}]}}})"},
+  };
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    model::Object obj = MakeObject("o");
+    obj.resource = bodies[i].first;
+    obj.meta.namespace_ = "ns-" + std::to_string(i);
+    obj.meta.uid = "uid-" + std::to_string(i);
+    obj.body = bodies[i].second;
+    // Usage is kept where a ResourceQuota is; half the objects come before it.
+    model::Object quota = MakeObject("q");
+    quota.resource = "resourcequotas";
+    quota.meta.namespace_ = obj.meta.namespace_;
+    quota.meta.uid = "quota-" + std::to_string(i);
+    if (i % 2 == 0) ASSERT_TRUE((*store)->Create(quota).ok());
+    ASSERT_TRUE((*store)->Create(obj).ok());
+    if (i % 2 == 1) ASSERT_TRUE((*store)->Create(quota).ok());
+    std::map<std::string, int64_t> expected;
+    for (const auto& [key, n] : model::json::QuotaUsage(obj)) {
+      if (n != 0) expected[key] = n;
+    }
+    auto used = (*store)->QuotaUsed(obj.meta.namespace_);
+    ASSERT_TRUE(used.ok()) << used.status();
+    std::map<std::string, int64_t> counted;
+    for (const auto& [key, n] : *used) {
+      if (n != 0) counted[key] = n;
+    }
+    EXPECT_EQ(counted, expected) << bodies[i].second;
+  }
+}
+
+// Capacity and counter amounts reach the database exactly, fractions and binary suffixes
+// included, and what a share or a device took is what its release gives back.
+TEST(PgStoreTest, DeviceUsageIsExactAndReleasesGiveEverythingBack) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  auto store = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto q = [](const char* text) { return *ParseQuantity(text); };
+  auto commit = [&](std::vector<DeviceClaim> rows, std::vector<std::string> release) {
+    Transaction txn;
+    txn.claim_devices = std::move(rows);
+    txn.release_claims = std::move(release);
+    return (*store)->Commit(txn).status();
+  };
+  DeviceClaim share{"d", "p", "cpu-0", "s1", "uid-1", false, "{}", {}};
+  share.charges = {{DeviceCharge::Kind::kCapacity, "cpu-0", "cores", q("1500m"), q("2")},
+                   {DeviceCharge::Kind::kCapacity, "cpu-0", "memory", q("1Gi"), q("1Ei")},
+                   {DeviceCharge::Kind::kCounter, "socket", "cores", q("2"), q("4")}};
+  ASSERT_TRUE(commit({share}, {}).ok());
+  DeviceClaim more = share;
+  more.share_id = "s2";
+  more.claim_uid = "uid-2";
+  more.charges[0].amount = q("0.5");
+  ASSERT_TRUE(commit({more}, {}).ok());
+  more.share_id = "s3";
+  more.claim_uid = "uid-3";
+  more.charges[0].amount = q("1n");
+  EXPECT_TRUE(absl::IsAborted(commit({more}, {})));
+  {
+    pqxx::connection c(env.url());
+    pqxx::nontransaction tx(c);
+    auto rows = tx.exec(
+        "SELECT kind || ' ' || owner || ' ' || name || ' ' || trim_scale(used)::text || ' ' || "
+        "trim_scale(total)::text "
+        "FROM device_usage ORDER BY kind, owner, name");
+    std::vector<std::string> got;
+    for (const auto& row : rows) got.push_back(row[0].as<std::string>());
+    EXPECT_EQ(got, (std::vector<std::string>{"capacity cpu-0 cores 2 2",
+                                             "capacity cpu-0 memory 2147483648 1152921504606846976",
+                                             "counter socket cores 2 4"}));
+  }
+  ASSERT_TRUE(commit({}, {"uid-1", "uid-2"}).ok());
+  pqxx::connection c(env.url());
+  pqxx::nontransaction tx(c);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_usage")[0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_counter_holds")[0].as<int>(), 0);
+}
+
+// A database from before migration 0005 (schema 0001-0004, with shares, partitionable devices
+// and overcommitted shares already in the ledger) upgrades in place: the usage of every ledger
+// row is rebuilt from the slices stored then, so new allocations fit around what is held, and
+// releasing the old rows gives everything back.
+TEST(PgStoreTest, UpgradeFromBeforeEnforcedLimitsRebuildsDeviceUsage) {
+  auto& env = testing::PgTestEnv::Get();
+  {
+    pqxx::connection c(env.url());
+    pqxx::work tx(c);
+    tx.exec("DROP SCHEMA IF EXISTS public CASCADE");
+    tx.exec("CREATE SCHEMA public");
+    tx.exec(
+        "CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz "
+        "NOT NULL DEFAULT now())");
+    for (const auto& [name, sql] : EmbeddedMigrations()) {
+      if (name >= "0005") break;
+      tx.exec(sql);
+      tx.exec_params0("INSERT INTO schema_migrations (version) VALUES ($1)", name);
+    }
+    auto slice = [&](const std::string& name, const std::string& body) {
+      tx.exec_params0(
+          "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
+          "creation_timestamp, labels, meta, fields, spec_digest, body) VALUES "
+          "('resourceslices.resource.k8s.io', '', $1, $1, nextval('resource_version_seq'), 1, "
+          "now(), '{}', '{}', '{}', '', $2::jsonb)",
+          name, body);
+    };
+    // Pool p: generation 2 replaced generation 1, whose smaller capacity must not count.
+    slice("p-old", R"({"spec":{"driver":"d","pool":{"name":"p","generation":1},"devices":[
+        {"name":"dev-0","capacity":{"memory":{"value":"40Gi"}}}]}})");
+    slice("p-new", R"({"spec":{"driver":"d","pool":{"name":"p","generation":2},"devices":[
+        {"name":"dev-0","allowMultipleAllocations":true,
+         "capacity":{"memory":{"value":"80Gi"},"cores":{"value":"2"}}},
+        {"name":"dev-1","allowMultipleAllocations":true,
+         "capacity":{"memory":{"value":"80Gi"}}}]}})");
+    // Pool q: a counter set in one slice, the devices that consume it in another.
+    slice("q-counters", R"({"spec":{"driver":"d","pool":{"name":"q","generation":1},
+        "sharedCounters":[{"name":"gpu-0","counters":{"memory":{"value":"80Gi"}}}]}})");
+    slice("q-devices", R"({"spec":{"driver":"d","pool":{"name":"q","generation":1},"devices":[
+        {"name":"mig-0","consumesCounters":[{"counterSet":"gpu-0",
+                                             "counters":{"memory":{"value":"20Gi"}}}]},
+        {"name":"half-0","allowMultipleAllocations":true,
+         "consumesCounters":[{"counterSet":"gpu-0","counters":{"memory":{"value":"40Gi"}}}]}]}})");
+    tx.exec(R"sql(
+      INSERT INTO device_allocations
+        (driver, pool, device, share_id, claim_uid, admin_access, consumed_capacity) VALUES
+        ('d', 'p', 'dev-0', 's1', 'c1', false, '{"memory": "30Gi", "d/cores": "500m"}'),
+        ('d', 'p', 'dev-0', 's2', 'c2', false, '{"memory": "20Gi"}'),
+        ('d', 'p', 'dev-0', '', 'c3', true, '{}'),
+        ('d', 'p', 'dev-1', 's3', 'c4', false, '{"memory": "60Gi"}'),
+        ('d', 'p', 'dev-1', 's4', 'c5', false, '{"memory": "60Gi"}'),
+        ('d', 'q', 'mig-0', '', 'c6', false, '{}'),
+        ('d', 'q', 'half-0', 'a', 'c7', false, '{}'),
+        ('d', 'q', 'half-0', 'b', 'c8', false, '{}'),
+        ('d', 'x', 'unknown', '', 'c9', false, '{}'))sql");
+    tx.commit();
+  }
+  ASSERT_TRUE(Migrate(env.url()).ok());
+  auto usage = [&] {
+    pqxx::connection c(env.url());
+    pqxx::nontransaction tx(c);
+    std::vector<std::string> got;
+    for (const auto& row :
+         tx.exec("SELECT pool || ' ' || kind || ' ' || owner || ' ' || name || ' ' || "
+                 "trim_scale(used)::text || '/' || trim_scale(total)::text "
+                 "FROM device_usage ORDER BY pool, kind, owner, name")) {
+      got.push_back(row[0].as<std::string>());
+    }
+    return got;
+  };
+  // dev-1 was overcommitted before the upgrade (120Gi of 80Gi): kept, with the limit raised to
+  // what is held for the CHECK. The half and the MIG slice take 60Gi of the GPU's counters (the
+  // half once for both its shares).
+  EXPECT_EQ(usage(), (std::vector<std::string>{"p capacity dev-0 cores 0.5/2",
+                                               "p capacity dev-0 memory 53687091200/85899345920",
+                                               "p capacity dev-1 memory 128849018880/128849018880",
+                                               "q counter gpu-0 memory 64424509440/85899345920"}));
+  auto store = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto q = [](const char* text) { return *ParseQuantity(text); };
+  auto commit = [&](std::vector<DeviceClaim> rows, std::vector<std::string> release) {
+    Transaction txn;
+    txn.claim_devices = std::move(rows);
+    txn.release_claims = std::move(release);
+    return (*store)->Commit(txn).status();
+  };
+  auto share = [&](const std::string& device, const std::string& uid, const char* amount) {
+    DeviceClaim row{"d", "p", device, "new-" + uid, uid, false, "{}", {}};
+    row.charges = {{DeviceCharge::Kind::kCapacity, device, "memory", q(amount), q("80Gi")}};
+    return row;
+  };
+  auto mig = [&](const std::string& device, const std::string& uid, const char* amount) {
+    DeviceClaim row{"d", "q", device, "", uid, false, "{}", {}};
+    row.charges = {{DeviceCharge::Kind::kCounter, "gpu-0", "memory", q(amount), q("80Gi")}};
+    return row;
+  };
+  // What the old rows hold is not handed out again.
+  EXPECT_TRUE(absl::IsAborted(commit({share("dev-0", "n1", "31Gi")}, {})));
+  EXPECT_TRUE(commit({share("dev-0", "n1", "30Gi")}, {}).ok());
+  EXPECT_TRUE(absl::IsAborted(commit({share("dev-1", "n2", "1")}, {})));
+  EXPECT_TRUE(absl::IsAborted(commit({mig("mig-1", "n3", "40Gi")}, {})));
+  EXPECT_TRUE(commit({mig("mig-1", "n3", "20Gi")}, {}).ok());
+  // The overcommitted device takes new shares again once it is back within its capacity.
+  auto back = commit({share("dev-1", "n2", "20Gi")}, {"c4"});
+  EXPECT_TRUE(back.ok()) << back;
+  // Releasing everything, old rows and new, leaves no usage behind.
+  EXPECT_TRUE(commit({}, {"c1", "c2", "c3", "c5", "c6", "c7", "c8", "c9", "n1", "n2", "n3"}).ok());
+  EXPECT_TRUE(usage().empty());
+  pqxx::connection c(env.url());
+  pqxx::nontransaction tx(c);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_counter_holds")[0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_allocations")[0].as<int>(), 0);
 }
 
 }  // namespace

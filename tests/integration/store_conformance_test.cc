@@ -273,7 +273,7 @@ TYPED_TEST(StoreConformanceTest, RevisionsCommitInOrderUnderConcurrentWriters) {
 
 DeviceClaim Row(const std::string& device, const std::string& claim, const std::string& share = "",
                 bool admin = false) {
-  return DeviceClaim{"gpu.example.com", "pool-a", device, share, claim, admin, "{}"};
+  return DeviceClaim{"gpu.example.com", "pool-a", device, share, claim, admin, "{}", {}};
 }
 
 TYPED_TEST(StoreConformanceTest, CommitAppliesEveryWriteWithItsOwnRevision) {
@@ -469,6 +469,215 @@ TYPED_TEST(StoreConformanceTest, ConcurrentClaimsOfOneDeviceHaveOneWinner) {
   auto list = this->store_->List(ListOptions{"claims", "ns", "", "", 0});
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->items.size(), 1u);
+}
+
+// A consumable-capacity share of `device` in `pool` taking `amount` of its 80Gi of memory.
+DeviceClaim Share(const std::string& pool, const std::string& device, const std::string& claim,
+                  const std::string& amount) {
+  DeviceClaim row{"gpu.example.com", pool, device, "share-" + claim, claim, false, "{}", {}};
+  row.charges.push_back({DeviceCharge::Kind::kCapacity, device, "memory", *ParseQuantity(amount),
+                         *ParseQuantity("80Gi")});
+  return row;
+}
+
+// A device of a partitionable GPU taking `amount` of its pool's counter set gpu-0 (80Gi), whole
+// (`share` empty) or as a share.
+DeviceClaim Partition(const std::string& pool, const std::string& device, const std::string& claim,
+                      const std::string& amount, const std::string& share = "") {
+  DeviceClaim row{"gpu.example.com", pool, device, share, claim, false, "{}", {}};
+  row.charges.push_back({DeviceCharge::Kind::kCounter, "gpu-0", "memory", *ParseQuantity(amount),
+                         *ParseQuantity("80Gi")});
+  return row;
+}
+
+absl::Status CommitRows(Store& store, std::vector<DeviceClaim> rows,
+                        std::vector<std::string> release = {}) {
+  Transaction txn;
+  txn.claim_devices = std::move(rows);
+  txn.release_claims = std::move(release);
+  return store.Commit(txn).status();
+}
+
+TYPED_TEST(StoreConformanceTest, SharesTakeCapacityUntilItRunsOutAndReleasesGiveItBack) {
+  Store& store = *this->store_;
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", "uid-1", "40Gi")}).ok());
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", "uid-2", "30Gi")}).ok());
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Share("pool-a", "dev-0", "uid-3", "20Gi")})));
+  // Two shares in one transaction count together.
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Share("pool-a", "dev-0", "uid-3", "5Gi"),
+                                                 Share("pool-a", "dev-0", "uid-4", "10Gi")})));
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", "uid-3", "10Gi")}).ok());
+  // Another device, or the same device in another pool, has capacity of its own.
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-1", "uid-5", "80Gi"),
+                                 Share("pool-b", "dev-0", "uid-6", "80Gi")})
+                  .ok());
+  // Admin access takes nothing.
+  DeviceClaim admin = Share("pool-a", "dev-0", "uid-7", "80Gi");
+  admin.share_id.clear();
+  admin.admin_access = true;
+  EXPECT_TRUE(CommitRows(store, {admin}).ok());
+  // A release in the same transaction makes room.
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Share("pool-a", "dev-0", "uid-8", "40Gi")})));
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", "uid-8", "40Gi")}, {"uid-1"}).ok());
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Share("pool-a", "dev-0", "uid-9", "1")})));
+  EXPECT_TRUE(CommitRows(store, {}, {"uid-2", "uid-3", "uid-8"}).ok());
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", "uid-9", "80Gi")}).ok());
+  auto ledger = store.ListDeviceClaims();
+  ASSERT_TRUE(ledger.ok());
+  std::vector<std::string> rows;
+  for (const auto& r : *ledger) rows.push_back(r.pool + "/" + r.device + ":" + r.claim_uid);
+  EXPECT_EQ(rows, (std::vector<std::string>{"pool-a/dev-0:uid-7", "pool-a/dev-0:uid-9",
+                                            "pool-a/dev-1:uid-5", "pool-b/dev-0:uid-6"}));
+}
+
+TYPED_TEST(StoreConformanceTest, PartitionableDevicesShareTheirPoolsCounters) {
+  Store& store = *this->store_;
+  EXPECT_TRUE(CommitRows(store, {Partition("pool-a", "gpu-0", "uid-1", "80Gi")}).ok());
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Partition("pool-a", "mig-0", "uid-2", "20Gi")})));
+  EXPECT_TRUE(CommitRows(store, {Partition("pool-b", "mig-0", "uid-2", "20Gi")}).ok());
+  // The whole GPU released, its slices fit, up to the counter.
+  EXPECT_TRUE(CommitRows(store,
+                         {Partition("pool-a", "mig-0", "uid-3", "20Gi"),
+                          Partition("pool-a", "half-0", "uid-3", "40Gi")},
+                         {"uid-1"})
+                  .ok());
+  EXPECT_TRUE(CommitRows(store, {Partition("pool-a", "mig-1", "uid-4", "20Gi")}).ok());
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Partition("pool-a", "mig-2", "uid-5", "20Gi")})));
+  EXPECT_TRUE(CommitRows(store, {}, {"uid-3", "uid-4"}).ok());
+  // A device with several shares takes its counters once, and gives them back with its last
+  // share.
+  EXPECT_TRUE(CommitRows(store, {Partition("pool-a", "gpu-s", "uid-6", "60Gi", "s1")}).ok());
+  EXPECT_TRUE(CommitRows(store, {Partition("pool-a", "gpu-s", "uid-7", "60Gi", "s2")}).ok());
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Partition("pool-a", "mig-0", "uid-8", "40Gi")})));
+  EXPECT_TRUE(CommitRows(store, {}, {"uid-6"}).ok());
+  EXPECT_TRUE(absl::IsAborted(CommitRows(store, {Partition("pool-a", "mig-0", "uid-8", "40Gi")})));
+  EXPECT_TRUE(CommitRows(store, {Partition("pool-a", "mig-0", "uid-8", "40Gi")}, {"uid-7"}).ok());
+}
+
+TYPED_TEST(StoreConformanceTest, ConcurrentSharesNeverPassTheCapacity) {
+  std::atomic<int> wins{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 10; ++t) {
+    threads.emplace_back([&, t] {
+      Transaction txn;
+      txn.writes.push_back(
+          {Write::Kind::kCreate, MakeObject("claims", "ns", "c" + std::to_string(t)), {}, 0});
+      txn.claim_devices.push_back(Share("pool-a", "dev-0", "uid-" + std::to_string(t), "20Gi"));
+      auto r = this->store_->Commit(txn);
+      if (r.ok()) ++wins;
+      if (absl::IsAborted(r.status())) ++refused;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 4);
+  EXPECT_EQ(refused.load(), 6);
+  EXPECT_EQ(this->store_->ListDeviceClaims()->size(), 4u);
+  EXPECT_EQ(this->store_->List(ListOptions{"claims", "ns", "", "", 0})->items.size(), 4u);
+}
+
+TYPED_TEST(StoreConformanceTest, DeletingAClaimReleasesItsLedgerRows) {
+  Store& store = *this->store_;
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  auto a = store.Create(MakeObject(claims, "ns", "a"));
+  auto b = store.Create(MakeObject(claims, "ns", "b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", a->meta.uid, "80Gi"),
+                                 Partition("pool-a", "gpu-0", a->meta.uid, "80Gi")})
+                  .ok());
+  ASSERT_TRUE(CommitRows(store, {Share("pool-a", "dev-1", b->meta.uid, "80Gi")}).ok());
+  ASSERT_TRUE(store.Delete(a->Key(), 0).ok());
+  Transaction txn;
+  txn.writes.push_back({Write::Kind::kDelete, {}, b->Key(), 0});
+  ASSERT_TRUE(store.Commit(txn).ok());
+  EXPECT_TRUE(store.ListDeviceClaims()->empty());
+  // What they held is free again.
+  EXPECT_TRUE(CommitRows(store, {Share("pool-a", "dev-0", "uid-1", "80Gi"),
+                                 Share("pool-a", "dev-1", "uid-1", "80Gi"),
+                                 Partition("pool-a", "mig-0", "uid-1", "80Gi")})
+                  .ok());
+}
+
+model::Object GpuClaim(const std::string& ns, const std::string& name, int count = 1) {
+  return MakeObject("resourceclaims.resource.k8s.io", ns, name,
+                    R"({"spec":{"devices":{"requests":[{"name":"g","exactly":)"
+                    R"({"deviceClassName":"gpu","count":)" +
+                        std::to_string(count) + "}}]}}}");
+}
+
+constexpr char kGpus[] = "gpu.deviceclass.resource.k8s.io/devices";
+
+// Usage is kept for namespaces with a ResourceQuota.
+void PutQuota(Store& store, const std::string& ns) {
+  ASSERT_TRUE(store.Create(MakeObject("resourcequotas", ns, "q", "{}")).ok());
+}
+
+TYPED_TEST(StoreConformanceTest, QuotaChecksBoundCreatesAndDeletesGiveUsageBack) {
+  Store& store = *this->store_;
+  // Claims there before the namespace's first quota count too.
+  ASSERT_TRUE(store.Create(GpuClaim("team", "early", 1)).ok());
+  PutQuota(store, "team");
+  PutQuota(store, "other");
+  EXPECT_EQ((*store.QuotaUsed("team"))[kGpus], 1);
+  auto early = store.Get(GpuClaim("team", "early").Key());
+  ASSERT_TRUE(early.ok());
+  ASSERT_TRUE(store.Delete(early->Key(), early->meta.resource_version).ok());
+  EXPECT_EQ((*store.QuotaUsed("team"))[kGpus], 0);
+  auto create = [&](const model::Object& obj, int64_t hard) {
+    Transaction txn;
+    txn.writes.push_back({Write::Kind::kCreate, obj, {}, 0});
+    txn.quota_checks.push_back({obj.meta.namespace_, kGpus, hard});
+    return store.Commit(txn).status();
+  };
+  EXPECT_TRUE(create(GpuClaim("team", "a", 2), 3).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(create(GpuClaim("team", "b", 2), 3)));
+  EXPECT_TRUE(create(GpuClaim("team", "b", 1), 3).ok());
+  EXPECT_TRUE(create(GpuClaim("other", "a", 3), 3).ok());  // namespaces count apart
+  EXPECT_TRUE(absl::IsResourceExhausted(create(GpuClaim("team", "c", 1), 3)));
+  EXPECT_EQ(store.Get(GpuClaim("team", "c").Key()).status().code(), absl::StatusCode::kNotFound);
+  auto used = store.QuotaUsed("team");
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_EQ((*used)[kGpus], 3);
+  EXPECT_EQ((*used)["count/resourceclaims.resource.k8s.io"], 2);
+  // Deleting gives the usage back.
+  auto a = store.Get(GpuClaim("team", "a").Key());
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(store.Delete(a->Key(), a->meta.resource_version).ok());
+  EXPECT_EQ((*store.QuotaUsed("team"))[kGpus], 1);
+  EXPECT_TRUE(create(GpuClaim("team", "c", 2), 3).ok());
+  // A pod counts until it finishes.
+  auto pod = store.Create(MakeObject("pods", "team", "p", R"({"status":{"phase":"Running"}})"));
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*store.QuotaUsed("team"))["pods"], 1);
+  model::Object done = *pod;
+  done.body = R"({"status":{"phase":"Succeeded"}})";
+  ASSERT_TRUE(store.Update(done, pod->meta.resource_version).ok());
+  EXPECT_EQ((*store.QuotaUsed("team"))["pods"], 0);
+}
+
+TYPED_TEST(StoreConformanceTest, ConcurrentCreatesUnderAQuotaCheckHaveExactlyTheLimitWinning) {
+  PutQuota(*this->store_, "team");
+  std::atomic<int> wins{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      Transaction txn;
+      txn.writes.push_back(
+          {Write::Kind::kCreate, GpuClaim("team", "c" + std::to_string(t)), {}, 0});
+      txn.quota_checks.push_back({"team", kGpus, 5});
+      auto r = this->store_->Commit(txn);
+      if (r.ok()) ++wins;
+      if (absl::IsResourceExhausted(r.status())) ++refused;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 5);
+  EXPECT_EQ(refused.load(), 11);
+  EXPECT_EQ(this->store_->List(ListOptions{"resourceclaims.resource.k8s.io", "team", "", "", 0})
+                ->items.size(),
+            5u);
+  EXPECT_EQ((*this->store_->QuotaUsed("team"))[kGpus], 5);
 }
 
 }  // namespace

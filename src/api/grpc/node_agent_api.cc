@@ -1195,7 +1195,9 @@ absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& call
 
 // ---- Node lifecycle ------------------------------------------------------------------------
 
-NodeAgentApi::~NodeAgentApi() {
+NodeAgentApi::~NodeAgentApi() { StopNodeMonitor(); }
+
+void NodeAgentApi::StopNodeMonitor() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     monitor_stopping_ = true;

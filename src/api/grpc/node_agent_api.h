@@ -109,8 +109,12 @@ class NodeAgentApi {
   // (timeAdded now; the scheduler evicts pods that do not tolerate it). Once it heartbeats again
   // the taints go (Heartbeat sets Ready=True). Returns how many nodes it changed.
   absl::StatusOr<int> MonitorNodesOnce();
-  // Runs MonitorNodesOnce every grace period / 4 (between 100 ms and 5 s) until destruction.
+  // Runs MonitorNodesOnce every grace period / 4 (between 100 ms and 5 s) until
+  // StopNodeMonitor or destruction.
   void StartNodeMonitor();
+  // Stops the monitor and waits for a pass in progress to end; after it returns the monitor
+  // touches the object service no more (call it before the store goes away). Idempotent.
+  void StopNodeMonitor();
   ~NodeAgentApi();
 
  private:

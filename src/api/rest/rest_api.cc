@@ -26,7 +26,6 @@
 #include "common/quantity.h"
 #include "common/status.h"
 #include "service/node_restriction.h"
-#include "service/quota.h"
 
 namespace qm::api {
 
@@ -557,26 +556,6 @@ HttpResponse RestApi::Handle(const HttpRequest& req) {
   return r;
 }
 
-absl::Status RestApi::CheckQuota(const model::ResourceType& type, const model::Object& obj) {
-  if (type.kind != "Pod" && type.kind != "ResourceClaim") return absl::OkStatus();
-  service::ListRequest quotas;
-  quotas.store.resource = "resourcequotas";
-  quotas.store.namespace_ = obj.meta.namespace_;
-  // From the cache, as Kubernetes' quota admission reads its informer.
-  auto listed = objects_.ListCached(quotas);
-  if (!listed.ok() || listed->items.empty()) return absl::OkStatus();
-  service::ListRequest existing;
-  existing.store.resource = type.GroupResource();
-  existing.store.namespace_ = obj.meta.namespace_;
-  service::QuotaAmounts used;
-  if (auto objects = objects_.List(existing); objects.ok()) {
-    for (const auto& o : objects->items) {
-      for (const auto& [key, n] : service::QuotaUsage(o)) used[key] += n;
-    }
-  }
-  return service::CheckQuota(obj, listed->items, used);
-}
-
 void RestApi::CheckAdminAccess(const model::ResourceType& type, const json& hub,
                                model::FieldErrors* errors) {
   std::vector<std::string> paths;
@@ -729,11 +708,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
       return invalid("", {model::Required("metadata.name", "name or generateName is required")});
     }
     const std::string name = obj->meta.name;
-    if (auto quota = CheckQuota(type, *obj); !quota.ok()) {
-      HttpResponse r = ErrorResponse(ToHttpError(quota, Details(type, name)));
-      r.warnings = warnings;
-      return r;
-    }
+    // ResourceQuota admission happens in the object service, in the create's own transaction.
     auto created = objects_.Create(*std::move(obj), dry_run);
     if (!created.ok()) {
       HttpResponse r = ErrorResponse(ToHttpError(created.status(), Details(type, name)));

@@ -113,9 +113,6 @@ class RestApi {
   HttpResponse HandleResource(const HttpRequest& request, const Target& target);
   // Admin access to devices only in namespaces labelled resource.kubernetes.io/admin-access:
   // "true" (Kubernetes' DRAAdminAccess rule): a Forbidden error per request that asks for it.
-  // ResourceQuota admission for pods and claims: PermissionDenied (403) with Kubernetes'
-  // "exceeded quota" message when a hard limit of a quota in the namespace would be passed.
-  absl::Status CheckQuota(const model::ResourceType& type, const model::Object& obj);
   void CheckAdminAccess(const model::ResourceType& type, const nlohmann::json& hub,
                         model::FieldErrors* errors);
 

@@ -5,6 +5,7 @@
 #include <future>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <pqxx/pqxx>
@@ -79,6 +80,39 @@ model::Object DecodeRow(const pqxx::row& r) {
   obj.spec_digest = r[11].as<std::string>();
   obj.body = r[12].as<std::string>();
   return obj;
+}
+
+// A quantity as an exact decimal number of units ("21474836480", "0.5", "-1.25"), as numeric
+// columns take it.
+std::string Decimal(const Quantity& q) {
+  // Parsed quantities stay far from the int128 limits (Quantity::MaxMagnitudeNanos).
+  const absl::int128 magnitude = q.nanos() < 0 ? -q.nanos() : q.nanos();
+  std::ostringstream units;
+  units << (q.nanos() < 0 ? "-" : "") << magnitude / Quantity::kNanosPerUnit;
+  std::string out = units.str();
+  const uint64_t fraction = absl::Int128Low64(magnitude % Quantity::kNanosPerUnit);
+  if (fraction != 0) {
+    std::string digits = std::to_string(fraction);
+    digits.insert(0, 9 - digits.size(), '0');
+    digits.erase(digits.find_last_not_of('0') + 1);
+    out += "." + digits;
+  }
+  return out;
+}
+
+// What a ledger row takes, as qm_insert_device_claim reads it (migrations/0005):
+// {"capacity": [[capacity, amount, limit], ...], "counters": [[set, counter, amount, limit]]}.
+std::string ChargesJson(const DeviceClaim& row) {
+  json capacity = json::array();
+  json counters = json::array();
+  for (const DeviceCharge& c : row.charges) {
+    if (c.kind == DeviceCharge::Kind::kCapacity) {
+      capacity.push_back({c.name, Decimal(c.amount), Decimal(c.limit)});
+    } else {
+      counters.push_back({c.owner, c.name, Decimal(c.amount), Decimal(c.limit)});
+    }
+  }
+  return json{{"capacity", std::move(capacity)}, {"counters", std::move(counters)}}.dump();
 }
 
 }  // namespace
@@ -241,10 +275,17 @@ class BatchCall {
       d_[5].push_back(row.claim_uid);
       d_[6].push_back(row.admin_access ? "t" : "f");
       d_[7].push_back(row.consumed_capacity.empty() ? "{}" : row.consumed_capacity);
+      d_[8].push_back(ChargesJson(row));
     }
     for (const std::string& uid : w->txn->release_claims) {
       r_[0].push_back(std::to_string(group));
       r_[1].push_back(uid);
+    }
+    for (const QuotaCheck& check : w->txn->quota_checks) {
+      q_[0].push_back(std::to_string(group));
+      q_[1].push_back(check.namespace_);
+      q_[2].push_back(check.key);
+      q_[3].push_back(std::to_string(check.hard));
     }
   }
   bool empty() const { return items_.empty(); }
@@ -256,7 +297,8 @@ class BatchCall {
         Array(w_[3]), Array(w_[4]), Array(w_[5]), Array(w_[6]), Array(w_[7]), Array(w_[8]),
         Array(w_[9]), Array(w_[10]), Array(w_[11]), Array(w_[12]), Array(w_[13]), Array(w_[14]),
         Array(d_[0]), Array(d_[1]), Array(d_[2]), Array(d_[3]), Array(d_[4]), Array(d_[5]),
-        Array(d_[6]), Array(d_[7]), Array(r_[0]), Array(r_[1]));
+        Array(d_[6]), Array(d_[7]), Array(d_[8]), Array(r_[0]), Array(r_[1]), Array(q_[0]),
+        Array(q_[1]), Array(q_[2]), Array(q_[3]));
     std::vector<std::vector<int64_t>> revisions(items_.size());
     std::vector<std::optional<absl::Status>> failures(items_.size());
     for (const auto& row : rows) {
@@ -325,6 +367,8 @@ class BatchCall {
   // The error a failed group reports, worded as the single-statement path words it.
   static absl::Status Failure(const PendingWrite& w, size_t ord, const std::string& code) {
     if (code == "taken") return DeviceTakenError(w.txn->claim_devices.at(ord));
+    if (code == "overcommit") return DeviceOvercommittedError(w.txn->claim_devices.at(ord));
+    if (code == "quota") return QuotaCheckError(w.txn->quota_checks.at(ord));
     const model::Object& obj =
         w.kind == WriteKind::kTransaction ? w.txn->writes.at(ord).object : w.obj;
     if (code == "exists") {
@@ -351,8 +395,9 @@ class BatchCall {
 
   std::vector<PendingWrite*> items_;
   std::vector<std::string> w_[15];
-  std::vector<std::string> d_[8];
+  std::vector<std::string> d_[9];
   std::vector<std::string> r_[2];
+  std::vector<std::string> q_[4];
 };
 
 // Runs a whole Transaction inside the batch transaction, under a savepoint so that a failing
@@ -381,10 +426,17 @@ absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) 
     w.txn_results.push_back(std::move(*result));
   }
   for (const DeviceClaim& row : w.txn->claim_devices) {
-    auto r = tx.exec_prepared("insert_device_claim", row.driver, row.pool, row.device, row.share_id,
-                              row.claim_uid, row.admin_access,
-                              row.consumed_capacity.empty() ? "{}" : row.consumed_capacity);
-    if (r.empty()) return fail(DeviceTakenError(row));
+    auto r = tx.exec_prepared1("insert_device_claim", row.driver, row.pool, row.device,
+                               row.share_id, row.claim_uid, row.admin_access,
+                               row.consumed_capacity.empty() ? "{}" : row.consumed_capacity,
+                               ChargesJson(row));
+    if (r[0].is_null()) continue;
+    return fail(r[0].as<std::string>() == "taken" ? DeviceTakenError(row)
+                                                  : DeviceOvercommittedError(row));
+  }
+  for (const QuotaCheck& check : w.txn->quota_checks) {
+    auto r = tx.exec_prepared1("quota_within", check.namespace_, check.key, check.hard);
+    if (!r[0].as<bool>()) return fail(QuotaCheckError(check));
   }
   tx.exec("RELEASE SAVEPOINT qm_txn");
   return w.txn_results.empty() ? model::Object() : w.txn_results.back();
@@ -450,6 +502,8 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"insert_device_claim", queries::kInsertDeviceClaim},
       {"release_device_claims", queries::kReleaseDeviceClaims},
       {"list_device_claims", queries::kListDeviceClaims},
+      {"quota_within", queries::kQuotaWithin},
+      {"quota_used", queries::kQuotaUsed},
       {"apply_batch", queries::kApplyBatch},
       {"insert_audit", queries::kInsertAudit},
       {"query_audit", queries::kQueryAudit},
@@ -680,6 +734,18 @@ absl::StatusOr<std::vector<DeviceClaim>> PgStore::ListDeviceClaims() {
         }
         return out;
       });
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> PgStore::QuotaUsed(const std::string& ns) {
+  using Usage = std::map<std::string, int64_t>;
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Usage> {
+    pqxx::nontransaction tx(c);  // one statement: no BEGIN/COMMIT round trips
+    Usage out;
+    for (const auto& row : tx.exec_prepared("quota_used", ns)) {
+      out[row[0].as<std::string>()] = row[1].as<int64_t>();
+    }
+    return out;
+  });
 }
 
 absl::StatusOr<model::Object> PgStore::Get(const model::ResourceKey& key) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
   std::future<absl::StatusOr<std::vector<model::Object>>> CommitAsync(Transaction txn) override;
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
+  absl::StatusOr<std::map<std::string, int64_t>> QuotaUsed(const std::string& ns) override;
   absl::Status Compact(int64_t through_rv) override;
   absl::Status Ping() override;
   absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;

@@ -116,37 +116,42 @@ inline constexpr char kLockMigrations[] = "SELECT pg_advisory_xact_lock(7236012)
 inline constexpr char kAppliedMigrations[] = "SELECT version FROM schema_migrations";
 inline constexpr char kRecordMigration[] = "INSERT INTO schema_migrations (version) VALUES ($1)";
 
-// The device-allocation ledger (migrations/0002). An insert that would give a device a second
-// exclusive holder (or repeat a row) inserts nothing.
+// The device-allocation ledger (migrations/0002, 0005). Inserts a row and takes its charges
+// ($8, JSON as ChargesJson writes it); one column: NULL, or why not ('taken': a second exclusive
+// holder or a repeated row; 'overcommit': a charge does not fit; the caller rolls back).
 inline constexpr char kInsertDeviceClaim[] = R"sql(
-INSERT INTO device_allocations
-  (driver, pool, device, share_id, claim_uid, admin_access, consumed_capacity)
-VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)
-ON CONFLICT DO NOTHING
-RETURNING 1
+SELECT qm_insert_device_claim($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb)
 )sql";
 
-// Independent writes and transactions without deletes in one call (migrations/0003): $1 the
+// Independent writes and transactions without deletes in one call (migrations/0005): $1 the
 // number of groups, $2..$16 the object writes as parallel arrays (group, create?, resource,
 // namespace, name, uid, generation, creation, deletion, labels, meta, fields, spec digest, body,
-// expected revision), $17..$24 the ledger rows (group, driver, pool, device, share id, claim
-// uid, admin access, consumed capacity), $25..$26 the released claims (group, claim uid).
+// expected revision), $17..$25 the ledger rows (group, driver, pool, device, share id, claim
+// uid, admin access, consumed capacity, charges), $26..$27 the released claims (group, claim
+// uid), $28..$31 the quota checks (group, namespace, key, hard limit).
 inline constexpr char kApplyBatch[] = R"sql(
 SELECT grp, ord, rv, code FROM qm_apply_batch(
   $1::integer, $2::integer[], $3::boolean[], $4::text[], $5::text[], $6::text[], $7::text[],
   $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[],
   $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::text[], $19::text[],
-  $20::text[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::integer[],
-  $26::text[]))sql";
+  $20::text[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::text[],
+  $26::integer[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::bigint[]))sql";
 
-inline constexpr char kReleaseDeviceClaims[] =
-    "DELETE FROM device_allocations WHERE claim_uid = $1";
+// Deletes a claim's ledger rows and gives back what they took.
+inline constexpr char kReleaseDeviceClaims[] = "SELECT qm_release_claim($1)";
 
 inline constexpr char kListDeviceClaims[] = R"sql(
 SELECT driver, pool, device, share_id, claim_uid, admin_access, consumed_capacity::text
 FROM device_allocations
 ORDER BY driver, pool, device, share_id, claim_uid
 )sql";
+
+// Quota usage (migrations/0005), kept by triggers on objects. Whether the usage of key $2 in
+// namespace $1 is within $3; and a namespace's usage by key.
+inline constexpr char kQuotaWithin[] = R"sql(
+SELECT coalesce((SELECT used FROM quota_usage WHERE namespace = $1 AND key = $2), 0) <= $3::bigint
+)sql";
+inline constexpr char kQuotaUsed[] = "SELECT key, used FROM quota_usage WHERE namespace = $1";
 
 // The audit trail (migrations/0004). Times are microseconds since the epoch; groups a JSON
 // array per row.

@@ -4,6 +4,8 @@
 // inject faults or delays and leave the rest alone.
 
 #include <chrono>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "store/memory_store.h"
@@ -42,6 +44,9 @@ class ForwardingStore : public store::Store {
   }
   absl::StatusOr<std::vector<store::DeviceClaim>> ListDeviceClaims() override {
     return inner.ListDeviceClaims();
+  }
+  absl::StatusOr<std::map<std::string, int64_t>> QuotaUsed(const std::string& ns) override {
+    return inner.QuotaUsed(ns);
   }
   absl::Status Ping() override { return absl::OkStatus(); }
 

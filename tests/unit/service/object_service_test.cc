@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "service/graceful_deletion.h"
+#include "forwarding_store.h"
 #include "store/memory_store.h"
 
 namespace qm::service {
@@ -384,6 +385,133 @@ TEST_F(ObjectServiceTest, AllocationsWrittenByClientsKeepTheDeviceLedger) {
   // Deleting an allocated claim releases its device.
   ASSERT_TRUE(service_.Delete(c2->Key(), DeleteOptions{}).ok());
   EXPECT_TRUE(store_.ListDeviceClaims()->empty());
+}
+
+// A node's slice: a consumable GPU (80Gi of memory) and two MIG slices of another GPU whose
+// memory (80Gi) is a shared counter.
+model::Object Slice() {
+  model::Object o = Obj("resourceslices.resource.k8s.io", "", "node-a");
+  o.body = R"({"spec":{"driver":"gpu.example.com","nodeName":"node-a",
+      "pool":{"name":"node-a","generation":1,"resourceSliceCount":1},
+      "sharedCounters":[{"name":"gpu-1","counters":{"memory":{"value":"80Gi"}}}],
+      "devices":[{"name":"gpu-0","allowMultipleAllocations":true,
+                  "capacity":{"memory":{"value":"80Gi"}}},
+                 {"name":"gpu-1","consumesCounters":[{"counterSet":"gpu-1",
+                     "counters":{"memory":{"value":"80Gi"}}}]},
+                 {"name":"gpu-1-mig-0","consumesCounters":[{"counterSet":"gpu-1",
+                     "counters":{"memory":{"value":"40Gi"}}}]}]}})";
+  o.fields = {{"spec.driver", "gpu.example.com"}, {"spec.pool.name", "node-a"}};
+  return o;
+}
+
+// A claim body allocated a share of gpu-0 taking `memory`, or the whole device `device`.
+std::string AllocatedBody(const std::string& device, const std::string& memory = "") {
+  std::string result =
+      R"({"request":"r","driver":"gpu.example.com","pool":"node-a","device":")" + device + R"(")";
+  if (!memory.empty()) {
+    result += R"(,"shareID":"00000000-0000-4000-8000-00000000000)" + memory.substr(0, 1) +
+              R"(","consumedCapacity":{"memory":")" + memory + R"("})";
+  }
+  result += "}";
+  return R"({"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu"}}]}},)"
+         R"("status":{"allocation":{"devices":{"results":[)" +
+         result + "]}}}}";
+}
+
+TEST_F(ObjectServiceTest, AllocationsWrittenByClientsStayWithinCapacityAndCounters) {
+  ASSERT_TRUE(service_.Create(Slice(), false).ok());
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  auto allocate = [&](const std::string& name, const std::string& body) {
+    auto created = service_.Create(Obj(claims, "team", name), false);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return service_.Update(
+        created->Key(),
+        [&](const model::Object& cur) -> absl::StatusOr<model::Object> {
+          model::Object next = cur;
+          next.body = body;
+          return next;
+        },
+        false);
+  };
+  EXPECT_TRUE(allocate("a", AllocatedBody("gpu-0", "60Gi")).ok());
+  auto over = allocate("b", AllocatedBody("gpu-0", "30Gi"));
+  EXPECT_TRUE(absl::IsAborted(over.status())) << over.status();
+  EXPECT_TRUE(allocate("c", AllocatedBody("gpu-0", "20Gi")).ok());
+  // The MIG slice and its whole GPU draw on one counter.
+  EXPECT_TRUE(allocate("d", AllocatedBody("gpu-1-mig-0")).ok());
+  over = allocate("e", AllocatedBody("gpu-1"));
+  EXPECT_TRUE(absl::IsAborted(over.status())) << over.status();
+  EXPECT_EQ(store_.ListDeviceClaims()->size(), 3u);
+  // Deleting the slice's holder gives the counter back.
+  ASSERT_TRUE(service_.Delete(model::ResourceKey{claims, "team", "d"}, DeleteOptions{}).ok());
+  EXPECT_TRUE(allocate("f", AllocatedBody("gpu-1")).ok());
+}
+
+model::Object GpuClaim(const std::string& name) {
+  return Obj("resourceclaims.resource.k8s.io", "team", name,
+             R"({"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu"}}]}})");
+}
+
+model::Object GpuQuota(const std::string& hard) {
+  return Obj("resourcequotas", "team", "gpus",
+             R"({"hard":{"gpu.deviceclass.resource.k8s.io/devices":")" + hard + R"("}})");
+}
+
+TEST_F(ObjectServiceTest, CreatesPassResourceQuotaAdmission) {
+  ASSERT_TRUE(service_.Create(GpuQuota("2"), false).ok());
+  ASSERT_TRUE(service_.Create(GpuClaim("a"), false).ok());
+  ASSERT_TRUE(service_.Create(GpuClaim("b"), false).ok());
+  auto refused = service_.Create(GpuClaim("c"), false);
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_EQ(refused.status().message(),
+            "resourceclaims.resource.k8s.io \"c\" is forbidden: exceeded quota: gpus, requested: "
+            "gpu.deviceclass.resource.k8s.io/devices=1, used: "
+            "gpu.deviceclass.resource.k8s.io/devices=2, limited: "
+            "gpu.deviceclass.resource.k8s.io/devices=2");
+  EXPECT_TRUE(absl::IsPermissionDenied(service_.Create(GpuClaim("c"), true).status()));
+  // Objects the quota does not count pass; a deleted claim gives its device back.
+  EXPECT_TRUE(service_.Create(Obj("pods", "team", "p"), false).ok());
+  ASSERT_TRUE(service_.Delete(GpuClaim("a").Key(), DeleteOptions{}).ok());
+  EXPECT_TRUE(service_.Create(GpuClaim("c"), true).ok());
+  EXPECT_TRUE(service_.Create(GpuClaim("c"), false).ok());
+}
+
+// A store whose quota state cannot be read: the quotas, or (`usage_fails`) the usage.
+class QuotaBlindStore final : public fakes::ForwardingStore {
+ public:
+  absl::StatusOr<store::ListResult> List(const store::ListOptions& o) override {
+    if (o.resource == "resourcequotas" && !usage_fails) {
+      return absl::UnavailableError("database is away");
+    }
+    return ForwardingStore::List(o);
+  }
+  absl::StatusOr<std::map<std::string, int64_t>> QuotaUsed(const std::string&) override {
+    return absl::UnavailableError("database is away");
+  }
+  bool usage_fails = false;
+};
+
+TEST(ObjectServiceQuotaTest, AdmissionFailsClosedWhenQuotaStateCannotBeRead) {
+  QuotaBlindStore store;
+  FakeClock clock;
+  SequentialIds ids;
+  ObjectService service(store, clock, ids);
+  ASSERT_TRUE(service.Create(Obj("namespaces", "", "team"), false).ok());
+  auto created = service.Create(GpuClaim("a"), false);
+  EXPECT_TRUE(absl::IsUnavailable(created.status())) << created.status();
+  EXPECT_TRUE(absl::IsUnavailable(service.Create(GpuClaim("a"), true).status()));
+  EXPECT_TRUE(absl::IsNotFound(store.Get(GpuClaim("a").Key()).status()));
+  // What no quota counts is not held up.
+  EXPECT_TRUE(service.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu"), false).ok());
+
+  // The quotas read, the usage not: a create the store's check refuses is not reported as
+  // anything but the failure to read, and a dry run cannot decide.
+  store.usage_fails = true;
+  ASSERT_TRUE(service.Create(GpuQuota("0"), false).ok());
+  created = service.Create(GpuClaim("a"), false);
+  EXPECT_TRUE(absl::IsUnavailable(created.status())) << created.status();
+  EXPECT_TRUE(absl::IsUnavailable(service.Create(GpuClaim("a"), true).status()));
+  EXPECT_TRUE(absl::IsNotFound(store.Get(GpuClaim("a").Key()).status()));
 }
 
 }  // namespace

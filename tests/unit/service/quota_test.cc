@@ -74,5 +74,30 @@ TEST(QuotaTest, StatusListsEveryHardKeyWithItsUsage) {
   EXPECT_EQ(QuotaHard(quota), (QuotaAmounts{{"count/pods", 4}, {"pods", 10}}));
 }
 
+TEST(QuotaTest, ChecksCoverEveryLimitedKeyTheObjectRequests) {
+  const auto claim = Obj(kClaims, "two",
+                         R"({"spec":{"devices":{"requests":[
+                             {"name":"a","exactly":{"deviceClassName":"gpu","count":2}},
+                             {"name":"b","exactly":{"deviceClassName":"nic","allocationMode":"All"}}
+                             ]}}})");
+  const std::vector<model::Object> quotas = {
+      Obj("resourcequotas", "gpus",
+          R"({"spec":{"hard":{"gpu.deviceclass.resource.k8s.io/devices":"3","pods":"1",)"
+          R"("nic.deviceclass.resource.k8s.io/devices":"0"}}})"),
+      Obj("resourcequotas", "claims",
+          R"({"spec":{"hard":{"count/resourceclaims.resource.k8s.io":"2500m",)"
+          R"("gpu.deviceclass.resource.k8s.io/devices":"1k"}}})")};
+  // Nothing for pods (not requested) or nic (requested 0); a fractional limit rounds down.
+  EXPECT_EQ(
+      QuotaChecks(claim, quotas),
+      (std::vector<store::QuotaCheck>{{"team", "gpu.deviceclass.resource.k8s.io/devices", 3},
+                                      {"team", "count/resourceclaims.resource.k8s.io", 2},
+                                      {"team", "gpu.deviceclass.resource.k8s.io/devices", 1000}}));
+  EXPECT_TRUE(QuotaChecks(claim, {}).empty());
+  EXPECT_TRUE(QuotaChecks(Obj("pods", "p", R"({"status":{"phase":"Failed"}})"), quotas).empty());
+  EXPECT_EQ(QuotaChecks(Obj("pods", "p", "{}"), quotas),
+            (std::vector<store::QuotaCheck>{{"team", "pods", 1}}));
+}
+
 }  // namespace
 }  // namespace qm::service
