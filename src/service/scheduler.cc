@@ -712,6 +712,11 @@ class Scheduler::Feed final : public Watcher {
     std::lock_guard<std::mutex> lock(mu_);
     s_ = nullptr;
   }
+  // The newest revision delivered or ticked.
+  int64_t seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_rv_;
+  }
   // The changes received so far, once they reach revision `min_rv` or `timeout` passes. False
   // when the feed lost its place (the scheduler must list again).
   bool Take(int64_t min_rv, std::chrono::milliseconds timeout,
@@ -823,15 +828,26 @@ absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
   const int64_t from = hub_.last_dispatched();
   QM_RETURN_IF_ERROR(hub_.Subscribe(feed_, from));
   st.Clear();
+  int64_t listed_rv = 0;
   for (const char* resource :
        {kPods, kClaims, kTemplates, kClasses, kSlices, kTaintRules, kNodes, kQuotas}) {
     ListRequest request;
     request.store.resource = resource;
     QM_ASSIGN_OR_RETURN(auto listed, hub_.List(request, std::max(from, min_rv)));
+    listed_rv = std::max(listed_rv, listed.resource_version);
     for (auto& o : listed.items) {
       st.Apply(model::WatchEvent{model::EventType::kAdded, std::move(o)}, dirty);
     }
   }
+  // Each kind was listed at its own revision: a claim listed after its pod was created may be
+  // reserved for a pod the earlier pod listing did not show, and the claim controller would
+  // release it. Bring every kind up to the newest listing from the feed before any pass.
+  std::vector<model::WatchEvent> catch_up;
+  if (!feed_->Take(listed_rv, std::chrono::seconds(5), &catch_up) || feed_->seen() < listed_rv) {
+    return absl::UnavailableError("the scheduler's feed did not reach the listed revision " +
+                                  std::to_string(listed_rv));
+  }
+  for (auto& ev : catch_up) st.Apply(std::move(ev), dirty);
   st.synced = true;
   dirty.all = true;
   dirty.relevant = true;
