@@ -8,5 +8,5 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${QM_BUILD_TYPE:-RelWithDebInfo
   ${QM_CMAKE_ARGS:-} >/dev/null
 cmake --build build -j "${QM_JOBS:-2}"
 if [ -z "${QM_SKIP_WEB:-}" ]; then
-  bash web/build.sh build/web
+  bash web/build.sh "$PWD/build/web"
 fi
