@@ -75,6 +75,16 @@ std::string HostName() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGINT and SIGTERM go to the signal thread below (sigwait). They are blocked before anything
+  // can start a thread: the real NVML starts threads of its own in nvmlInit, and a thread that
+  // does not block them would take SIGTERM with its default action (seen on an H200: systemd's
+  // stop killed the agent, exit 143, instead of stopping it).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   std::map<std::string, std::string> flags;
   bool insecure = false;
@@ -178,13 +188,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qm-agent: %s\n", std::string(inv.status().message()).c_str());
     return 2;
   }
-
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   qm::agent::Agent agent(options, std::move(source));
   if (auto st = agent.Init(); !st.ok()) {

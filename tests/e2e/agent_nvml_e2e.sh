@@ -19,7 +19,8 @@ source "$(dirname "$0")/lib.sh" qm-agent-nvml-e2e
 failures=0
 checks=0
 AGENT=""
-stop_agent() { if [ -n "$AGENT" ] && kill -0 "$AGENT" 2>/dev/null; then kill -TERM "$AGENT"; wait "$AGENT" 2>/dev/null; fi; }
+AGENT_RC=""
+stop_agent() { if [ -n "$AGENT" ] && kill -0 "$AGENT" 2>/dev/null; then kill -TERM "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT_RC=$?; fi; }
 trap 'stop_agent; cleanup' EXIT
 
 pass() { checks=$((checks + 1)); echo "ok:   $1"; }
@@ -222,6 +223,8 @@ set_default_active_thread_percentage 40 pipe=$mps_dir/pipe
 set_default_device_pinned_mem_limit GPU-0a000000-0000-4000-8000-000000000000 8192M pipe=$mps_dir/pipe"
 # The agent restarts: the daemon keeps serving the claim, nothing is started twice.
 stop_agent
+expect "SIGTERM stops the agent cleanly although NVML runs threads of its own" \
+  "$AGENT_RC/$(tail -1 "$WORK/nvml-node.log" | grep -o 'stopped$')" "0/stopped"
 start_agent
 registered() { [ "$(grep -c "watching assignments" "$WORK/nvml-node.log")" = 2 ] && echo 2; }
 expect "the agent is back" "$(eventually 30 registered)" "2"

@@ -168,6 +168,14 @@ int nvmlInit_v2() {
   if (g_state == nullptr || g_state->inits == 0) {
     if (int rc = Load(); rc != kSuccess) return rc;
   }
+  // The real library starts threads of its own at its first init; so does this stand-in, so a
+  // caller that blocks signals only after nvmlInit fails the tests as it fails on a real node.
+  static std::once_flag library_thread;
+  std::call_once(library_thread, [] {
+    std::thread([] {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }).detach();
+  });
   ++g_state->inits;
   return kSuccess;
 }
