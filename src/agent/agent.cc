@@ -161,17 +161,17 @@ class Agent::Session {
   // The devices' health changed (a device event): report it from the heartbeat thread. Any
   // thread.
   void HealthChanged() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     health_dirty_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   // Ends the session: the watch stream and the heartbeat loop stop. Any thread.
   void Cancel() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     cancelled_ = true;
     if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
  private:
@@ -197,14 +197,15 @@ class Agent::Session {
   Agent& agent_;
   std::unique_ptr<v1::NodeAgent::Stub> stub_;
   std::string driver_;
-  int heartbeat_seconds_ = 10;
   std::thread heartbeat_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool cancelled_ = false;
-  bool health_dirty_ = false;
-  grpc::ClientContext* watch_ctx_ = nullptr;
-  Inventory inventory_;  // as discovered at the start of the session
+  qm::Mutex mu_;
+  qm::CondVar cv_;
+  int heartbeat_seconds_ ABSL_GUARDED_BY(mu_) = 10;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool health_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* watch_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // As discovered at the start of the session (before the heartbeat thread starts).
+  Inventory inventory_;
 };
 
 absl::Status Agent::Session::Run() {
@@ -213,7 +214,7 @@ absl::Status Agent::Session::Run() {
   driver_ = inv->driver;
   inventory_ = *inv;
   {
-    std::lock_guard<std::mutex> lock(agent_.mu_);
+    qm::MutexLock lock(&agent_.mu_);
     agent_.inventory_ = *inv;
   }
   agent_.preparer_->SetInventory(*inv);
@@ -239,7 +240,10 @@ absl::Status Agent::Session::Register(const Inventory& inv) {
   Setup(&ctx);
   v1::RegisterResponse resp;
   QM_RETURN_IF_ERROR(FromGrpc(stub_->Register(&ctx, req, &resp)));
-  if (resp.heartbeat_interval_seconds() > 0) heartbeat_seconds_ = resp.heartbeat_interval_seconds();
+  if (resp.heartbeat_interval_seconds() > 0) {
+    qm::MutexLock lock(&mu_);
+    heartbeat_seconds_ = resp.heartbeat_interval_seconds();
+  }
   spdlog::info("registered node {} ({} devices of {})", node(), inv.devices.size(), inv.driver);
   return absl::OkStatus();
 }
@@ -265,7 +269,7 @@ absl::Status Agent::Session::ReportHealth(const Inventory& inv) {
   // events (XID errors) said since the agent started.
   std::map<std::string, EventHealth> events;
   {
-    std::lock_guard<std::mutex> lock(agent_.mu_);
+    qm::MutexLock lock(&agent_.mu_);
     events = agent_.event_unhealthy_;
   }
   v1::ReportHealthRequest req;
@@ -437,7 +441,7 @@ absl::Status Agent::Session::Watch() {
   grpc::ClientContext ctx;
   Setup(&ctx, /*deadline=*/false);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (cancelled_) return absl::CancelledError("stopping");
     watch_ctx_ = &ctx;
   }
@@ -462,7 +466,7 @@ absl::Status Agent::Session::Watch() {
   }
   absl::Status finished = FromGrpc(reader->Finish());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     watch_ctx_ = nullptr;
   }
   if (!handled.ok()) return handled;
@@ -472,16 +476,18 @@ absl::Status Agent::Session::Watch() {
 
 void Agent::Session::HeartbeatLoop() {
   int failures = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   while (!cancelled_) {
-    cv_.wait_for(lock, std::chrono::seconds(heartbeat_seconds_),
-                 [&] { return cancelled_ || health_dirty_; });
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(heartbeat_seconds_);
+    while (!cancelled_ && !health_dirty_ && cv_.WaitUntil(&mu_, deadline)) {
+    }
     if (cancelled_) return;
     if (health_dirty_) {
       health_dirty_ = false;
-      lock.unlock();
+      mu_.Unlock();
       absl::Status st = ReportHealth(inventory_);
-      lock.lock();
+      mu_.Lock();
       if (!st.ok()) {
         // Reported again at the start of the next session.
         spdlog::warn("health report failed: {}; reconnecting", st.ToString());
@@ -491,14 +497,14 @@ void Agent::Session::HeartbeatLoop() {
       }
       continue;
     }
-    lock.unlock();
+    mu_.Unlock();
     v1::HeartbeatRequest req;
     req.set_node_name(node());
     grpc::ClientContext ctx;
     Setup(&ctx);
     v1::HeartbeatResponse resp;
     absl::Status st = FromGrpc(stub_->Heartbeat(&ctx, req, &resp));
-    lock.lock();
+    mu_.Lock();
     if (st.ok()) {
       failures = 0;
       if (resp.heartbeat_interval_seconds() > 0)
@@ -550,8 +556,10 @@ absl::Status Agent::Init() {
 }
 
 void Agent::Sleep(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [&] { return stopping_.load(); });
+  qm::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + d;
+  while (!stopping_.load() && cv_.WaitUntil(&mu_, deadline)) {
+  }
 }
 
 absl::Status Agent::RunSession() {
@@ -576,7 +584,7 @@ absl::Status Agent::RunSession() {
   auto channel = grpc::CreateCustomChannel(options_.server, creds, args);
   Session session(*this, channel);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (stopping_) return absl::CancelledError("stopping");
     current_ = &session;
   }
@@ -588,14 +596,14 @@ absl::Status Agent::RunSession() {
     st = absl::InternalError(std::string("unexpected exception: ") + e.what());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     current_ = nullptr;
   }
   return st;
 }
 
 void Agent::OnDeviceEvent(const DeviceEvent& event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   auto change = ClassifyEvent(event, inventory_, options_.ignored_xids);
   if (!change) {
     spdlog::info("device event on {} (type {:#x}, data {}) changes no device's health",
@@ -666,10 +674,10 @@ void Agent::RunSessions() {
 }
 
 void Agent::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   stopping_ = true;
   if (current_ != nullptr) current_->Cancel();
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace qm::agent

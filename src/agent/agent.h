@@ -10,10 +10,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
@@ -23,6 +21,7 @@
 #include "agent/inventory.h"
 #include "agent/mps.h"
 #include "agent/preparer.h"
+#include "common/mutex.h"
 
 namespace qm::agent {
 
@@ -98,13 +97,13 @@ class Agent {
   std::unique_ptr<Preparer> preparer_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> sessions_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Session* current_ = nullptr;  // guarded by mu_
+  qm::Mutex mu_;
+  qm::CondVar cv_;
+  Session* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Devices device events made unhealthy, by name; the inventory they are mapped against
-  // (the last one discovered). Guarded by mu_.
-  std::map<std::string, EventHealth> event_unhealthy_;
-  Inventory inventory_;
+  // (the last one discovered).
+  std::map<std::string, EventHealth> event_unhealthy_ ABSL_GUARDED_BY(mu_);
+  Inventory inventory_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace qm::agent

@@ -257,7 +257,7 @@ Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
   auto& slot = class_memo_.at(&cls)[device];
   auto cached = static_cast<Match>(slot.load(std::memory_order_acquire));
   if (cached == Match::kError && error != nullptr) {
-    std::lock_guard<std::mutex> lock(errors_mu_);
+    qm::MutexLock lock(&errors_mu_);
     *error = class_errors_[{&cls, device}];
   }
   if (cached != Match::kUnknown) return cached;
@@ -290,7 +290,7 @@ Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
     }
   }
   if (result == Match::kError) {
-    std::lock_guard<std::mutex> lock(errors_mu_);
+    qm::MutexLock lock(&errors_mu_);
     class_errors_[{&cls, device}] = message;
     if (error != nullptr) *error = message;
   }
@@ -300,7 +300,7 @@ Inventory::Match Inventory::ClassMatches(const ClassEntry& cls, uint32_t device,
 
 const std::vector<std::optional<AttrSet>>& Inventory::AttributeSets(
     const std::string& qualified) const {
-  std::lock_guard<std::mutex> lock(attr_mu_);
+  qm::MutexLock lock(&attr_mu_);
   auto& sets = attr_sets_[qualified];
   if (sets == nullptr) {
     sets = std::make_unique<std::vector<std::optional<AttrSet>>>();

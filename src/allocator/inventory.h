@@ -9,7 +9,6 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -19,6 +18,7 @@
 #include "cel/interpreter.h"
 #include "cel/program_cache.h"
 #include "cel/value.h"
+#include "common/mutex.h"
 #include "model/dra.h"
 
 namespace qm::allocator {
@@ -167,10 +167,13 @@ class Inventory {
   mutable std::unordered_map<const ClassEntry*, std::unique_ptr<std::atomic<uint8_t>[]>>
       class_memo_;
   mutable cel::RegexCache regexes_;
-  mutable std::mutex attr_mu_;
-  mutable std::map<std::string, std::unique_ptr<std::vector<std::optional<AttrSet>>>> attr_sets_;
-  mutable std::mutex errors_mu_;
-  mutable std::map<std::pair<const ClassEntry*, uint32_t>, std::string> class_errors_;
+  mutable qm::Mutex attr_mu_;
+  // A set, once built, is never changed or freed: AttributeSets hands out references.
+  mutable std::map<std::string, std::unique_ptr<std::vector<std::optional<AttrSet>>>> attr_sets_
+      ABSL_GUARDED_BY(attr_mu_);
+  mutable qm::Mutex errors_mu_;
+  mutable std::map<std::pair<const ClassEntry*, uint32_t>, std::string> class_errors_
+      ABSL_GUARDED_BY(errors_mu_);
 };
 
 }  // namespace qm::allocator

@@ -62,7 +62,7 @@ const Value* Activation::Find(std::string_view name) const {
 
 std::shared_ptr<const re2::RE2> RegexCache::Get(std::string_view pattern, std::string* error) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     auto it = cache_.find(std::string(pattern));
     if (it != cache_.end()) return it->second;
   }
@@ -80,7 +80,7 @@ std::shared_ptr<const re2::RE2> RegexCache::Get(std::string_view pattern, std::s
     *error = "error parsing regexp: " + re->error();
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (cache_.size() >= capacity_) cache_.clear();
   cache_.emplace(std::string(pattern), re);
   return re;

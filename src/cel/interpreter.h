@@ -40,7 +40,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +50,7 @@
 #include "absl/base/thread_annotations.h"
 #include "cel/ast.h"
 #include "cel/value.h"
+#include "common/mutex.h"
 
 namespace re2 {
 class RE2;
@@ -91,7 +91,7 @@ class RegexCache {
 
  private:
   const size_t capacity_;
-  std::mutex mu_;
+  qm::Mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const re2::RE2>> cache_ ABSL_GUARDED_BY(mu_);
 };
 

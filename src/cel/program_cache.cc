@@ -4,7 +4,7 @@ namespace qm::cel {
 
 std::shared_ptr<const CompileResult> ProgramCache::Get(const std::string& expression) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     auto it = index_.find(expression);
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
@@ -15,7 +15,7 @@ std::shared_ptr<const CompileResult> ProgramCache::Get(const std::string& expres
   }
   // Compile outside the lock; two threads missing on the same text both compile, one wins.
   auto compiled = std::make_shared<const CompileResult>(CompileSelector(expression));
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   auto it = index_.find(expression);
   if (it != index_.end()) return it->second->second;
   lru_.emplace_front(expression, compiled);
@@ -28,17 +28,17 @@ std::shared_ptr<const CompileResult> ProgramCache::Get(const std::string& expres
 }
 
 size_t ProgramCache::hits() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return hits_;
 }
 
 size_t ProgramCache::misses() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return misses_;
 }
 
 size_t ProgramCache::size() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return lru_.size();
 }
 

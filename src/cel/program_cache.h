@@ -2,12 +2,12 @@
 
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
 #include "cel/compiler.h"
+#include "common/mutex.h"
 
 namespace qm::cel {
 
@@ -30,7 +30,7 @@ class ProgramCache {
   using Entry = std::pair<std::string, std::shared_ptr<const CompileResult>>;
 
   const size_t capacity_;
-  std::mutex mu_;
+  qm::Mutex mu_;
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
   size_t hits_ ABSL_GUARDED_BY(mu_) = 0;

@@ -9,7 +9,7 @@ RandomIdGenerator::RandomIdGenerator() : rng_(std::random_device{}()) {}
 std::string RandomIdGenerator::NewUid() {
   uint64_t hi, lo;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     hi = rng_();
     lo = rng_();
   }

@@ -1,10 +1,10 @@
 #pragma once
 
-#include <mutex>
 #include <random>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
 
 namespace qm {
 
@@ -22,7 +22,7 @@ class RandomIdGenerator final : public IdGenerator {
   std::string NewUid() override;
 
  private:
-  std::mutex mu_;
+  qm::Mutex mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -25,19 +25,19 @@ void AuditLog::Start() {
 
 void AuditLog::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void AuditLog::Record(store::AuditRecord record) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (queue_.size() < kMaxQueued) {
       queue_.push_back(std::move(record));
-      cv_.notify_one();
+      cv_.Signal();
       return;
     }
   }
@@ -97,9 +97,10 @@ void AuditLog::Loop() {
     std::vector<store::AuditRecord> batch;
     bool stopping;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(200),
-                   [&] { return stopping_ || !queue_.empty(); });
+      qm::MutexLock lock(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (!stopping_ && queue_.empty() && cv_.WaitUntil(&mu_, deadline)) {
+      }
       stopping = stopping_;
       while (!queue_.empty() && batch.size() < kMaxBatch) {
         batch.push_back(std::move(queue_.front()));
@@ -123,7 +124,7 @@ void AuditLog::Loop() {
           return;
         }
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          qm::MutexLock lock(&mu_);
           for (auto it = batch.rbegin(); it != batch.rend(); ++it) queue_.push_front(*it);
           holding_ = 0;
         }
@@ -141,7 +142,7 @@ void AuditLog::Loop() {
       }
     }
     if (stopping) {
-      std::lock_guard<std::mutex> lock(mu_);
+      qm::MutexLock lock(&mu_);
       if (queue_.empty()) return;
     }
   }

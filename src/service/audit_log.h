@@ -7,12 +7,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "store/store.h"
 
 namespace qm::service {
@@ -47,10 +46,10 @@ class AuditLog {
 
   store::Store& store_;
   const std::chrono::seconds retention_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<store::AuditRecord> queue_;  // guarded by mu_
-  bool stopping_ = false;                 // guarded by mu_
+  qm::Mutex mu_;
+  qm::CondVar cv_;
+  std::deque<store::AuditRecord> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
   size_t holding_ = 0;  // records taken off the queue and not yet written or put back (thread)
   std::atomic<uint64_t> dropped_{0};

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "common/mutex.h"
 #include "model/json/rbac_json.h"
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
@@ -465,14 +465,14 @@ class Authorizer::Impl {
   }
 
   void ReplaceObjects(std::map<model::ResourceKey, Decoded> objects) {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     objects_ = std::move(objects);
     PublishLocked();
   }
 
   // One change from the hub (an RBAC resource).
   void Apply(const model::WatchEvent& event) {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     PutLocked(event.type == model::EventType::kDeleted, event.object);
     if (!loading_) PublishLocked();
   }
@@ -484,17 +484,24 @@ class Authorizer::Impl {
   // is not waited for.
   void MaybeResync() {
     if (!stale_.load(std::memory_order_relaxed)) return;
-    std::unique_lock<std::mutex> lock(follow_mu_, std::try_to_lock);
-    if (!lock.owns_lock() || !stale_.load() || hub_ == nullptr) return;
-    if (auto st = FollowLocked(*hub_); !st.ok()) {
-      spdlog::warn("authorizer: reloading RBAC objects failed: {}", st.ToString());
+    if (!follow_mu_.TryLock()) return;
+    try {
+      if (stale_.load() && hub_ != nullptr) {
+        if (auto st = FollowLocked(*hub_); !st.ok()) {
+          spdlog::warn("authorizer: reloading RBAC objects failed: {}", st.ToString());
+        }
+      }
+    } catch (...) {
+      follow_mu_.Unlock();
+      throw;
     }
+    follow_mu_.Unlock();
   }
 
   void StopFollowing();
 
   std::atomic<bool> stale_{false};
-  std::mutex follow_mu_;
+  qm::Mutex follow_mu_;
 
  private:
   void PutLocked(bool deleted, const model::Object& obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -528,7 +535,7 @@ class Authorizer::Impl {
   }
 
   std::atomic<std::shared_ptr<const Index>> index_{BuildIndex(RbacPolicy{})};
-  std::mutex mu_;
+  qm::Mutex mu_;
   std::map<model::ResourceKey, Decoded> objects_ ABSL_GUARDED_BY(mu_);
   // While loading from the hub: changes are recorded, published once the load completes.
   bool loading_ ABSL_GUARDED_BY(mu_) = false;
@@ -548,19 +555,19 @@ class Authorizer::Feed : public Watcher {
 
   bool Deliver(const model::WatchEvent& event) override {
     if (!IsRbacResource(event.object.resource)) return true;
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (impl_ == nullptr) return false;
     impl_->Apply(event);
     return true;
   }
 
   bool Tick(int64_t) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     return impl_ != nullptr;
   }
 
   void Expire(const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (impl_ == nullptr) return;
     spdlog::warn("authorizer: RBAC watch expired ({}); reloading on the next request",
                  status.ToString());
@@ -568,17 +575,17 @@ class Authorizer::Feed : public Watcher {
   }
 
   void Detach() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     impl_ = nullptr;
   }
 
  private:
-  std::mutex mu_;
+  qm::Mutex mu_;
   Impl* impl_ ABSL_GUARDED_BY(mu_);
 };
 
 void Authorizer::Impl::StopFollowing() {
-  std::lock_guard<std::mutex> lock(follow_mu_);
+  qm::MutexLock lock(&follow_mu_);
   if (feed_ != nullptr) feed_->Detach();
   feed_.reset();
   hub_ = nullptr;
@@ -589,12 +596,12 @@ absl::Status Authorizer::Impl::FollowLocked(WatchHub& hub) {
   feed_.reset();
   auto feed = std::make_shared<Feed>(this);
   auto finish_loading = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     loading_ = false;
     PublishLocked();
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     loading_ = true;
     objects_.clear();
   }
@@ -611,7 +618,7 @@ absl::Status Authorizer::Impl::FollowLocked(WatchHub& hub) {
       return listed.status();
     }
     from = from.has_value() ? std::min(*from, listed->resource_version) : listed->resource_version;
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     for (const auto& obj : listed->items) PutLocked(false, obj);
   }
   if (auto st = hub.Subscribe(feed, from.value_or(0)); !st.ok()) {
@@ -653,7 +660,7 @@ absl::Status Authorizer::Replace(const std::vector<model::Object>& objects) {
 }
 
 absl::Status Authorizer::Follow(WatchHub& hub) {
-  std::lock_guard<std::mutex> lock(impl_->follow_mu_);
+  qm::MutexLock lock(&impl_->follow_mu_);
   return impl_->FollowLocked(hub);
 }
 

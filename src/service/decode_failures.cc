@@ -23,7 +23,7 @@ constexpr size_t kMaxNameLength = 253;  // a DNS subdomain, as Event names are
 
 bool DecodeFailures::Note(const model::Object& obj, const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     auto [it, inserted] = seen_.try_emplace(obj.Key());
     const std::pair<std::string, int64_t> version{obj.meta.uid, obj.meta.resource_version};
     if (!inserted && it->second == version) return false;
@@ -37,7 +37,7 @@ bool DecodeFailures::Note(const model::Object& obj, const std::string& reason) {
 }
 
 std::map<std::string, uint64_t> DecodeFailures::Counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return counts_;
 }
 

@@ -9,13 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "allocator/inventory.h"
+#include "common/mutex.h"
 #include "model/object.h"
 
 namespace qm::service {
@@ -33,7 +33,7 @@ class DecodeFailures {
   std::map<std::string, uint64_t> Counts() const;
 
  private:
-  mutable std::mutex mu_;
+  mutable qm::Mutex mu_;
   // The last version noted per object: (uid, resourceVersion).
   std::map<model::ResourceKey, std::pair<std::string, int64_t>> seen_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> counts_ ABSL_GUARDED_BY(mu_);

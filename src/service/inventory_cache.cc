@@ -46,7 +46,7 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
     }
     listed[k] = std::move(r->items);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (snapshot_ != nullptr && fingerprint == fingerprint_) return snapshot_;
 
   allocator::InventoryInput input;
@@ -78,7 +78,7 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
 }
 
 uint64_t InventoryCache::builds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return builds_;
 }
 

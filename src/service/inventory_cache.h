@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/inventory.h"
 #include "cel/program_cache.h"
+#include "common/mutex.h"
 #include "service/object_service.h"
 
 namespace qm::service {
@@ -42,7 +42,7 @@ class InventoryCache {
  private:
   ObjectService& objects_;
   cel::ProgramCache programs_{1024};  // selectors compiled once across rebuilds
-  mutable std::mutex mu_;
+  mutable qm::Mutex mu_;
   uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const InventorySnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   uint64_t builds_ ABSL_GUARDED_BY(mu_) = 0;

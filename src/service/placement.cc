@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::service {
@@ -150,7 +150,7 @@ Placement Place(const PlacementRequest& request) {
   }
   workers = std::min<int>(workers, static_cast<int>(std::max<size_t>(to_evaluate / 16, 1)));
   std::atomic<size_t> next{0};
-  std::mutex failure_mu;
+  qm::Mutex failure_mu;
   std::exception_ptr failure;  // the first exception of a helper thread, rethrown here
   auto work = [&] {
     for (size_t k = next++; k < nodes.size() && feasible.load() < want; k = next++) {
@@ -175,7 +175,7 @@ Placement Place(const PlacementRequest& request) {
       try {
         work();
       } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mu);
+        qm::MutexLock lock(&failure_mu);
         if (!failure) failure = std::current_exception();
       }
     };

@@ -687,54 +687,56 @@ class Scheduler::Feed final : public Watcher {
  public:
   explicit Feed(Scheduler* s) : s_(s) {}
   bool Deliver(const model::WatchEvent& event) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (s_ == nullptr) return false;
     seen_rv_ = std::max(seen_rv_, event.object.meta.resource_version);
-    caught_up_.notify_all();
+    caught_up_.SignalAll();
     if (event.object.resource == kEvents) return true;  // they make nothing schedulable
     inbox_.push_back(event);
     s_->Wake();
     return true;
   }
   bool Tick(int64_t rv) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (s_ == nullptr) return false;
     seen_rv_ = std::max(seen_rv_, rv);
-    caught_up_.notify_all();
+    caught_up_.SignalAll();
     return true;
   }
   void Expire(const absl::Status&) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     expired_ = true;
     if (s_ != nullptr) s_->Wake();
   }
   void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     s_ = nullptr;
   }
   // The newest revision delivered or ticked.
   int64_t seen() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     return seen_rv_;
   }
   // The changes received so far, once they reach revision `min_rv` or `timeout` passes. False
   // when the feed lost its place (the scheduler must list again).
   bool Take(int64_t min_rv, std::chrono::milliseconds timeout,
             std::vector<model::WatchEvent>* out) {
-    std::unique_lock<std::mutex> lock(mu_);
-    caught_up_.wait_for(lock, timeout, [&] { return expired_ || seen_rv_ >= min_rv; });
+    qm::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!expired_ && seen_rv_ < min_rv && caught_up_.WaitUntil(&mu_, deadline)) {
+    }
     out->swap(inbox_);
     inbox_.clear();
     return !expired_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable caught_up_;
-  Scheduler* s_;
-  std::vector<model::WatchEvent> inbox_;
-  int64_t seen_rv_ = 0;
-  bool expired_ = false;
+  qm::Mutex mu_;
+  qm::CondVar caught_up_;
+  Scheduler* s_ ABSL_GUARDED_BY(mu_);
+  std::vector<model::WatchEvent> inbox_ ABSL_GUARDED_BY(mu_);
+  int64_t seen_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  bool expired_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 Scheduler::Scheduler(store::Store& store, WatchHub& hub, const Clock& clock, IdGenerator& ids,
@@ -757,24 +759,26 @@ void Scheduler::Start() {
 
 void Scheduler::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Scheduler::Wake() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   dirty_ = true;
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 void Scheduler::Loop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait_for(lock, options_.resync, [&] { return stopping_ || dirty_; });
+      qm::MutexLock lock(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() + options_.resync;
+      while (!stopping_ && !dirty_ && wake_.WaitUntil(&mu_, deadline)) {
+      }
       if (stopping_) return;
       dirty_ = false;
     }
@@ -786,7 +790,7 @@ void Scheduler::Loop() {
         continue;
       }
       if (stats->conflicts > 0) {
-        std::lock_guard<std::mutex> lock(mu_);
+        qm::MutexLock lock(&mu_);
         dirty_ = true;  // retry lost races at once, on a fresh snapshot
       }
     } catch (const std::exception& e) {
@@ -801,8 +805,10 @@ void Scheduler::Loop() {
     spdlog::error("scheduler pass failed: {}; listing everything again in {} ms", failure,
                   kRestartDelay.count());
     state_->synced = false;
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, kRestartDelay, [&] { return stopping_; });
+    qm::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + kRestartDelay;
+    while (!stopping_ && wake_.WaitUntil(&mu_, deadline)) {
+    }
     dirty_ = true;
   }
 }

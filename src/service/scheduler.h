@@ -31,9 +31,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -41,6 +39,7 @@
 #include "cel/program_cache.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
+#include "common/mutex.h"
 #include "service/decode_failures.h"
 #include "service/watch_hub.h"
 #include "store/store.h"
@@ -112,10 +111,10 @@ class Scheduler {
   DecodeFailures decode_failures_;
   std::unique_ptr<State> state_;  // caches kept between passes; used by the pass thread only
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool dirty_ = true;
-  bool stopping_ = false;
+  qm::Mutex mu_;
+  qm::CondVar wake_;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<Feed> feed_;  // used by the pass thread; Close() detaches it
   std::atomic<uint64_t> unexpected_errors_{0};
   std::thread thread_;

@@ -32,7 +32,7 @@ struct WatchHub::Entry {
   const std::shared_ptr<Watcher> watcher;
   const int64_t start_rv;  // changes after this revision are for it
   const bool synchronous;  // called on the follower thread, never posted
-  std::mutex mu;
+  qm::Mutex mu;
   std::deque<SharedEvent> queue ABSL_GUARDED_BY(mu);
   int64_t tick_rv ABSL_GUARDED_BY(mu) = 0;  // > 0: a Tick is due
   std::optional<absl::Status> expire ABSL_GUARDED_BY(mu);
@@ -84,19 +84,19 @@ void WatchHub::Reload(const absl::Status& expired) {
   }
   std::vector<EntryPtr> ended;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     cache_.swap(fresh);
     cache_ready_ = all.ok();
     last_rv_ = rv;
     queued_rv_ = rv;
     ended.swap(watchers_);
-    dispatched_.notify_all();
+    dispatched_.SignalAll();
   }
   for (const auto& e : ended) {
     bool post = false;
     bool expire_now = false;
     {
-      std::lock_guard<std::mutex> lock(e->mu);
+      qm::MutexLock lock(&e->mu);
       if (e->done) continue;
       if (e->synchronous && e->live) {
         e->done = true;  // this is the follower thread: tell it now
@@ -120,7 +120,7 @@ void WatchHub::Reload(const absl::Status& expired) {
 void WatchHub::Start() {
   Reload(absl::OkStatus());
   {
-    std::lock_guard<std::mutex> lock(run_mu_);
+    qm::MutexLock lock(&run_mu_);
     delivery_stopping_ = false;
   }
   for (int i = 0; i < std::max(1, options_.delivery_threads); ++i) {
@@ -134,21 +134,21 @@ void WatchHub::Stop() {
   if (!running_.exchange(false)) return;
   if (thread_.joinable()) thread_.join();
   {
-    std::lock_guard<std::mutex> lock(run_mu_);
+    qm::MutexLock lock(&run_mu_);
     delivery_stopping_ = true;
     runnable_.clear();
   }
-  run_cv_.notify_all();
+  run_cv_.SignalAll();
   for (auto& t : delivery_) t.join();
   delivery_.clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   watchers_.clear();
   cache_ready_ = false;
-  dispatched_.notify_all();
+  dispatched_.SignalAll();
 }
 
 size_t WatchHub::watcher_count() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return watchers_.size();
 }
 
@@ -158,7 +158,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   {
     // Registered at once: changes dispatched from now on (after `dispatched`) are queued for
     // it, and held back until the history before them has been replayed.
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     dispatched = queued_rv_;
     entry = std::make_shared<Entry>(watcher, std::max(from_rv, dispatched), from_rv >= dispatched);
     watchers_.push_back(entry);
@@ -171,7 +171,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   absl::Cleanup unsubscribe = [&] {
     if (went_live) return;
     {
-      std::lock_guard<std::mutex> lock(entry->mu);
+      qm::MutexLock lock(&entry->mu);
       entry->done = true;
       entry->queue.clear();
     }
@@ -180,7 +180,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   int64_t cursor = from_rv;
   while (cursor < dispatched) {
     {
-      std::lock_guard<std::mutex> lock(entry->mu);
+      qm::MutexLock lock(&entry->mu);
       if (entry->expire.has_value()) return *entry->expire;
     }
     auto events = store_.ChangesSince(cursor, kBatch);
@@ -201,7 +201,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   for (;;) {
     std::deque<SharedEvent> pending;
     {
-      std::lock_guard<std::mutex> lock(entry->mu);
+      qm::MutexLock lock(&entry->mu);
       if (entry->expire.has_value()) return *entry->expire;
       if (entry->queue.empty()) {
         entry->live = true;
@@ -220,7 +220,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
 }
 
 std::optional<model::Object> WatchHub::Find(const model::ResourceKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (!cache_ready_) return std::nullopt;
   auto it = cache_.find(key);
   if (it == cache_.end()) return std::nullopt;
@@ -228,13 +228,12 @@ std::optional<model::Object> WatchHub::Find(const model::ResourceKey& key) {
 }
 
 absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
-  std::unique_lock<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (!cache_ready_) return absl::FailedPreconditionError("no object cache");
-  if (!dispatched_.wait_for(lock, std::chrono::seconds(1),
-                            [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                              return last_rv_.load() >= min_rv || !cache_ready_;
-                            }) ||
-      !cache_ready_) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (last_rv_.load() < min_rv && cache_ready_ && dispatched_.WaitUntil(&mu_, deadline)) {
+  }
+  if (last_rv_.load() < min_rv || !cache_ready_) {
     return absl::DeadlineExceededError("object cache is behind the store");
   }
   store::ListResult result;
@@ -266,7 +265,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
   std::vector<EntryPtr> entries;
   {
     // Every entry registered after this starts after these changes.
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     entries = watchers_;
     queued_rv_ = newest;
   }
@@ -274,7 +273,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     bool post = false;
     bool deliver_now = false;
     {
-      std::lock_guard<std::mutex> lock(e->mu);
+      qm::MutexLock lock(&e->mu);
       if (e->done || e->expire.has_value()) continue;
       if (e->synchronous && e->live) {
         deliver_now = true;
@@ -302,7 +301,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     if (post) Post(e);
   }
   // Only now do lists see the changes (synchronous watchers have them already).
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   for (const auto& ev : shared) {
     if (ev->type == model::EventType::kDeleted) {
       cache_.erase(ev->object.Key());
@@ -311,7 +310,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     }
   }
   last_rv_ = newest;
-  dispatched_.notify_all();
+  dispatched_.SignalAll();
 }
 
 template <typename Call>
@@ -330,7 +329,7 @@ void WatchHub::CallSynchronous(const EntryPtr& entry, Call call) {
   }
   if (keep) return;
   {
-    std::lock_guard<std::mutex> lock(entry->mu);
+    qm::MutexLock lock(&entry->mu);
     entry->done = true;
     entry->queue.clear();
   }
@@ -340,7 +339,7 @@ void WatchHub::CallSynchronous(const EntryPtr& entry, Call call) {
 void WatchHub::TickAll() {
   std::vector<EntryPtr> entries;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     entries = watchers_;
   }
   const int64_t rv = last_rv_.load();
@@ -348,7 +347,7 @@ void WatchHub::TickAll() {
     bool post = false;
     bool tick_now = false;
     {
-      std::lock_guard<std::mutex> lock(e->mu);
+      qm::MutexLock lock(&e->mu);
       if (e->done) continue;
       if (e->synchronous) {
         tick_now = e->live;
@@ -364,19 +363,19 @@ void WatchHub::TickAll() {
 
 void WatchHub::Post(EntryPtr entry) {
   {
-    std::lock_guard<std::mutex> lock(run_mu_);
+    qm::MutexLock lock(&run_mu_);
     if (delivery_stopping_) return;
     runnable_.push_back(std::move(entry));
   }
-  run_cv_.notify_one();
+  run_cv_.Signal();
 }
 
 void WatchHub::DeliveryLoop() {
   for (;;) {
     EntryPtr entry;
     {
-      std::unique_lock<std::mutex> lock(run_mu_);
-      run_cv_.wait(lock, [&] { return delivery_stopping_ || !runnable_.empty(); });
+      qm::MutexLock lock(&run_mu_);
+      while (!delivery_stopping_ && runnable_.empty()) run_cv_.Wait(&run_mu_);
       if (delivery_stopping_) return;
       entry = std::move(runnable_.front());
       runnable_.pop_front();
@@ -391,7 +390,7 @@ bool WatchHub::Drain(const EntryPtr& entry) {
   int64_t tick = 0;
   std::optional<absl::Status> expire;
   {
-    std::lock_guard<std::mutex> lock(entry->mu);
+    qm::MutexLock lock(&entry->mu);
     if (entry->done) {
       entry->scheduled = false;
       return true;
@@ -424,7 +423,7 @@ bool WatchHub::Drain(const EntryPtr& entry) {
     keep = false;
   }
   {
-    std::lock_guard<std::mutex> lock(entry->mu);
+    qm::MutexLock lock(&entry->mu);
     if (keep) {
       if (entry->HasWork()) return false;  // still scheduled
       entry->scheduled = false;
@@ -440,7 +439,7 @@ bool WatchHub::Drain(const EntryPtr& entry) {
 }
 
 void WatchHub::Unsubscribe(const Entry* entry) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   std::erase_if(watchers_, [&](const EntryPtr& e) { return e.get() == entry; });
 }
 

@@ -1,17 +1,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "model/object.h"
 #include "service/list_request.h"
 #include "store/store.h"
@@ -122,8 +121,8 @@ class WatchHub {
 
   store::Store& store_;
   const WatchHubOptions options_;
-  std::mutex mu_;
-  std::condition_variable dispatched_;
+  qm::Mutex mu_;
+  qm::CondVar dispatched_;
   std::vector<EntryPtr> watchers_ ABSL_GUARDED_BY(mu_);
   std::map<model::ResourceKey, model::Object> cache_ ABSL_GUARDED_BY(mu_);
   bool cache_ready_ ABSL_GUARDED_BY(mu_) = false;
@@ -135,8 +134,8 @@ class WatchHub {
   std::atomic<uint64_t> unexpected_errors_{0};
   std::thread thread_;
 
-  std::mutex run_mu_;
-  std::condition_variable run_cv_;
+  qm::Mutex run_mu_;
+  qm::CondVar run_cv_;
   std::deque<EntryPtr> runnable_ ABSL_GUARDED_BY(run_mu_);
   bool delivery_stopping_ ABSL_GUARDED_BY(run_mu_) = false;
   std::vector<std::thread> delivery_;

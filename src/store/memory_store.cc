@@ -63,11 +63,11 @@ absl::Status CheckCharges(const std::vector<DeviceClaim>& ledger,
 
 void MemoryStore::AppendLocked(model::EventType type, const model::Object& obj) {
   log_.push_back(model::WatchEvent{type, obj});
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 absl::StatusOr<model::Object> MemoryStore::Create(const model::Object& obj) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   model::ResourceKey key = obj.Key();
   if (objects_.count(key)) {
     return absl::AlreadyExistsError(key.resource + " \"" + key.name + "\" already exists");
@@ -80,7 +80,7 @@ absl::StatusOr<model::Object> MemoryStore::Create(const model::Object& obj) {
 }
 
 absl::StatusOr<model::Object> MemoryStore::Update(const model::Object& obj, int64_t expected_rv) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   model::ResourceKey key = obj.Key();
   auto it = objects_.find(key);
   if (it == objects_.end()) return NotFoundError(key);
@@ -95,7 +95,7 @@ absl::StatusOr<model::Object> MemoryStore::Update(const model::Object& obj, int6
 
 absl::StatusOr<model::Object> MemoryStore::Delete(const model::ResourceKey& key,
                                                   int64_t expected_rv) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return NotFoundError(key);
   if (expected_rv != 0 && it->second.meta.resource_version != expected_rv)
@@ -121,7 +121,7 @@ void MemoryStore::ReleaseLocked(const std::string& claim_uid) {
 }
 
 absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction& txn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   // Check everything first, so that nothing is applied when anything fails.
   std::set<model::ResourceKey> touched;
   for (const Write& w : txn.writes) {
@@ -246,7 +246,7 @@ void MemoryStore::RecordLedgerChangesLocked(const std::vector<DeviceClaim>& next
   auto key = [](const DeviceClaim& r) {
     return std::tie(r.driver, r.pool, r.device, r.share_id, r.claim_uid);
   };
-  auto record = [&](const DeviceClaim& r, int delta) {
+  auto record = [&](const DeviceClaim& r, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     AllocationEvent e;
     e.id = ++history_id_;
     e.time = clock_.Now();
@@ -274,7 +274,7 @@ void MemoryStore::RecordLedgerChangesLocked(const std::vector<DeviceClaim>& next
 
 absl::StatusOr<AllocationHistory> MemoryStore::ReadAllocationHistory(
     std::chrono::system_clock::time_point since) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   AllocationHistory out;
   for (const auto& r : device_claims_) {
     out.current.push_back(AllocationRecord{r.driver, r.pool, r.device, r.share_id, r.claim_uid,
@@ -292,14 +292,14 @@ absl::StatusOr<AllocationHistory> MemoryStore::ReadAllocationHistory(
 
 absl::StatusOr<int64_t> MemoryStore::PruneAllocationHistory(
     std::chrono::system_clock::time_point before) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   const size_t size = history_.size();
   std::erase_if(history_, [&](const AllocationEvent& e) { return e.time < before; });
   return static_cast<int64_t>(size - history_.size());
 }
 
 absl::StatusOr<std::vector<DeviceClaim>> MemoryStore::ListDeviceClaims() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   std::vector<DeviceClaim> out = device_claims_;
   for (auto& row : out) row.charges.clear();  // as the PostgreSQL store: not read back
   return out;
@@ -318,19 +318,19 @@ std::map<std::string, int64_t> MemoryStore::QuotaUsedLocked(const std::string& n
 }
 
 absl::StatusOr<std::map<std::string, int64_t>> MemoryStore::QuotaUsed(const std::string& ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return QuotaUsedLocked(ns);
 }
 
 absl::StatusOr<model::Object> MemoryStore::Get(const model::ResourceKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return NotFoundError(key);
   return it->second;
 }
 
 absl::StatusOr<ListResult> MemoryStore::List(const ListOptions& options) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   ListResult result;
   result.resource_version = revision_;
   auto it = objects_.lower_bound(
@@ -352,7 +352,7 @@ absl::StatusOr<ListResult> MemoryStore::List(const ListOptions& options) {
 }
 
 absl::StatusOr<ListResult> MemoryStore::ListAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   ListResult result;
   result.resource_version = revision_;
   result.items.reserve(objects_.size());
@@ -366,13 +366,13 @@ int64_t MemoryStore::LastCommittedRevision() {
 }
 
 absl::StatusOr<int64_t> MemoryStore::CurrentRevision() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return revision_;
 }
 
 absl::StatusOr<std::vector<model::WatchEvent>> MemoryStore::ChangesSince(int64_t after_rv,
                                                                          int64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (after_rv < compacted_through_) {
     return absl::OutOfRangeError("too old resource version: " + std::to_string(after_rv) + " (" +
                                  std::to_string(compacted_through_ + 1) + ")");
@@ -388,13 +388,14 @@ absl::StatusOr<std::vector<model::WatchEvent>> MemoryStore::ChangesSince(int64_t
 }
 
 void MemoryStore::WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, timeout,
-                    [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return revision_ > after_rv; });
+  qm::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (revision_ <= after_rv && changed_.WaitUntil(&mu_, deadline)) {
+  }
 }
 
 absl::Status MemoryStore::Compact(int64_t through_rv) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   through_rv = std::min(through_rv, revision_ - 1);
   while (!log_.empty() && log_.front().object.meta.resource_version <= through_rv) {
     log_.pop_front();

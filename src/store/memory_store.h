@@ -1,15 +1,14 @@
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "store/store.h"
 
 namespace qm::store {
@@ -60,8 +59,8 @@ class MemoryStore final : public Store {
 
   SystemClock system_clock_;
   const Clock& clock_;
-  std::mutex mu_;
-  std::condition_variable changed_;
+  qm::Mutex mu_;
+  qm::CondVar changed_;
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t compacted_through_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<model::ResourceKey, model::Object> objects_ ABSL_GUARDED_BY(mu_);

@@ -34,12 +34,12 @@ AssignmentFeed::AssignmentFeed(AssignmentRouter* router, std::string node,
 AssignmentFeed::~AssignmentFeed() = default;
 
 void AssignmentFeed::SetNotify(std::function<void()> notify) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (!closed_) notify_ = std::move(notify);
 }
 
 bool AssignmentFeed::Pop(v1::WatchAssignmentsResponse* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (queue_.empty()) return false;
   *out = std::move(queue_.front());
   queue_.pop_front();
@@ -50,13 +50,13 @@ bool AssignmentFeed::Pop(v1::WatchAssignmentsResponse* out) {
 }
 
 std::optional<absl::Status> AssignmentFeed::Ended() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return ended_;
 }
 
 void AssignmentFeed::Close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     notify_ = nullptr;
@@ -67,7 +67,7 @@ void AssignmentFeed::Close() {
 void AssignmentFeed::Notify() {
   std::function<void()> notify;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     notify = notify_;
   }
   if (notify) notify();
@@ -85,7 +85,7 @@ v1::WatchAssignmentsResponse& AssignmentFeed::TailFor(const std::string& uid, in
 
 void AssignmentFeed::OfferLocked(const v1::Assignment* full, const v1::ClaimRef& claim,
                                  int64_t rv) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (ended_.has_value() || closed_) return;
   std::optional<v1::Assignment> mine;
   if (full != nullptr) mine = ForDrivers(*full, drivers_);
@@ -109,7 +109,7 @@ void AssignmentFeed::OfferLocked(const v1::Assignment* full, const v1::ClaimRef&
 }
 
 void AssignmentFeed::BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (ended_.has_value() || closed_ || !queue_.empty() || rv <= last_rv_) return;
   if (now - last_sent_ < router_->options_.bookmark_interval) return;
   queue_.emplace_back().set_resource_version(rv);
@@ -117,7 +117,7 @@ void AssignmentFeed::BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_
 }
 
 void AssignmentFeed::EndLocked(absl::Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   if (!ended_.has_value()) ended_ = std::move(status);
 }
 
@@ -129,19 +129,19 @@ class AssignmentRouter::HubWatcher final : public service::Watcher {
  public:
   explicit HubWatcher(AssignmentRouter* router) : router_(router) {}
   bool Deliver(const model::WatchEvent& event) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (router_ == nullptr) return false;
     router_->OnEvent(event);
     return true;
   }
   bool Tick(int64_t rv) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (router_ == nullptr) return false;
     router_->OnTick(rv);
     return true;
   }
   void Expire(const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (router_ == nullptr) return;
     spdlog::warn("node-agent assignments: the change feed ended ({}); reloading",
                  std::string(status.message()));
@@ -149,13 +149,13 @@ class AssignmentRouter::HubWatcher final : public service::Watcher {
     router_ = nullptr;
   }
   void Detach() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     router_ = nullptr;
   }
 
  private:
-  std::mutex mu_;
-  AssignmentRouter* router_;
+  qm::Mutex mu_;
+  AssignmentRouter* router_ ABSL_GUARDED_BY(mu_);
 };
 
 AssignmentRouter::AssignmentRouter(service::ObjectService& objects, service::WatchHub& hub,
@@ -174,7 +174,7 @@ void AssignmentRouter::Stop() {
   std::vector<std::shared_ptr<AssignmentFeed>> touched;
   std::shared_ptr<HubWatcher> watcher;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     stopping_ = true;
     for (auto& [node, feed] : feeds_) {
       feed->EndLocked(absl::UnavailableError("the server is shutting down"));
@@ -182,7 +182,7 @@ void AssignmentRouter::Stop() {
     }
     watcher = std::move(watcher_);
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (watcher) watcher->Detach();
   for (auto& f : touched) f->Notify();
   if (reload_thread_.joinable()) reload_thread_.join();
@@ -192,7 +192,7 @@ absl::Status AssignmentRouter::Load() {
   {
     std::shared_ptr<HubWatcher> old;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      qm::MutexLock lock(&mu_);
       old = std::move(watcher_);
     }
     if (old) old->Detach();
@@ -204,7 +204,7 @@ absl::Status AssignmentRouter::Load() {
   std::vector<std::shared_ptr<AssignmentFeed>> touched;
   auto watcher = std::make_shared<HubWatcher>(this);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("stopping");
     const int64_t rv = list->resource_version;
     std::set<std::string> listed;
@@ -229,7 +229,7 @@ absl::Status AssignmentRouter::Load() {
     ready_ = true;
     watcher_ = watcher;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   for (auto& f : touched) f->Notify();
   absl::Status st = hub_.Subscribe(watcher, list->resource_version);
   if (!st.ok()) {
@@ -248,13 +248,6 @@ void AssignmentRouter::ApplyLocked(const std::string& uid, const v1::ClaimRef& c
     it->second.assignment = std::move(next->assignment);  // consumers may have changed
     return;
   }
-  auto tell = [&](const std::string& node, const v1::Assignment* a, const v1::ClaimRef& ref) {
-    auto [first, last] = feeds_.equal_range(node);
-    for (auto f = first; f != last; ++f) {
-      f->second->OfferLocked(a, ref, rv);
-      touched->push_back(f->second);
-    }
-  };
   if (it != claims_.end()) {
     const std::string node = it->second.node;
     const v1::ClaimRef ref = it->second.assignment.claim();
@@ -264,14 +257,24 @@ void AssignmentRouter::ApplyLocked(const std::string& uid, const v1::ClaimRef& c
       n->second.erase(uid);
       if (n->second.empty()) by_node_.erase(n);
     }
-    tell(node, nullptr, ref);
+    OfferLocked(node, nullptr, ref, rv, touched);
   }
   if (next.has_value()) {
     Entry& e = claims_[uid];
     e.node = next->node;
     e.assignment = std::move(next->assignment);
     by_node_[e.node].insert(uid);
-    tell(e.node, &e.assignment, claim);
+    OfferLocked(e.node, &e.assignment, claim, rv, touched);
+  }
+}
+
+void AssignmentRouter::OfferLocked(const std::string& node, const v1::Assignment* assignment,
+                                   const v1::ClaimRef& claim, int64_t rv,
+                                   std::vector<std::shared_ptr<AssignmentFeed>>* touched) {
+  auto [first, last] = feeds_.equal_range(node);
+  for (auto f = first; f != last; ++f) {
+    f->second->OfferLocked(assignment, claim, rv);
+    touched->push_back(f->second);
   }
 }
 
@@ -291,21 +294,21 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
     ref.set_namespace_(obj.meta.namespace_);
     ref.set_name(obj.meta.name);
     ref.set_uid(obj.meta.uid);
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     ApplyLocked(obj.meta.uid, ref, std::move(next), obj.meta.resource_version, &touched);
     rv_ = std::max(rv_, obj.meta.resource_version);
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, obj.meta.resource_version);
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   for (auto& f : touched) f->Notify();
 }
 
 void AssignmentRouter::OnTick(int64_t rv) {
   std::vector<std::shared_ptr<AssignmentFeed>> touched;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, rv);
     const auto now = std::chrono::steady_clock::now();
     for (auto& [node, feed] : feeds_) {
@@ -313,32 +316,34 @@ void AssignmentRouter::OnTick(int64_t rv) {
       touched.push_back(feed);
     }
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   for (auto& f : touched) f->Notify();
 }
 
 void AssignmentRouter::OnExpired() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     reload_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 void AssignmentRouter::ReloadLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   while (!stopping_) {
-    changed_.wait(lock, [&] { return stopping_ || reload_; });
+    while (!stopping_ && !reload_) changed_.Wait(&mu_);
     if (stopping_) return;
     reload_ = false;
-    lock.unlock();
+    mu_.Unlock();
     absl::Status st = Load();
-    lock.lock();
+    mu_.Lock();
     if (!st.ok() && !stopping_) {
       spdlog::warn("node-agent assignments: reload failed ({}); retrying",
                    std::string(st.message()));
       reload_ = true;
-      changed_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (!stopping_ && changed_.WaitUntil(&mu_, deadline)) {
+      }
     }
   }
 }
@@ -346,9 +351,10 @@ void AssignmentRouter::ReloadLoop() {
 absl::StatusOr<std::shared_ptr<AssignmentFeed>> AssignmentRouter::Open(
     const std::string& node, const std::vector<std::string>& drivers,
     const std::vector<v1::PreparedRef>& prepared, int64_t min_rv) {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, options_.catch_up_timeout,
-                    [&] { return stopping_ || (ready_ && rv_ >= min_rv); });
+  qm::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
+  while (!stopping_ && !(ready_ && rv_ >= min_rv) && changed_.WaitUntil(&mu_, deadline)) {
+  }
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   if (!ready_ || rv_ < min_rv) {
     return absl::UnavailableError("this server has not caught up with resource version " +
@@ -357,7 +363,7 @@ absl::StatusOr<std::shared_ptr<AssignmentFeed>> AssignmentRouter::Open(
   }
   auto feed = std::make_shared<AssignmentFeed>(this, node, drivers);
   {
-    std::lock_guard<std::mutex> feed_lock(feed->mu_);
+    qm::MutexLock feed_lock(&feed->mu_);
     std::map<std::string, v1::Assignment> desired;
     if (auto n = by_node_.find(node); n != by_node_.end()) {
       for (const auto& uid : n->second) {
@@ -388,7 +394,7 @@ absl::StatusOr<std::shared_ptr<AssignmentFeed>> AssignmentRouter::Open(
 }
 
 void AssignmentRouter::Remove(AssignmentFeed* feed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   auto [first, last] = feeds_.equal_range(feed->node());
   for (auto it = first; it != last; ++it) {
     if (it->second.get() == feed) {
@@ -400,19 +406,19 @@ void AssignmentRouter::Remove(AssignmentFeed* feed) {
 
 std::optional<v1::Assignment> AssignmentRouter::Find(const std::string& node,
                                                      const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   auto it = claims_.find(uid);
   if (it == claims_.end() || it->second.node != node) return std::nullopt;
   return it->second.assignment;
 }
 
 int64_t AssignmentRouter::revision() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return rv_;
 }
 
 size_t AssignmentRouter::feed_count() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return feeds_.size();
 }
 

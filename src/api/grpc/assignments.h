@@ -18,13 +18,11 @@
 // answered only once the router has caught up with it, so it never sees older state.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "api/grpc/convert.h"
+#include "common/mutex.h"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
 
@@ -74,13 +73,14 @@ class AssignmentFeed {
   void EndLocked(absl::Status status);
   // Appends to the unsent last message unless it already names `uid` (order within a message:
   // unprepare before prepare, so one claim appears once per message).
-  v1::WatchAssignmentsResponse& TailFor(const std::string& uid, int64_t rv);
+  v1::WatchAssignmentsResponse& TailFor(const std::string& uid, int64_t rv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify();
 
   AssignmentRouter* router_;
   const std::string node_;
   const std::vector<std::string> drivers_;
-  std::mutex mu_;
+  qm::Mutex mu_;
   std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);  // by claim uid
   std::deque<v1::WatchAssignmentsResponse> queue_ ABSL_GUARDED_BY(mu_);
   bool tail_open_ ABSL_GUARDED_BY(mu_) = false;  // the back of queue_ may take more changes
@@ -144,6 +144,12 @@ class AssignmentRouter {
                    std::optional<ClaimAssignment> next, int64_t rv,
                    std::vector<std::shared_ptr<AssignmentFeed>>* touched)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Offers the change of `claim` (assigned as `assignment`, or nullptr: no longer on `node`) to
+  // the feeds of `node`, and adds them to `touched`.
+  void OfferLocked(const std::string& node, const v1::Assignment* assignment,
+                   const v1::ClaimRef& claim, int64_t rv,
+                   std::vector<std::shared_ptr<AssignmentFeed>>* touched)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEvent(const model::WatchEvent& event);
   void OnTick(int64_t rv);
   void OnExpired();
@@ -154,8 +160,8 @@ class AssignmentRouter {
   service::WatchHub& hub_;
   const AssignmentRouterOptions options_;
 
-  std::mutex mu_;
-  std::condition_variable changed_;
+  qm::Mutex mu_;
+  qm::CondVar changed_;
   std::map<std::string, Entry> claims_ ABSL_GUARDED_BY(mu_);                   // by uid
   std::map<std::string, std::set<std::string>> by_node_ ABSL_GUARDED_BY(mu_);  // node -> uids
   std::multimap<std::string, std::shared_ptr<AssignmentFeed>> feeds_ ABSL_GUARDED_BY(mu_);

@@ -5,12 +5,12 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <sstream>
 
 #include "api/grpc/node_agent_api.h"
 #include "auth/pki.h"
+#include "common/mutex.h"
 #include "qm/agent/v1/agent.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -148,17 +148,17 @@ class Waker {
   template <typename R>
   explicit Waker(R* reactor) : wake_([reactor] { reactor->Wake(); }) {}
   void Wake() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (wake_) wake_();
   }
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     wake_ = nullptr;
   }
 
  private:
-  std::mutex mu_;
-  std::function<void()> wake_;
+  qm::Mutex mu_;
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
 };
 
 // One WatchAssignments stream: writes the feed's messages one at a time, as they come, and
@@ -203,12 +203,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
   }
 
   void Wake() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     if (!writing_) NextLocked();
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     writing_ = false;
     if (pending_finish_.has_value()) {
       finished_ = true;
@@ -224,7 +224,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
   }
 
   void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
 
@@ -235,7 +235,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
   }
 
  private:
-  void NextLocked() {
+  void NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || feed_ == nullptr) return;
     if (feed_->Pop(&msg_)) {
       writing_ = true;
@@ -246,7 +246,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
   }
 
   // Finishes once; after the write in progress, if there is one.
-  void FinishLocked(grpc::Status status) {
+  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     if (writing_) {
       pending_finish_ = std::move(status);
@@ -256,13 +256,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
     Finish(std::move(status));
   }
 
-  std::mutex mu_;
-  std::shared_ptr<AssignmentFeed> feed_;
-  std::shared_ptr<Waker> waker_;
-  v1::WatchAssignmentsResponse msg_;
-  bool writing_ = false;
-  bool finished_ = false;
-  std::optional<grpc::Status> pending_finish_;
+  qm::Mutex mu_;
+  std::shared_ptr<AssignmentFeed> feed_;  // set by the constructor
+  std::shared_ptr<Waker> waker_;          // set by the constructor
+  v1::WatchAssignmentsResponse msg_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

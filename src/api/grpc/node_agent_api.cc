@@ -399,7 +399,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
       if (absl::IsAlreadyExists(created.status()) && attempt + 1 < kMaxAttempts) continue;
       QM_RETURN_IF_ERROR(created.status());
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        qm::MutexLock lock(&mu_);
         ready_written_[node] = std::chrono::steady_clock::now();
         last_heard_[node] = clock_.Now();
       }
@@ -418,7 +418,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
     if (absl::IsNotFound(written.status()) && attempt + 1 < kMaxAttempts) continue;
     QM_RETURN_IF_ERROR(written.status());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      qm::MutexLock lock(&mu_);
       ready_written_[node] = std::chrono::steady_clock::now();
       last_heard_[node] = clock_.Now();
     }
@@ -1164,7 +1164,7 @@ absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& call
   const auto now = std::chrono::steady_clock::now();
   bool write = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     auto it = ready_written_.find(node);
     write = it == ready_written_.end() || now - it->second >= options_.heartbeat_write_interval;
   }
@@ -1185,7 +1185,7 @@ absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& call
   }
   if (write) {
     QM_RETURN_IF_ERROR(WriteReady(caller, node));
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     ready_written_[node] = now;
   }
   v1::HeartbeatResponse resp;
@@ -1199,15 +1199,15 @@ NodeAgentApi::~NodeAgentApi() { StopNodeMonitor(); }
 
 void NodeAgentApi::StopNodeMonitor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     monitor_stopping_ = true;
   }
-  monitor_wake_.notify_all();
+  monitor_wake_.SignalAll();
   if (monitor_.joinable()) monitor_.join();
 }
 
 void NodeAgentApi::NoteHeard(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   last_heard_[node] = clock_.Now();
 }
 
@@ -1216,16 +1216,20 @@ void NodeAgentApi::StartNodeMonitor() {
                                                             std::chrono::milliseconds(100),
                                                             std::chrono::milliseconds(5000));
   monitor_ = std::thread([this, period] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!monitor_wake_.wait_for(lock, period, [&] { return monitor_stopping_; })) {
-      lock.unlock();
+    qm::MutexLock lock(&mu_);
+    for (;;) {
+      const auto deadline = std::chrono::steady_clock::now() + period;
+      while (!monitor_stopping_ && monitor_wake_.WaitUntil(&mu_, deadline)) {
+      }
+      if (monitor_stopping_) return;
+      mu_.Unlock();
       try {
         auto changed = MonitorNodesOnce();
         if (!changed.ok()) spdlog::warn("node monitor: {}", changed.status().ToString());
       } catch (const std::exception& e) {
         spdlog::error("node monitor: unexpected exception: {}", e.what());
       }
-      lock.lock();
+      mu_.Lock();
     }
   });
 }
@@ -1262,7 +1266,7 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
     }
     std::chrono::system_clock::time_point heard;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      qm::MutexLock lock(&mu_);
       auto [it, inserted] = last_heard_.try_emplace(name, now);
       heard = it->second;
     }
@@ -1333,7 +1337,7 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   std::erase_if(last_heard_, [&](const auto& e) { return !present.contains(e.first); });
   return changed;
 }

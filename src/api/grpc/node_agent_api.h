@@ -11,10 +11,8 @@
 // audit record. Denials are recorded by the audit log.
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -23,6 +21,7 @@
 #include "api/grpc/assignments.h"
 #include "auth/user.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "service/authorizer.h"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
@@ -149,14 +148,14 @@ class NodeAgentApi {
   service::AuditLog* audit_;
   const NodeAgentApiOptions options_;
 
-  std::mutex mu_;
+  qm::Mutex mu_;
   // When each node's Ready condition was last written by a heartbeat.
   std::map<std::string, std::chrono::steady_clock::time_point> ready_written_ ABSL_GUARDED_BY(mu_);
   // When each node was last heard from (Register, Heartbeat), or first seen by the monitor.
   std::map<std::string, std::chrono::system_clock::time_point> last_heard_ ABSL_GUARDED_BY(mu_);
   void NoteHeard(const std::string& node);
 
-  std::condition_variable monitor_wake_;
+  qm::CondVar monitor_wake_;
   bool monitor_stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread monitor_;
 };

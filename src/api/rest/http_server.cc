@@ -11,10 +11,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -31,6 +29,7 @@
 #include "api/rest/request_target.h"
 #include "api/rest/static_files.h"
 #include "api/rest/status.h"
+#include "common/mutex.h"
 #include "common/utf8.h"
 #include "service/audit_log.h"
 #include "spdlog/spdlog.h"
@@ -203,8 +202,8 @@ class HttpServer::Impl {
   }
   void ReleaseInflight() {
     if (inflight_.fetch_sub(1) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
-      cv_.notify_all();
+      qm::MutexLock lock(&mu_);
+      cv_.SignalAll();
     }
   }
 
@@ -214,14 +213,14 @@ class HttpServer::Impl {
   void Observe(const HttpRequest& req, int code, std::chrono::steady_clock::time_point start);
 
   void Register(SessionBase* s, std::weak_ptr<SessionBase> weak) {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     sessions_.emplace(s, std::move(weak));
   }
   void Unregister(SessionBase* s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     sessions_.erase(s);
     connections_.fetch_sub(1);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
  private:
@@ -247,9 +246,9 @@ class HttpServer::Impl {
   std::atomic<size_t> connections_{0};
   std::atomic<uint64_t> unexpected_errors_{0};
   int port_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions_;  // guarded by mu_
+  qm::Mutex mu_;
+  qm::CondVar cv_;
+  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -271,7 +270,7 @@ class WatchStream final : public WatchSink {
     for (const auto& w : WarningValues(warnings)) head += "Warning: " + w + "\r\n";
     head += "\r\n";
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      qm::MutexLock lock(&mu_);
       began_ = true;
     }
     Enqueue(std::move(head), false);
@@ -290,14 +289,14 @@ class WatchStream final : public WatchSink {
   void End() override { Enqueue("0\r\n\r\n", true); }
 
   bool began() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     return began_;
   }
 
   // Takes what is queued (for the strand). `ended` says the stream is complete after it,
   // `overflowed` that the client fell behind and the connection must close.
   std::string Take(bool* ended, bool* overflowed) {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     std::string out;
     for (auto& f : queue_) out += f;
     queue_.clear();
@@ -310,7 +309,7 @@ class WatchStream final : public WatchSink {
 
   // The client left: later writes report failure so the hub drops the watcher.
   void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     closed_ = true;
     queue_.clear();
   }
@@ -318,8 +317,9 @@ class WatchStream final : public WatchSink {
  private:
   bool Enqueue(std::string frame, bool end) {
     bool notify = false;
+    bool overflowed = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      qm::MutexLock lock(&mu_);
       if (closed_ || ended_) return false;
       queued_bytes_ += frame.size();
       if (queued_bytes_ > kMaxWatchBacklogBytes) {
@@ -331,21 +331,22 @@ class WatchStream final : public WatchSink {
         ended_ = end;
       }
       if (!notified_) notify = notified_ = true;
+      overflowed = overflowed_;
     }
     if (notify) notify_();
-    return !overflowed_;
+    return !overflowed;
   }
 
   const std::string request_id_;
   const Notify notify_;
-  std::mutex mu_;
-  std::deque<std::string> queue_;
-  size_t queued_bytes_ = 0;
-  bool began_ = false;
-  bool ended_ = false;
-  bool closed_ = false;
-  bool overflowed_ = false;
-  bool notified_ = false;
+  qm::Mutex mu_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool began_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  bool notified_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 template <bool kTls>
@@ -928,7 +929,7 @@ void HttpServer::Impl::Shutdown() {
   });
   std::vector<std::shared_ptr<SessionBase>> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     for (auto& [ptr, weak] : sessions_) {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
@@ -936,8 +937,11 @@ void HttpServer::Impl::Shutdown() {
   for (auto& s : live) s->Stop();
   live.clear();
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, kShutdownGrace, [&] { return sessions_.empty(); })) {
+    qm::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + kShutdownGrace;
+    while (!sessions_.empty() && cv_.WaitUntil(&mu_, deadline)) {
+    }
+    if (!sessions_.empty()) {
       spdlog::warn("{} connections still open at shutdown; closing them", sessions_.size());
     }
   }

@@ -44,7 +44,7 @@ void Metrics::ObserveRequest(const std::string& verb, const std::string& resourc
 
 void Metrics::AddCounters(std::string name, std::string help, std::string label,
                           CounterSample sample) {
-  std::lock_guard<std::mutex> lock(sampled_mu_);
+  qm::MutexLock lock(&sampled_mu_);
   sampled_.push_back({std::move(name), std::move(help), std::move(label), std::move(sample)});
 }
 
@@ -53,7 +53,7 @@ std::string Metrics::Render() {
   gauges_->Add({{"name", "db_pool_size"}}).Set(pool_size_());
   gauges_->Add({{"name", "watches_open"}}).Set(watchers_());
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
-  std::lock_guard<std::mutex> lock(sampled_mu_);
+  qm::MutexLock lock(&sampled_mu_);
   for (const auto& s : sampled_) {
     prometheus::MetricFamily family;
     family.name = s.name;

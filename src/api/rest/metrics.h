@@ -4,9 +4,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace prometheus {
 class Registry;
@@ -47,8 +48,8 @@ class Metrics {
     std::string name, help, label;
     CounterSample sample;
   };
-  std::mutex sampled_mu_;
-  std::vector<SampledCounters> sampled_;  // guarded by sampled_mu_
+  qm::Mutex sampled_mu_;
+  std::vector<SampledCounters> sampled_ ABSL_GUARDED_BY(sampled_mu_);
 };
 
 }  // namespace qm::api

@@ -536,10 +536,10 @@ PgStore::PgStore(std::string url, std::unique_ptr<ConnectionPool> pool)
 
 PgStore::~PgStore() {
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    qm::MutexLock lock(&queue_mu_);
     stopping_ = true;
   }
-  queue_cv_.notify_all();
+  queue_cv_.SignalAll();
   writer_.join();
 }
 
@@ -552,11 +552,11 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& url, i
 
 bool PgStore::Enqueue(PendingWrite* w) {
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    qm::MutexLock lock(&queue_mu_);
     if (stopping_) return false;
     queue_.push_back(w);
   }
-  queue_cv_.notify_one();
+  queue_cv_.Signal();
   return true;
 }
 
@@ -599,8 +599,8 @@ void PgStore::WriterLoop() {
   while (true) {
     std::vector<PendingWrite*> batch;
     {
-      std::unique_lock<std::mutex> lock(queue_mu_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      qm::MutexLock lock(&queue_mu_);
+      while (!stopping_ && queue_.empty()) queue_cv_.Wait(&queue_mu_);
       if (queue_.empty()) return;
       while (!queue_.empty() && batch.size() < kMaxBatch) {
         batch.push_back(queue_.front());
@@ -825,7 +825,7 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
 }
 
 void PgStore::WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(listen_mu_);
+  qm::MutexLock lock(&listen_mu_);
   try {
     if (listener_ == nullptr) {
       listener_ = std::make_unique<Listener>(url_);

@@ -1,16 +1,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
 #include "store/pg/pool.h"
 #include "store/store.h"
 
@@ -77,10 +76,10 @@ class PgStore final : public Store {
 
   const std::string url_;
   std::unique_ptr<ConnectionPool> pool_;
-  std::mutex listen_mu_;
+  qm::Mutex listen_mu_;
   std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listen_mu_);
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
+  qm::Mutex queue_mu_;
+  qm::CondVar queue_cv_;
   std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread writer_;

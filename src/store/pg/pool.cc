@@ -23,27 +23,27 @@ ConnectionPool::ConnectionPool(std::string url, int size,
 ConnectionPool::~ConnectionPool() = default;
 
 absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire() {
-  std::unique_lock<std::mutex> lock(mu_);
-  available_.wait(lock,
-                  [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !idle_.empty() || open_ < size_; });
-  if (!idle_.empty()) {
-    auto conn = std::move(idle_.back());
-    idle_.pop_back();
+  {
+    qm::MutexLock lock(&mu_);
+    while (idle_.empty() && open_ >= size_) available_.Wait(&mu_);
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      ++in_use_;
+      return Lease(this, std::move(conn));
+    }
+    ++open_;
     ++in_use_;
-    return Lease(this, std::move(conn));
   }
-  ++open_;
-  ++in_use_;
-  lock.unlock();
   try {
     auto conn = std::make_unique<pqxx::connection>(url_);
     if (on_connect_) on_connect_(*conn);
     return Lease(this, std::move(conn));
   } catch (const std::exception& e) {
-    lock.lock();
+    qm::MutexLock lock(&mu_);
     --open_;
     --in_use_;
-    available_.notify_one();
+    available_.Signal();
     return absl::UnavailableError(std::string("cannot connect to PostgreSQL: ") + e.what());
   }
 }
@@ -51,28 +51,28 @@ absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire() {
 void ConnectionPool::DropIdle() {
   std::vector<std::unique_ptr<pqxx::connection>> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    qm::MutexLock lock(&mu_);
     open_ -= static_cast<int>(idle_.size());
     dropped.swap(idle_);
   }
-  available_.notify_all();
+  available_.SignalAll();
   // `dropped` closes them here, outside the lock.
 }
 
 int ConnectionPool::InUse() {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   return in_use_;
 }
 
 void ConnectionPool::Release(std::unique_ptr<pqxx::connection> conn, bool broken) {
-  std::lock_guard<std::mutex> lock(mu_);
+  qm::MutexLock lock(&mu_);
   --in_use_;
   if (broken || conn == nullptr || !conn->is_open()) {
     --open_;
   } else {
     idle_.push_back(std::move(conn));
   }
-  available_.notify_one();
+  available_.Signal();
 }
 
 }  // namespace qm::store::pg

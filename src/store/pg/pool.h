@@ -1,9 +1,7 @@
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,6 +9,8 @@
 #include "absl/status/statusor.h"
 
 #include <pqxx/connection>
+
+#include "common/mutex.h"
 
 namespace qm::store::pg {
 
@@ -59,8 +59,8 @@ class ConnectionPool {
   const std::string url_;
   const int size_;
   const std::function<void(pqxx::connection&)> on_connect_;
-  std::mutex mu_;
-  std::condition_variable available_;
+  qm::Mutex mu_;
+  qm::CondVar available_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;
   int in_use_ ABSL_GUARDED_BY(mu_) = 0;
