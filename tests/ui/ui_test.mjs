@@ -214,6 +214,48 @@ await step('cordon a node from Inventory: kubectl shows it unschedulable', async
   expect(back === true, 'uncordoned');
 });
 
+const inventoryCount = () => page.getByTestId('inventory-count');
+
+await step('Inventory: a CEL filter shows the devices it matches, a typo at its position', async () => {
+  await nav('Inventory');
+  await inventoryCount().filter({ hasText: /^3 of 3 nodes, 18 devices$/ }).waitFor();
+  await page.getByRole('button', { name: 'Filter by CEL' }).click();
+  const editor = page.getByRole('textbox', { name: 'CEL filter' });
+  await editor.click();
+  await editor.fill("device.atributes['gpu.nvidia.com'].productName.contains('H100')");
+  await page.getByTestId('cel-filter-error')
+    .filter({ hasText: "Line 1, column 7: undefined field 'atributes'" }).waitFor();
+  const marked = page.locator('.cm-lintRange-error');
+  await marked.first().waitFor();
+  expect((await marked.first().textContent()) === '.', `marked text: ${await marked.first().textContent()}`);
+  expect((await page.getByTestId('cel-filter-summary').count()) === 0, 'no summary while the expression is wrong');
+  expect((await inventoryCount().textContent()) === '3 of 3 nodes, 18 devices', 'an invalid filter hides nothing');
+  await shot('inventory-cel-error');
+  await editor.fill("device.attributes['gpu.nvidia.com'].productName.contains('H100')");
+  await page.getByTestId('cel-filter-summary').filter({ hasText: /^Matches 8 devices on 1 node$/ }).waitFor();
+  await inventoryCount().filter({ hasText: /^1 of 3 nodes, 18 devices$/ }).waitFor();
+  expect((await page.getByTestId('cel-filter-error').count()) === 0, 'the error is gone');
+  const nodeRows = page.locator('table.nodes > tbody > tr[data-node]');
+  const names = await nodeRows.evaluateAll((rows) => rows.map((r) => r.getAttribute('data-node')));
+  expect(names.join(',') === 'gpu-node-c', `nodes shown: ${names}`);
+  const cell = page.locator('tr[data-node="gpu-node-c"] [data-testid=node-devices]');
+  expect((await cell.textContent()) === '8 (0 in use), 8 match', `devices cell: ${await cell.textContent()}`);
+  // A filter that matches part of a node: only those devices are listed inside it.
+  await editor.fill("device.attributes['gpu.nvidia.com'].productName.contains('H100') &&\n  device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:40'");
+  await page.getByTestId('cel-filter-summary').filter({ hasText: /^Matches 4 devices on 1 node$/ }).waitFor();
+  await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
+  const listed = await eventually(async () => {
+    const ids = await page.locator('#node-gpu-node-c tr[data-device]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-device')));
+    return ids.join(',') === ['gpu-4', 'gpu-5', 'gpu-6', 'gpu-7'].map((d) => `gpu.nvidia.com/gpu-node-c/${d}`).join(',') || ids;
+  });
+  expect(listed === true, `devices listed in gpu-node-c: ${listed}`);
+  await page.getByText('4 of 8 devices match the CEL filter.', { exact: true }).waitFor();
+  await shot('inventory-cel-filter');
+  await page.getByRole('button', { name: 'Remove the CEL filter' }).click();
+  await inventoryCount().filter({ hasText: /^3 of 3 nodes, 18 devices$/ }).waitFor();
+  await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
+});
+
 await step('seed pods applied with kubectl show up in Assignments, live', async () => {
   await nav('Assignments');
   await page.getByText('No claim is allocated.').waitFor();

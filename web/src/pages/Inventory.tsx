@@ -1,5 +1,14 @@
-import { Fragment, useMemo, useState } from 'react';
-import { K8sObject, attributeText, errorText, paths, request } from '../api';
+import { Fragment, Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
+import {
+  DeviceMatchStatus,
+  K8sObject,
+  attributeText,
+  errorText,
+  paths,
+  request,
+  reviewMatches,
+} from '../api';
+import type { CelProblem } from '../CelEditor';
 import {
   Badge,
   GuardedButton,
@@ -12,6 +21,12 @@ import {
 } from '../components';
 import { DeviceRow, Holder, allocationsOf, devicesOf, nodeReady } from '../model';
 import { useCan, useCollection } from '../store';
+
+const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.CelEditor })));
+
+const CEL_DEBOUNCE_MS = 300;
+// The most devices a DeviceMatchReview lists (the server's limit); more are counted only.
+const CEL_LIMIT = 5000;
 
 function Taints({ taints }: { taints?: { key: string; value?: string; effect: string }[] }) {
   if (!taints?.length) return <span className="muted">none</span>;
@@ -32,13 +47,17 @@ function Taints({ taints }: { taints?: { key: string; value?: string; effect: st
 function NodeDevices({
   devices,
   allocations,
+  filtered,
 }: {
   devices: DeviceRow[];
   allocations: Map<string, Holder[]>;
+  filtered: boolean;
 }) {
   const bySlice = new Map<string, DeviceRow[]>();
   for (const d of devices) bySlice.set(d.slice, [...(bySlice.get(d.slice) || []), d]);
-  if (!devices.length) return <p>This node publishes no devices.</p>;
+  if (!devices.length) {
+    return <p>{filtered ? 'No device of this node matches the filter.' : 'This node publishes no devices.'}</p>;
+  }
   return (
     <>
       {Array.from(bySlice.entries()).map(([slice, list]) => (
@@ -61,7 +80,7 @@ function NodeDevices({
               {list.map((d) => {
                 const holders = allocations.get(d.id) || [];
                 return (
-                  <tr key={d.id}>
+                  <tr key={d.id} data-device={d.id}>
                     <th scope="row">{d.name}</th>
                     <td>
                       <ul className="attrs">
@@ -106,12 +125,53 @@ function NodeDevices({
   );
 }
 
+function positioned(p: CelProblem): string {
+  return p.line ? `Line ${p.line}, column ${p.column}: ${p.message}` : p.message;
+}
+
+interface CelFilterState {
+  expression: string; // the expression the status answers
+  status: DeviceMatchStatus | null;
+  error: string;
+}
+
+// The devices a CEL expression matches (DeviceMatchReview, as the class editor's preview),
+// asked again, debounced, when the expression or the inventory changes.
+function useCelFilter(expression: string, inventoryVersion: number): CelFilterState {
+  const [state, setState] = useState<CelFilterState>({ expression: '', status: null, error: '' });
+  const seq = useRef(0);
+  useEffect(() => {
+    const n = ++seq.current;
+    if (!expression.trim()) {
+      setState({ expression: '', status: null, error: '' });
+      return;
+    }
+    // Stale answers are dropped rather than aborted (a cancelled request is no error).
+    const timer = window.setTimeout(async () => {
+      try {
+        const status = await reviewMatches({ selectors: [expression], limit: CEL_LIMIT });
+        if (n === seq.current) setState({ expression, status, error: '' });
+      } catch (e) {
+        if (n === seq.current) setState({ expression, status: null, error: errorText(e) });
+      }
+    }, CEL_DEBOUNCE_MS);
+    return () => window.clearTimeout(timer);
+  }, [expression, inventoryVersion]);
+  return state;
+}
+
+function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 export function InventoryPage({ node: openNode }: { node?: string }) {
   const nodes = useCollection(paths.nodes);
   const slices = useCollection(paths.slices);
   const claims = useCollection(paths.claims);
   const canPatch = useCan('patch', 'nodes', '');
   const [filter, setFilter] = useState('');
+  const [celOpen, setCelOpen] = useState(false);
+  const [cel, setCel] = useState('');
   const [open, setOpen] = useState<Set<string>>(() => new Set(openNode ? [openNode] : []));
   const [busy, setBusy] = useState('');
   const [actionError, setActionError] = useState('');
@@ -119,26 +179,49 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
 
   const devices = useMemo(() => devicesOf(slices.items), [slices.items]);
   const allocations = useMemo(() => allocationsOf(claims.items), [claims.items]);
+
+  const celExpression = celOpen ? cel : '';
+  // The slices' version says when the matches may have changed (they are listed here anyway).
+  const celState = useCelFilter(celExpression, slices.version);
+  const celProblems: CelProblem[] =
+    celState.expression === celExpression ? celState.status?.errors || [] : [];
+  // The matches of the current expression; null while no (valid) filter applies.
+  const matched = useMemo(() => {
+    const s = celState.status;
+    if (!celExpression.trim() || !s || s.errors?.length) return null;
+    return new Set((s.devices || []).map((d) => `${d.driver}/${d.pool}/${d.device}`));
+  }, [celState, celExpression]);
+
   const devicesByNode = useMemo(() => {
+    const m = new Map<string, DeviceRow[]>();
+    for (const d of devices) {
+      if (matched && !matched.has(d.id)) continue;
+      m.set(d.node, [...(m.get(d.node) || []), d]);
+    }
+    return m;
+  }, [devices, matched]);
+  const allByNode = useMemo(() => {
     const m = new Map<string, DeviceRow[]>();
     for (const d of devices) m.set(d.node, [...(m.get(d.node) || []), d]);
     return m;
   }, [devices]);
-
   const shown = useMemo(() => {
     const f = filter.trim().toLowerCase();
-    if (!f) return nodes.items;
-    return nodes.items.filter((n) => {
+    let list = nodes.items;
+    if (matched) list = list.filter((n) => (devicesByNode.get(n.metadata.name) || []).length > 0);
+    if (!f) return list;
+    return list.filter((n) => {
       const text = [
         n.metadata.name,
         ...Object.entries(n.metadata.labels || {}).map(([k, v]) => `${k}=${v}`),
-        ...(devicesByNode.get(n.metadata.name) || []).map((d) => d.model),
+        ...(allByNode.get(n.metadata.name) || []).map((d) => d.model),
       ]
         .join(' ')
         .toLowerCase();
       return text.includes(f);
     });
-  }, [nodes.items, filter, devicesByNode]);
+  }, [nodes.items, filter, allByNode, devicesByNode, matched]);
+
 
   const setCordon = async (n: K8sObject, unschedulable: boolean) => {
     setBusy(n.metadata.name);
@@ -164,6 +247,9 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
       return next;
     });
 
+  const status = celState.expression === celExpression ? celState.status : null;
+  const unbound = devicesByNode.get('') || [];
+
   return (
     <section aria-labelledby="inventory-title">
       <h1 id="inventory-title">Inventory</h1>
@@ -177,10 +263,68 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           value={filter}
           onChange={(e) => setFilter(e.target.value)}
         />
-        <span className="muted">
+        <button
+          type="button"
+          className="secondary"
+          aria-expanded={celOpen}
+          aria-controls="cel-filter-panel"
+          onClick={() => setCelOpen((o) => !o)}
+        >
+          {celOpen ? 'Remove the CEL filter' : 'Filter by CEL'}
+        </button>
+        <span className="muted" data-testid="inventory-count">
           {shown.length} of {nodes.items.length} nodes, {devices.length} devices
         </span>
       </div>
+      {celOpen && (
+        <div id="cel-filter-panel" className="field cel-filter">
+          <label htmlFor="cel-filter">CEL filter</label>
+          <p className="hint" id="cel-filter-hint">
+            Devices for which the expression is true, as a DeviceClass selector sees them, e.g.{' '}
+            <code>device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) &gt;= 0</code>
+          </p>
+          <Suspense fallback={<p className="loading">Loading the editor…</p>}>
+            <CelEditor
+              id="cel-filter"
+              label="CEL filter"
+              value={cel}
+              problems={celProblems}
+              describedBy={celProblems.length ? 'cel-filter-error' : 'cel-filter-hint'}
+              onChange={setCel}
+            />
+          </Suspense>
+          {celProblems.length > 0 && (
+            <ul id="cel-filter-error" className="field-error" role="alert" data-testid="cel-filter-error">
+              {celProblems.map((p, i) => (
+                <li key={i}>{positioned(p)}</li>
+              ))}
+            </ul>
+          )}
+          {celState.error && celState.expression === celExpression && (
+            <p role="alert" className="error">
+              {celState.error}
+            </p>
+          )}
+          {status && !status.errors?.length && (
+            <p role="status" data-testid="cel-filter-summary">
+              Matches {plural(status.matchedDevices, 'device')} on {plural(status.nodes, 'node')}
+              {status.truncated && ` (the first ${status.devices.length} are shown)`}
+            </p>
+          )}
+          {status && (status.evaluationErrors || []).length > 0 && (
+            <details>
+              <summary>
+                {plural(status.evaluationErrors.length, 'device')} could not be evaluated
+              </summary>
+              <ul>
+                {status.evaluationErrors.map((e, i) => (
+                  <li key={i}>{e}</li>
+                ))}
+              </ul>
+            </details>
+          )}
+        </div>
+      )}
       {actionError && (
         <p role="alert" className="error">
           {actionError}
@@ -208,8 +352,9 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           <tbody>
             {shown.slice(0, limit).map((n) => {
               const name = n.metadata.name;
+              const all = allByNode.get(name) || [];
               const list = devicesByNode.get(name) || [];
-              const used = list.filter((d) => allocations.has(d.id)).length;
+              const used = all.filter((d) => allocations.has(d.id)).length;
               const ready = nodeReady(n);
               const cordoned = !!n.spec?.unschedulable;
               const isOpen = open.has(name);
@@ -239,8 +384,9 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
                         <Badge kind="ok">Schedulable</Badge>
                       )}
                     </td>
-                    <td>
-                      {list.length} ({used} in use)
+                    <td data-testid="node-devices">
+                      {all.length} ({used} in use)
+                      {matched && <>, {list.length} match</>}
                     </td>
                     <td>
                       <Labels labels={n.metadata.labels} />
@@ -262,7 +408,12 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
                   {isOpen && (
                     <tr id={`node-${name}`} className="details">
                       <td colSpan={7}>
-                        <NodeDevices devices={list} allocations={allocations} />
+                        {matched && (
+                          <p className="muted">
+                            {list.length} of {all.length} devices match the CEL filter.
+                          </p>
+                        )}
+                        <NodeDevices devices={list} allocations={allocations} filtered={!!matched} />
                         <p>
                           <Link to={`/assignments?node=${encodeURIComponent(name)}`}>
                             Assignments on {name}
@@ -278,10 +429,10 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
         </table>
       )}
       <ShowMore shown={Math.min(limit, shown.length)} total={shown.length} onMore={more} />
-      {(devicesByNode.get('') || []).length > 0 && (
+      {unbound.length > 0 && (
         <>
           <h2>Devices not bound to one node</h2>
-          <NodeDevices devices={devicesByNode.get('') || []} allocations={allocations} />
+          <NodeDevices devices={unbound} allocations={allocations} filtered={!!matched} />
         </>
       )}
     </section>
