@@ -256,6 +256,39 @@ await step('Inventory: a CEL filter shows the devices it matches, a typo at its 
   await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
 });
 
+const taintRules = () => kubectl('get', 'devicetaintrules', '-o',
+  'jsonpath={range .items[*]}{.spec.deviceSelector.driver}/{.spec.deviceSelector.pool}/{.spec.deviceSelector.device} {.spec.taint.key}={.spec.taint.value}:{.spec.taint.effect}{"\\n"}{end}');
+
+await step('Inventory: add a device taint (kubectl shows the DeviceTaintRule), then remove it', async () => {
+  expect(taintRules() === '', `no rule at first: ${taintRules()}`);
+  await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
+  const row = page.locator('tr[data-device="gpu.nvidia.com/gpu-node-a/gpu-1"]');
+  await row.getByRole('button', { name: 'Add taint to gpu-node-a/gpu-1' }).click();
+  const form = page.getByRole('form', { name: 'Add a taint to gpu-node-a/gpu-1' });
+  // The server's 422 is shown next to the field it names.
+  await form.getByLabel('Key').fill('not a key');
+  await form.getByRole('button', { name: 'Add taint' }).click();
+  await page.locator('#taint-key-error').filter({ hasText: /name part|alphanumeric|qualified/i }).waitFor();
+  expect((await form.getByLabel('Key').getAttribute('aria-invalid')) === 'true', 'key marked invalid');
+  await form.getByLabel('Key').fill('example.com/maintenance');
+  await form.getByLabel('Value').fill('planned');
+  await form.getByLabel('Effect').selectOption('NoSchedule');
+  await form.getByRole('button', { name: 'Add taint' }).click();
+  await row.getByText('example.com/maintenance=planned:NoSchedule', { exact: true }).waitFor();
+  const rules = await eventually(() => taintRules() === 'gpu.nvidia.com/gpu-node-a/gpu-1 example.com/maintenance=planned:NoSchedule' || taintRules());
+  expect(rules === true, `kubectl get devicetaintrules: ${rules}`);
+  // The server applies it: the preview of the device lists the taint.
+  const other = page.locator('tr[data-device="gpu.nvidia.com/gpu-node-a/gpu-0"] [data-testid=device-taints]');
+  expect((await other.textContent()).startsWith('none'), `gpu-0 untouched: ${await other.textContent()}`);
+  await shot('inventory-device-taint');
+  await row.getByRole('button', { name: 'Remove taint example.com/maintenance from gpu-node-a/gpu-1' }).click();
+  const gone = await eventually(() => taintRules() === '' || taintRules());
+  expect(gone === true, `rules left: ${gone}`);
+  await eventually(async () => (await row.getByText('example.com/maintenance=planned:NoSchedule').count()) === 0);
+  expect((await row.getByText('example.com/maintenance=planned:NoSchedule').count()) === 0, 'the chip is gone');
+  await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
+});
+
 await step('seed pods applied with kubectl show up in Assignments, live', async () => {
   await nav('Assignments');
   await page.getByText('No claim is allocated.').waitFor();
@@ -351,6 +384,13 @@ await step('sign out returns to the form and forgets the token', async () => {
 });
 
 await step('a view user sees everything and can edit nothing', async () => {
+  kubectlApply(`apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: held-gpu-2}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: gpu-node-a, device: gpu-2}
+  taint: {key: example.com/held, effect: NoSchedule}
+`);
   await signIn(env.QM_VIEW_TOKEN);
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   await nav('Device classes');
@@ -366,6 +406,14 @@ await step('a view user sees everything and can edit nothing', async () => {
   await nav('Inventory');
   await page.getByRole('note').filter({ hasText: 'may not patch nodes' }).waitFor();
   expect(await page.getByRole('button', { name: 'Cordon gpu-node-a' }).isDisabled(), 'Cordon is disabled');
+  await page.getByRole('note').filter({ hasText: 'may not create devicetaintrules.resource.k8s.io' }).waitFor();
+  await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
+  const add = page.getByRole('button', { name: 'Add taint to gpu-node-a/gpu-0' });
+  expect(await add.isDisabled(), 'Add taint is disabled');
+  expect((await add.getAttribute('title')).includes('may not create devicetaintrules'), 'it says why');
+  const remove = page.getByRole('button', { name: 'Remove taint example.com/held from gpu-node-a/gpu-2' });
+  expect(await remove.isDisabled(), 'Remove taint is disabled');
+  expect((await remove.getAttribute('title')).includes('may not delete devicetaintrules'), 'it says why');
   await shot('view-user-inventory');
 });
 

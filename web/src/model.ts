@@ -15,6 +15,12 @@ export interface DeviceRow {
   model: string;
 }
 
+export interface Taint {
+  key: string;
+  value?: string;
+  effect: string;
+}
+
 export function deviceModel(attributes: Record<string, Json>, driver: string): string {
   for (const k of ['productName', `${driver}/productName`, 'model', 'type']) {
     if (attributes[k] !== undefined) return attributeText(attributes[k]);
@@ -130,4 +136,58 @@ export function classesOfClaim(claim: K8sObject): string[] {
     for (const s of r.firstAvailable || []) if (s.deviceClassName) out.add(s.deviceClassName);
   }
   return Array.from(out);
+}
+
+// --- Device taints: the device's own and those of DeviceTaintRules ---------------------------
+
+export interface RuleTaint {
+  rule: string; // the DeviceTaintRule's name
+  taint: Taint;
+  // The rule selects exactly this device (driver, pool and device all set).
+  exact: boolean;
+  // Set by the server's device-health reports (the agent sets it again while unhealthy).
+  health: boolean;
+}
+
+// driver/pool/device -> the taints DeviceTaintRules add to it (as the allocator applies them:
+// every selector field that is set must match; a rule without a selector matches nothing).
+export function ruleTaintsOf(rules: K8sObject[], devices: DeviceRow[]): Map<string, RuleTaint[]> {
+  const out = new Map<string, RuleTaint[]>();
+  const byId = new Map(devices.map((d) => [d.id, d]));
+  for (const r of rules) {
+    const sel = r.spec?.deviceSelector;
+    const taint = r.spec?.taint;
+    if (!sel || !taint) continue;
+    const exact = !!(sel.driver && sel.pool && sel.device);
+    const health = !!r.metadata.labels?.['quartermaster.io/unhealthy-node'];
+    const add = (d: DeviceRow) => {
+      const list = out.get(d.id) || [];
+      list.push({ rule: r.metadata.name, taint, exact, health });
+      out.set(d.id, list);
+    };
+    if (exact) {
+      const id = `${sel.driver}/${sel.pool}/${sel.device}`;
+      const d = byId.get(id);
+      if (d) add(d);
+      continue;
+    }
+    for (const d of devices) {
+      if (sel.driver && sel.driver !== d.driver) continue;
+      if (sel.pool && sel.pool !== d.pool) continue;
+      if (sel.device && sel.device !== d.name) continue;
+      add(d);
+    }
+  }
+  return out;
+}
+
+// A DNS subdomain for a rule that taints one device with `key` and `effect`.
+export function taintRuleName(d: DeviceRow, key: string, effect: string): string {
+  const parts = [d.driver, d.pool, d.name, key, effect]
+    .join('.')
+    .toLowerCase()
+    .split('.')
+    .map((p) => p.replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, ''))
+    .filter(Boolean);
+  return parts.join('.').slice(0, 253).replace(/[.-]+$/, '');
 }

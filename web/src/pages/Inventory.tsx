@@ -1,7 +1,20 @@
-import { Fragment, Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
 import {
+  FormEvent,
+  Fragment,
+  Suspense,
+  createContext,
+  lazy,
+  useContext,
+  useEffect,
+  useMemo,
+  useRef,
+  useState,
+} from 'react';
+import {
+  ApiError,
   DeviceMatchStatus,
   K8sObject,
+  StatusCause,
   attributeText,
   errorText,
   paths,
@@ -19,40 +32,313 @@ import {
   ShowMore,
   useRowLimit,
 } from '../components';
-import { DeviceRow, Holder, allocationsOf, devicesOf, nodeReady } from '../model';
-import { useCan, useCollection } from '../store';
+import {
+  DeviceRow,
+  Holder,
+  RuleTaint,
+  Taint,
+  allocationsOf,
+  devicesOf,
+  nodeReady,
+  ruleTaintsOf,
+  taintRuleName,
+} from '../model';
+import { Permission, useCan, useCollection } from '../store';
 
 const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.CelEditor })));
 
+const TAINT_EFFECTS = ['NoSchedule', 'NoExecute', 'None'];
 const CEL_DEBOUNCE_MS = 300;
 // The most devices a DeviceMatchReview lists (the server's limit); more are counted only.
 const CEL_LIMIT = 5000;
 
-function Taints({ taints }: { taints?: { key: string; value?: string; effect: string }[] }) {
+function taintText(t: Taint): string {
+  return `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`;
+}
+
+function Taints({ taints }: { taints?: Taint[] }) {
   if (!taints?.length) return <span className="muted">none</span>;
   return (
     <ul className="chips">
       {taints.map((t, i) => (
         <li key={i}>
-          <code>
-            {t.key}
-            {t.value ? `=${t.value}` : ''}:{t.effect}
-          </code>
+          <code>{taintText(t)}</code>
         </li>
       ))}
     </ul>
   );
 }
 
-function NodeDevices({
-  devices,
-  allocations,
-  filtered,
-}: {
-  devices: DeviceRow[];
+// What the device rows need besides the device: allocations, taint rules, permissions and the
+// one taint form open on the page.
+interface DeviceContext {
   allocations: Map<string, Holder[]>;
-  filtered: boolean;
-}) {
+  ruleTaints: Map<string, RuleTaint[]>;
+  canCreateRule: Permission;
+  canDeleteRule: Permission;
+  formFor: string;
+  setFormFor: (id: string) => void;
+}
+
+const Devices = createContext<DeviceContext | null>(null);
+
+function useDevices(): DeviceContext {
+  return useContext(Devices)!;
+}
+
+// The form that adds a taint to one device: a DeviceTaintRule selecting its driver, pool and
+// name (the server applies it to the device as if the driver had published the taint).
+function TaintForm({ device, onDone }: { device: DeviceRow; onDone: () => void }) {
+  const [key, setKey] = useState('');
+  const [value, setValue] = useState('');
+  const [effect, setEffect] = useState('NoSchedule');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const [causes, setCauses] = useState<StatusCause[]>([]);
+  const keyRef = useRef<HTMLInputElement>(null);
+  useEffect(() => keyRef.current?.focus(), []);
+  const where = `${device.pool}/${device.name}`;
+
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError('');
+    setCauses([]);
+    const taint: Taint = { key: key.trim(), effect };
+    if (value.trim()) taint.value = value.trim();
+    try {
+      await request(paths.taintRules, {
+        method: 'POST',
+        body: {
+          apiVersion: 'resource.k8s.io/v1',
+          kind: 'DeviceTaintRule',
+          metadata: { name: taintRuleName(device, taint.key || 'taint', effect) },
+          spec: {
+            deviceSelector: { driver: device.driver, pool: device.pool, device: device.name },
+            taint,
+          },
+        },
+      });
+      onDone();
+    } catch (err) {
+      if (err instanceof ApiError) setCauses(err.causes);
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const fieldError = (field: string) =>
+    causes
+      .filter((c) => c.field === `spec.taint.${field}`)
+      .map((c) => c.message)
+      .join('; ');
+  const keyError = fieldError('key');
+  const valueError = fieldError('value');
+
+  return (
+    <form className="taint-form" aria-label={`Add a taint to ${where}`} onSubmit={submit}>
+      <div className="field">
+        <label htmlFor="taint-key">Key</label>
+        <input
+          id="taint-key"
+          ref={keyRef}
+          required
+          placeholder="example.com/maintenance"
+          value={key}
+          onChange={(e) => setKey(e.target.value)}
+          aria-invalid={keyError ? true : undefined}
+          aria-describedby={keyError ? 'taint-key-error' : undefined}
+        />
+        {keyError && (
+          <p id="taint-key-error" className="field-error">
+            {keyError}
+          </p>
+        )}
+      </div>
+      <div className="field">
+        <label htmlFor="taint-value">Value</label>
+        <input
+          id="taint-value"
+          value={value}
+          onChange={(e) => setValue(e.target.value)}
+          aria-invalid={valueError ? true : undefined}
+          aria-describedby={valueError ? 'taint-value-error' : undefined}
+        />
+        {valueError && (
+          <p id="taint-value-error" className="field-error">
+            {valueError}
+          </p>
+        )}
+      </div>
+      <div className="field">
+        <label htmlFor="taint-effect">Effect</label>
+        <select id="taint-effect" value={effect} onChange={(e) => setEffect(e.target.value)}>
+          {TAINT_EFFECTS.map((x) => (
+            <option key={x} value={x}>
+              {x}
+            </option>
+          ))}
+        </select>
+      </div>
+      <p className="hint">
+        NoSchedule: no new allocation of this device. NoExecute: also evicts the pods using it.
+        None: only shown.
+      </p>
+      <div className="actions">
+        <button type="submit" disabled={busy}>
+          Add taint
+        </button>
+        <button type="button" className="secondary" onClick={onDone}>
+          Cancel
+        </button>
+      </div>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
+
+function DeviceTaints({ device }: { device: DeviceRow }) {
+  const { ruleTaints, canCreateRule, canDeleteRule, formFor, setFormFor } = useDevices();
+  const [busy, setBusy] = useState('');
+  const [error, setError] = useState('');
+  const fromRules = ruleTaints.get(device.id) || [];
+  const where = `${device.pool}/${device.name}`;
+
+  const remove = async (rule: string) => {
+    setBusy(rule);
+    setError('');
+    try {
+      await request(paths.taintRule(rule), { method: 'DELETE' });
+    } catch (e) {
+      setError(`Remove ${rule}: ${errorText(e)}`);
+    } finally {
+      setBusy('');
+    }
+  };
+
+  return (
+    <div data-testid="device-taints">
+      {device.taints.length === 0 && fromRules.length === 0 && <span className="muted">none</span>}
+      <ul className="plain taints">
+        {device.taints.map((t, i) => (
+          <li key={`d${i}`}>
+            <code>{taintText(t)}</code> <span className="muted">(from the driver)</span>
+          </li>
+        ))}
+        {fromRules.map((r) => (
+          <li key={r.rule} data-rule={r.rule}>
+            <code>{taintText(r.taint)}</code>{' '}
+            {r.exact ? (
+              <GuardedButton
+                className="link"
+                permission={
+                  r.health
+                    ? {
+                        allowed: false,
+                        reason:
+                          'Set by the device health reports: the node agent sets it again while the device is unhealthy',
+                      }
+                    : canDeleteRule
+                }
+                disabled={busy === r.rule}
+                onClick={() => remove(r.rule)}
+                aria-label={`Remove taint ${r.taint.key} from ${where}`}
+              >
+                Remove
+              </GuardedButton>
+            ) : (
+              <span className="muted">
+                (DeviceTaintRule <code>{r.rule}</code> selects more devices)
+              </span>
+            )}
+          </li>
+        ))}
+      </ul>
+      {formFor === device.id ? (
+        <TaintForm device={device} onDone={() => setFormFor('')} />
+      ) : (
+        <GuardedButton
+          className="secondary small"
+          permission={canCreateRule}
+          onClick={() => setFormFor(device.id)}
+          aria-label={`Add taint to ${where}`}
+        >
+          Add taint
+        </GuardedButton>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </div>
+  );
+}
+
+function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string }) {
+  const { allocations } = useDevices();
+  return (
+    <table aria-label={label}>
+      <thead>
+        <tr>
+          <th scope="col">Device</th>
+          <th scope="col">Attributes</th>
+          <th scope="col">Capacity</th>
+          <th scope="col">Taints</th>
+          <th scope="col">Held by</th>
+        </tr>
+      </thead>
+      <tbody>
+        {devices.map((d) => {
+          const holders = allocations.get(d.id) || [];
+          return (
+            <tr key={d.id} data-device={d.id}>
+              <th scope="row">{d.name}</th>
+              <td>
+                <ul className="attrs">
+                  {Object.entries(d.attributes).map(([k, v]) => (
+                    <li key={k}>
+                      <span className="k">{k}</span> <span className="v">{attributeText(v)}</span>
+                    </li>
+                  ))}
+                </ul>
+              </td>
+              <td>
+                <ul className="attrs">
+                  {Object.entries(d.capacity).map(([k, v]) => (
+                    <li key={k}>
+                      <span className="k">{k}</span> <span className="v">{v.value}</span>
+                    </li>
+                  ))}
+                </ul>
+              </td>
+              <td>
+                <DeviceTaints device={d} />
+              </td>
+              <td>
+                {holders.length === 0 ? (
+                  <Badge kind="ok">free</Badge>
+                ) : (
+                  holders.map((h) => (
+                    <div key={h.claim + (h.shareId || '')}>
+                      <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge> {h.claim}
+                    </div>
+                  ))
+                )}
+              </td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}
+
+function NodeDevices({ devices, filtered }: { devices: DeviceRow[]; filtered: boolean }) {
   const bySlice = new Map<string, DeviceRow[]>();
   for (const d of devices) bySlice.set(d.slice, [...(bySlice.get(d.slice) || []), d]);
   if (!devices.length) {
@@ -66,59 +352,7 @@ function NodeDevices({
             ResourceSlice <code>{slice}</code> — driver <code>{list[0].driver}</code>, pool{' '}
             <code>{list[0].pool}</code>
           </h3>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Device</th>
-                <th scope="col">Attributes</th>
-                <th scope="col">Capacity</th>
-                <th scope="col">Taints</th>
-                <th scope="col">Held by</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((d) => {
-                const holders = allocations.get(d.id) || [];
-                return (
-                  <tr key={d.id} data-device={d.id}>
-                    <th scope="row">{d.name}</th>
-                    <td>
-                      <ul className="attrs">
-                        {Object.entries(d.attributes).map(([k, v]) => (
-                          <li key={k}>
-                            <span className="k">{k}</span> <span className="v">{attributeText(v)}</span>
-                          </li>
-                        ))}
-                      </ul>
-                    </td>
-                    <td>
-                      <ul className="attrs">
-                        {Object.entries(d.capacity).map(([k, v]) => (
-                          <li key={k}>
-                            <span className="k">{k}</span> <span className="v">{v.value}</span>
-                          </li>
-                        ))}
-                      </ul>
-                    </td>
-                    <td>
-                      <Taints taints={d.taints} />
-                    </td>
-                    <td>
-                      {holders.length === 0 ? (
-                        <Badge kind="ok">free</Badge>
-                      ) : (
-                        holders.map((h) => (
-                          <div key={h.claim + (h.shareId || '')}>
-                            <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge> {h.claim}
-                          </div>
-                        ))
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
+          <DeviceTable devices={list} />
         </div>
       ))}
     </>
@@ -168,17 +402,22 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
   const nodes = useCollection(paths.nodes);
   const slices = useCollection(paths.slices);
   const claims = useCollection(paths.claims);
+  const rules = useCollection(paths.taintRules);
   const canPatch = useCan('patch', 'nodes', '');
+  const canCreateRule = useCan('create', 'devicetaintrules', 'resource.k8s.io');
+  const canDeleteRule = useCan('delete', 'devicetaintrules', 'resource.k8s.io');
   const [filter, setFilter] = useState('');
   const [celOpen, setCelOpen] = useState(false);
   const [cel, setCel] = useState('');
   const [open, setOpen] = useState<Set<string>>(() => new Set(openNode ? [openNode] : []));
   const [busy, setBusy] = useState('');
   const [actionError, setActionError] = useState('');
+  const [formFor, setFormFor] = useState('');
   const [limit, more] = useRowLimit();
 
   const devices = useMemo(() => devicesOf(slices.items), [slices.items]);
   const allocations = useMemo(() => allocationsOf(claims.items), [claims.items]);
+  const ruleTaints = useMemo(() => ruleTaintsOf(rules.items, devices), [rules.items, devices]);
 
   const celExpression = celOpen ? cel : '';
   // The slices' version says when the matches may have changed (they are listed here anyway).
@@ -222,7 +461,6 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
     });
   }, [nodes.items, filter, allByNode, devicesByNode, matched]);
 
-
   const setCordon = async (n: K8sObject, unschedulable: boolean) => {
     setBusy(n.metadata.name);
     setActionError('');
@@ -247,6 +485,14 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
       return next;
     });
 
+  const context: DeviceContext = {
+    allocations,
+    ruleTaints,
+    canCreateRule,
+    canDeleteRule,
+    formFor,
+    setFormFor,
+  };
   const status = celState.expression === celExpression ? celState.status : null;
   const unbound = devicesByNode.get('') || [];
 
@@ -254,6 +500,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
     <section aria-labelledby="inventory-title">
       <h1 id="inventory-title">Inventory</h1>
       <ReadOnlyNotice permission={canPatch} />
+      <ReadOnlyNotice permission={canCreateRule} />
       <div className="toolbar">
         <label htmlFor="inventory-filter">Filter</label>
         <input
@@ -330,111 +577,113 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           {actionError}
         </p>
       )}
-      <LoadState loaded={nodes.loaded} error={nodes.error || slices.error} />
+      <LoadState loaded={nodes.loaded} error={nodes.error || slices.error || rules.error} />
       {nodes.loaded && (!nodes.complete || !slices.complete) && (
         <p className="loading" role="status" data-testid="inventory-loading">
           Loading more: {nodes.items.length} nodes and {slices.items.length} ResourceSlices so far…
         </p>
       )}
-      {nodes.loaded && (
-        <table className="nodes">
-          <thead>
-            <tr>
-              <th scope="col">Node</th>
-              <th scope="col">Ready</th>
-              <th scope="col">Scheduling</th>
-              <th scope="col">Devices</th>
-              <th scope="col">Labels</th>
-              <th scope="col">Taints</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {shown.slice(0, limit).map((n) => {
-              const name = n.metadata.name;
-              const all = allByNode.get(name) || [];
-              const list = devicesByNode.get(name) || [];
-              const used = all.filter((d) => allocations.has(d.id)).length;
-              const ready = nodeReady(n);
-              const cordoned = !!n.spec?.unschedulable;
-              const isOpen = open.has(name);
-              return (
-                <Fragment key={name}>
-                  <tr data-node={name}>
-                    <th scope="row">
-                      <button
-                        type="button"
-                        className="disclosure"
-                        aria-expanded={isOpen}
-                        aria-controls={`node-${name}`}
-                        onClick={() => toggle(name)}
-                      >
-                        <span aria-hidden="true">{isOpen ? '▾' : '▸'}</span> {name}
-                      </button>
-                    </th>
-                    <td>
-                      <Badge kind={ready === 'True' ? 'ok' : ready === 'False' ? 'bad' : 'warn'}>
-                        {ready === 'True' ? 'Ready' : ready === 'False' ? 'NotReady' : 'Unknown'}
-                      </Badge>
-                    </td>
-                    <td>
-                      {cordoned ? (
-                        <Badge kind="warn">SchedulingDisabled</Badge>
-                      ) : (
-                        <Badge kind="ok">Schedulable</Badge>
-                      )}
-                    </td>
-                    <td data-testid="node-devices">
-                      {all.length} ({used} in use)
-                      {matched && <>, {list.length} match</>}
-                    </td>
-                    <td>
-                      <Labels labels={n.metadata.labels} />
-                    </td>
-                    <td>
-                      <Taints taints={n.spec?.taints} />
-                    </td>
-                    <td>
-                      <GuardedButton
-                        permission={canPatch}
-                        disabled={busy === name}
-                        onClick={() => setCordon(n, !cordoned)}
-                        aria-label={`${cordoned ? 'Uncordon' : 'Cordon'} ${name}`}
-                      >
-                        {cordoned ? 'Uncordon' : 'Cordon'}
-                      </GuardedButton>
-                    </td>
-                  </tr>
-                  {isOpen && (
-                    <tr id={`node-${name}`} className="details">
-                      <td colSpan={7}>
-                        {matched && (
-                          <p className="muted">
-                            {list.length} of {all.length} devices match the CEL filter.
-                          </p>
+      <Devices.Provider value={context}>
+        {nodes.loaded && (
+          <table className="nodes">
+            <thead>
+              <tr>
+                <th scope="col">Node</th>
+                <th scope="col">Ready</th>
+                <th scope="col">Scheduling</th>
+                <th scope="col">Devices</th>
+                <th scope="col">Labels</th>
+                <th scope="col">Taints</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {shown.slice(0, limit).map((n) => {
+                const name = n.metadata.name;
+                const all = allByNode.get(name) || [];
+                const list = devicesByNode.get(name) || [];
+                const used = all.filter((d) => allocations.has(d.id)).length;
+                const ready = nodeReady(n);
+                const cordoned = !!n.spec?.unschedulable;
+                const isOpen = open.has(name);
+                return (
+                  <Fragment key={name}>
+                    <tr data-node={name}>
+                      <th scope="row">
+                        <button
+                          type="button"
+                          className="disclosure"
+                          aria-expanded={isOpen}
+                          aria-controls={`node-${name}`}
+                          onClick={() => toggle(name)}
+                        >
+                          <span aria-hidden="true">{isOpen ? '▾' : '▸'}</span> {name}
+                        </button>
+                      </th>
+                      <td>
+                        <Badge kind={ready === 'True' ? 'ok' : ready === 'False' ? 'bad' : 'warn'}>
+                          {ready === 'True' ? 'Ready' : ready === 'False' ? 'NotReady' : 'Unknown'}
+                        </Badge>
+                      </td>
+                      <td>
+                        {cordoned ? (
+                          <Badge kind="warn">SchedulingDisabled</Badge>
+                        ) : (
+                          <Badge kind="ok">Schedulable</Badge>
                         )}
-                        <NodeDevices devices={list} allocations={allocations} filtered={!!matched} />
-                        <p>
-                          <Link to={`/assignments?node=${encodeURIComponent(name)}`}>
-                            Assignments on {name}
-                          </Link>
-                        </p>
+                      </td>
+                      <td data-testid="node-devices">
+                        {all.length} ({used} in use)
+                        {matched && <>, {list.length} match</>}
+                      </td>
+                      <td>
+                        <Labels labels={n.metadata.labels} />
+                      </td>
+                      <td>
+                        <Taints taints={n.spec?.taints} />
+                      </td>
+                      <td>
+                        <GuardedButton
+                          permission={canPatch}
+                          disabled={busy === name}
+                          onClick={() => setCordon(n, !cordoned)}
+                          aria-label={`${cordoned ? 'Uncordon' : 'Cordon'} ${name}`}
+                        >
+                          {cordoned ? 'Uncordon' : 'Cordon'}
+                        </GuardedButton>
                       </td>
                     </tr>
-                  )}
-                </Fragment>
-              );
-            })}
-          </tbody>
-        </table>
-      )}
-      <ShowMore shown={Math.min(limit, shown.length)} total={shown.length} onMore={more} />
-      {unbound.length > 0 && (
-        <>
-          <h2>Devices not bound to one node</h2>
-          <NodeDevices devices={unbound} allocations={allocations} filtered={!!matched} />
-        </>
-      )}
+                    {isOpen && (
+                      <tr id={`node-${name}`} className="details">
+                        <td colSpan={7}>
+                          {matched && (
+                            <p className="muted">
+                              {list.length} of {all.length} devices match the CEL filter.
+                            </p>
+                          )}
+                          <NodeDevices devices={list} filtered={!!matched} />
+                          <p>
+                            <Link to={`/assignments?node=${encodeURIComponent(name)}`}>
+                              Assignments on {name}
+                            </Link>
+                          </p>
+                        </td>
+                      </tr>
+                    )}
+                  </Fragment>
+                );
+              })}
+            </tbody>
+          </table>
+        )}
+        <ShowMore shown={Math.min(limit, shown.length)} total={shown.length} onMore={more} />
+        {unbound.length > 0 && (
+          <>
+            <h2>Devices not bound to one node</h2>
+            <NodeDevices devices={unbound} filtered={!!matched} />
+          </>
+        )}
+      </Devices.Provider>
     </section>
   );
 }
