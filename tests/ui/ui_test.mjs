@@ -377,6 +377,109 @@ await step('the utilization chart shows the allocation made by the seed pods (ho
   await shot('overview-utilization');
 });
 
+const MIG_INVENTORY = `apiVersion: v1
+kind: Node
+metadata:
+  name: mig-node
+  labels: {kubernetes.io/hostname: mig-node}
+spec: {}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: mig-node-gpu.nvidia.com-counters}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: mig-node
+  pool: {name: mig-node, generation: 1, resourceSliceCount: 2}
+  sharedCounters:
+  - name: gpu-0-counter-set
+    counters:
+      memory: {value: 80Gi}
+      compute-slices: {value: "7"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: mig-node-gpu.nvidia.com}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: mig-node
+  pool: {name: mig-node, generation: 1, resourceSliceCount: 2}
+  devices:
+${[['3g.40gb', 0, 40, 3], ['2g.20gb', 0, 20, 2], ['1g.10gb', 0, 10, 1], ['1g.10gb', 1, 10, 1]].map(([p, n, gb, slices]) => `  - name: gpu-0-mig-${p.replace('.', '-')}-${n}
+    attributes:
+      type: {string: mig}
+      profile: {string: ${p}}
+      productName: {string: NVIDIA A100-SXM4-80GB MIG ${p}}
+      parentUUID: {string: GPU-6f1b0c3e-0000-4000-8000-000000000000}
+    capacity: {memory: {value: ${gb}Gi}}
+    consumesCounters:
+    - counterSet: gpu-0-counter-set
+      counters: {memory: {value: ${gb}Gi}, compute-slices: {value: "${slices}"}}
+`).join('')}`;
+
+const MIG_CLAIM = `apiVersion: v1
+kind: Namespace
+metadata: {name: mig-test}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: mig.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mig-claim, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: big
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}
+    - name: small
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-pod, namespace: mig-test}
+spec:
+  resourceClaims: [{name: mig, resourceClaimName: mig-claim}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: mig}]}
+`;
+
+const heldDevices = (ns, claim) => kubectl('get', 'resourceclaim', '-n', ns, claim, '-o',
+  'jsonpath={range .status.allocation.devices.results[*]}{.driver}/{.pool}/{.device}{" "}{end}').trim().split(/\s+/).filter(Boolean);
+
+await step('Inventory: MIG partitions drawn inside their GPU with the counters consumed', async () => {
+  kubectlApply(MIG_INVENTORY);
+  kubectlApply(MIG_CLAIM);
+  const held = await eventually(() => heldDevices('mig-test', 'mig-claim').length === 2);
+  expect(held === true, 'kubectl shows the MIG claim allocated');
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'mig-node', exact: true }).click();
+  const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
+  await gpu.getByText('4 partitions, 2 in use', { exact: false }).waitFor();
+  const uses = await eventually(async () => {
+    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return t === 'compute-slices 4/7 | memory 50Gi/80Gi' || t;
+  });
+  expect(uses === true, `counters: ${uses}`);
+  expect((await gpu.locator('tr[data-device]').count()) === 4, 'four partitions inside the GPU');
+  expect((await page.locator('#node-mig-node tr[data-device]').count()) === 4, 'no partition outside it');
+  const meter = gpu.locator('[data-counter="compute-slices"] meter');
+  expect((await meter.getAttribute('value')) === '4' && (await meter.getAttribute('max')) === '7', 'the meter shows 4 of 7');
+  await shot('inventory-mig');
+});
+
 await step('sign out returns to the form and forgets the token', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('Token').waitFor();

@@ -33,13 +33,17 @@ import {
   useRowLimit,
 } from '../components';
 import {
+  CounterSetRow,
   DeviceRow,
   Holder,
   RuleTaint,
   Taint,
   allocationsOf,
+  counterSetsOf,
   devicesOf,
+  formatQuantityLike,
   nodeReady,
+  parseQuantity,
   ruleTaintsOf,
   taintRuleName,
 } from '../model';
@@ -287,7 +291,7 @@ function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string 
         <tr>
           <th scope="col">Device</th>
           <th scope="col">Attributes</th>
-          <th scope="col">Capacity</th>
+          <th scope="col">Capacity and counters</th>
           <th scope="col">Taints</th>
           <th scope="col">Held by</th>
         </tr>
@@ -314,6 +318,16 @@ function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string 
                       <span className="k">{k}</span> <span className="v">{v.value}</span>
                     </li>
                   ))}
+                  {d.consumes.map((c) => (
+                    <li key={c.counterSet} data-testid="consumes">
+                      <span className="k">takes from {c.counterSet}</span>{' '}
+                      <span className="v">
+                        {Object.entries(c.counters)
+                          .map(([k, v]) => `${k} ${v.value}`)
+                          .join(', ')}
+                      </span>
+                    </li>
+                  ))}
                 </ul>
               </td>
               <td>
@@ -338,23 +352,160 @@ function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string 
   );
 }
 
-function NodeDevices({ devices, filtered }: { devices: DeviceRow[]; filtered: boolean }) {
+// What the allocated partitions of a counter set take now, and what all its partitions would.
+export interface CounterUse {
+  consumed: Record<string, number>;
+  partitioned: Record<string, number>;
+  partitions: number;
+  allocated: number;
+}
+
+function counterUseOf(
+  devices: DeviceRow[],
+  allocations: Map<string, Holder[]>,
+): Map<string, CounterUse> {
+  const out = new Map<string, CounterUse>();
+  for (const d of devices) {
+    for (const c of d.consumes) {
+      const id = `${d.driver}/${d.pool}/${c.counterSet}`;
+      let u = out.get(id);
+      if (!u) {
+        u = { consumed: {}, partitioned: {}, partitions: 0, allocated: 0 };
+        out.set(id, u);
+      }
+      const held = allocations.has(d.id);
+      u.partitions++;
+      if (held) u.allocated++;
+      for (const [k, v] of Object.entries(c.counters)) {
+        const n = parseQuantity(v.value);
+        if (Number.isNaN(n)) continue;
+        u.partitioned[k] = (u.partitioned[k] || 0) + n;
+        if (held) u.consumed[k] = (u.consumed[k] || 0) + n;
+      }
+    }
+  }
+  return out;
+}
+
+// The parent GPU a counter set stands for (the agent names it "<gpu>-counter-set").
+function parentName(set: string): string {
+  return set.endsWith('-counter-set') ? set.slice(0, -'-counter-set'.length) : set;
+}
+
+// A GPU split into partitions (MIG): its counter set with the counters the allocated partitions
+// consume against the set's total, and the partitions inside it.
+function CounterSetBox({
+  set,
+  name,
+  partitions,
+  use,
+}: {
+  set?: CounterSetRow;
+  name: string;
+  partitions: DeviceRow[];
+  use?: CounterUse;
+}) {
+  const parent = parentName(name);
+  const parentUuid = partitions
+    .map((d) => d.attributes.parentUUID)
+    .find((v) => v !== undefined);
+  return (
+    <section className="gpu" aria-label={`GPU ${parent}`} data-counter-set={name}>
+      <h4>
+        GPU {parent}{' '}
+        <span className="muted">
+          — counter set <code>{name}</code>
+          {parentUuid !== undefined && <>, {attributeText(parentUuid)}</>}; {use?.partitions ?? 0}{' '}
+          partitions, {use?.allocated ?? 0} in use
+        </span>
+      </h4>
+      {set ? (
+        <ul className="counters">
+          {Object.entries(set.counters).map(([k, v]) => {
+            const total = parseQuantity(v.value);
+            const consumed = use?.consumed[k] || 0;
+            const partitioned = use?.partitioned[k] || 0;
+            const text = `${k} ${formatQuantityLike(consumed, v.value)}/${v.value}`;
+            return (
+              <li key={k} data-counter={k}>
+                <meter min={0} max={total || 1} value={consumed} aria-label={`${k} in use`} />{' '}
+                <span data-testid="counter-use">{text}</span> in use{' '}
+                <span className="muted">
+                  (partitions take {formatQuantityLike(partitioned, v.value)})
+                </span>
+              </li>
+            );
+          })}
+        </ul>
+      ) : (
+        <p className="muted">The pool publishes no counter set named {name}.</p>
+      )}
+      {partitions.length > 0 ? (
+        <DeviceTable devices={partitions} label={`Partitions of ${parent}`} />
+      ) : (
+        <p className="muted">No partition of this GPU is shown.</p>
+      )}
+    </section>
+  );
+}
+
+function NodeDevices({
+  devices,
+  counterSets,
+  counterUse,
+  filtered,
+}: {
+  devices: DeviceRow[];
+  counterSets: CounterSetRow[];
+  counterUse: Map<string, CounterUse>;
+  filtered: boolean;
+}) {
   const bySlice = new Map<string, DeviceRow[]>();
   for (const d of devices) bySlice.set(d.slice, [...(bySlice.get(d.slice) || []), d]);
-  if (!devices.length) {
+  const setsById = new Map(counterSets.map((s) => [s.id, s]));
+  const drawn = new Set<string>();
+  if (!devices.length && !counterSets.length) {
     return <p>{filtered ? 'No device of this node matches the filter.' : 'This node publishes no devices.'}</p>;
   }
   return (
     <>
-      {Array.from(bySlice.entries()).map(([slice, list]) => (
-        <div key={slice} className="slice">
-          <h3>
-            ResourceSlice <code>{slice}</code> — driver <code>{list[0].driver}</code>, pool{' '}
-            <code>{list[0].pool}</code>
-          </h3>
-          <DeviceTable devices={list} />
-        </div>
-      ))}
+      {Array.from(bySlice.entries()).map(([slice, list]) => {
+        const plain = list.filter((d) => d.consumes.length === 0);
+        const bySet = new Map<string, DeviceRow[]>();
+        for (const d of list) {
+          if (!d.consumes.length) continue;
+          const id = `${d.driver}/${d.pool}/${d.consumes[0].counterSet}`;
+          bySet.set(id, [...(bySet.get(id) || []), d]);
+        }
+        return (
+          <div key={slice} className="slice">
+            <h3>
+              ResourceSlice <code>{slice}</code> — driver <code>{list[0].driver}</code>, pool{' '}
+              <code>{list[0].pool}</code>
+            </h3>
+            {plain.length > 0 && <DeviceTable devices={plain} />}
+            {Array.from(bySet.entries()).map(([id, parts]) => {
+              drawn.add(id);
+              const name = parts[0].consumes[0].counterSet;
+              return (
+                <CounterSetBox
+                  key={id}
+                  set={setsById.get(id)}
+                  name={name}
+                  partitions={parts}
+                  use={counterUse.get(id)}
+                />
+              );
+            })}
+          </div>
+        );
+      })}
+      {!filtered &&
+        counterSets
+          .filter((s) => !drawn.has(s.id))
+          .map((s) => (
+            <CounterSetBox key={s.id} set={s} name={s.name} partitions={[]} use={counterUse.get(s.id)} />
+          ))}
     </>
   );
 }
@@ -416,8 +567,10 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
   const [limit, more] = useRowLimit();
 
   const devices = useMemo(() => devicesOf(slices.items), [slices.items]);
+  const counterSets = useMemo(() => counterSetsOf(slices.items), [slices.items]);
   const allocations = useMemo(() => allocationsOf(claims.items), [claims.items]);
   const ruleTaints = useMemo(() => ruleTaintsOf(rules.items, devices), [rules.items, devices]);
+  const counterUse = useMemo(() => counterUseOf(devices, allocations), [devices, allocations]);
 
   const celExpression = celOpen ? cel : '';
   // The slices' version says when the matches may have changed (they are listed here anyway).
@@ -444,6 +597,12 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
     for (const d of devices) m.set(d.node, [...(m.get(d.node) || []), d]);
     return m;
   }, [devices]);
+  const setsByNode = useMemo(() => {
+    const m = new Map<string, CounterSetRow[]>();
+    for (const s of counterSets) m.set(s.node, [...(m.get(s.node) || []), s]);
+    return m;
+  }, [counterSets]);
+
   const shown = useMemo(() => {
     const f = filter.trim().toLowerCase();
     let list = nodes.items;
@@ -661,7 +820,12 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
                               {list.length} of {all.length} devices match the CEL filter.
                             </p>
                           )}
-                          <NodeDevices devices={list} filtered={!!matched} />
+                          <NodeDevices
+                            devices={list}
+                            counterSets={setsByNode.get(name) || []}
+                            counterUse={counterUse}
+                            filtered={!!matched}
+                          />
                           <p>
                             <Link to={`/assignments?node=${encodeURIComponent(name)}`}>
                               Assignments on {name}
@@ -677,10 +841,15 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           </table>
         )}
         <ShowMore shown={Math.min(limit, shown.length)} total={shown.length} onMore={more} />
-        {unbound.length > 0 && (
+        {(unbound.length > 0 || (!matched && (setsByNode.get('') || []).length > 0)) && (
           <>
             <h2>Devices not bound to one node</h2>
-            <NodeDevices devices={unbound} filtered={!!matched} />
+            <NodeDevices
+              devices={unbound}
+              counterSets={setsByNode.get('') || []}
+              counterUse={counterUse}
+              filtered={!!matched}
+            />
           </>
         )}
       </Devices.Provider>
