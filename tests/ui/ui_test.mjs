@@ -480,6 +480,77 @@ await step('Inventory: MIG partitions drawn inside their GPU with the counters c
   await shot('inventory-mig');
 });
 
+const MIG_CLAIM_2 = `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mig-claim-2, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: medium
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '2g.20gb'"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-pod-2, namespace: mig-test}
+spec:
+  resourceClaims: [{name: mig, resourceClaimName: mig-claim-2}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: mig}]}
+`;
+
+await step('Assignments by device: who holds each device now, and the changes seen live', async () => {
+  const seedDevice = heldDevices('dra-test', 'gpu-claim');
+  expect(seedDevice.length === 1, `the seed claim holds ${seedDevice}`);
+  const migDevices = heldDevices('mig-test', 'mig-claim');
+  expect(migDevices.length === 2, `the MIG claim holds ${migDevices}`);
+  await nav('Assignments');
+  await page.getByRole('group', { name: 'View' }).getByRole('button', { name: 'By device' }).click();
+  await page.getByTestId('device-count').filter({ hasText: /^3 of 22 devices held; 3 shown$/ }).waitFor();
+  const row = page.locator(`tr[data-device="${seedDevice[0]}"]`);
+  const holder = row.locator('[data-holder="dra-test/gpu-claim"]');
+  await holder.waitFor();
+  const text = await holder.textContent();
+  expect(/claim dra-test\/gpu-claim \(request gpu\)/.test(text), `holder: ${text}`);
+  expect(/pods (pod1, pod1-rhel|pod1-rhel, pod1);/.test(text), `pods: ${text}`);
+  for (const id of migDevices) {
+    const h = await page.locator(`tr[data-device="${id}"] [data-holder="mig-test/mig-claim"]`).textContent();
+    expect(/^allocatedclaim mig-test\/mig-claim \(request (big|small)\)pods mig-pod;/.test(h), `${id}: ${h}`);
+  }
+  expect((await page.getByText('no change seen', { exact: true }).count()) === 3, 'nothing changed yet');
+  // A second claim for a partition, applied while the page is open, shows up with its change.
+  kubectlApply(MIG_CLAIM_2);
+  const held = await eventually(() => heldDevices('mig-test', 'mig-claim-2').length === 1);
+  expect(held === true, 'kubectl shows the second MIG claim allocated');
+  const [second] = heldDevices('mig-test', 'mig-claim-2');
+  expect(second === 'gpu.nvidia.com/mig-node/gpu-0-mig-2g-20gb-0', `second claim holds ${second}`);
+  await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 4 shown$/ }).waitFor();
+  const r = page.locator(`tr[data-device="${second}"]`);
+  await r.getByTestId('history').filter({ hasText: /^\d\d:\d\d:\d\d allocated to mig-test\/mig-claim-2$/ }).waitFor();
+  expect((await r.locator('[data-holder="mig-test/mig-claim-2"]').textContent()).includes('pods mig-pod-2'), 'held by mig-pod-2');
+  expect((await page.getByText('no change seen', { exact: true }).count()) === 3, 'the other devices did not change');
+  await shot('assignments-by-device');
+  // The GPU's counters follow (Inventory, live).
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'mig-node', exact: true }).click();
+  const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
+  const uses = await eventually(async () => {
+    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return t === 'compute-slices 6/7 | memory 70Gi/80Gi' || t;
+  });
+  expect(uses === true, `counters: ${uses}`);
+  // A device's row in Inventory links to its assignments.
+  await page.getByRole('link', { name: `Assignments of ${second}` }).click();
+  await page.getByRole('heading', { level: 1, name: 'Assignments' }).waitFor();
+  await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 1 shown$/ }).waitFor();
+  expect((await page.getByLabel('Filter').inputValue()) === second, 'filtered by the device');
+  await page.locator(`tr[data-device="${second}"] [data-holder="mig-test/mig-claim-2"]`).waitFor();
+});
+
 await step('sign out returns to the form and forgets the token', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('Token').waitFor();

@@ -343,6 +343,14 @@ function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string 
                     </div>
                   ))
                 )}
+                <div>
+                  <Link
+                    to={`/assignments?device=${encodeURIComponent(d.id)}`}
+                    label={`Assignments of ${d.id}`}
+                  >
+                    assignments
+                  </Link>
+                </div>
               </td>
             </tr>
           );
