@@ -275,6 +275,14 @@ await step('Inventory: add a device taint (kubectl shows the DeviceTaintRule), t
   await form.getByLabel('Effect').selectOption('NoSchedule');
   await form.getByRole('button', { name: 'Add taint' }).click();
   await row.getByText('example.com/maintenance=planned:NoSchedule', { exact: true }).waitFor();
+  const focused = () => page.evaluate(() => document.activeElement?.getAttribute('aria-label'));
+  expect((await focused()) === 'Add taint to gpu-node-a/gpu-1', `focus after adding: ${await focused()}`);
+  // Escape closes the form, and the focus goes back to its button.
+  await page.getByRole('button', { name: 'Add taint to gpu-node-a/gpu-0' }).click();
+  await page.getByRole('form', { name: 'Add a taint to gpu-node-a/gpu-0' }).getByLabel('Key').waitFor();
+  await page.keyboard.press('Escape');
+  await page.getByRole('form', { name: 'Add a taint to gpu-node-a/gpu-0' }).waitFor({ state: 'detached' });
+  expect((await focused()) === 'Add taint to gpu-node-a/gpu-0', `focus after Escape: ${await focused()}`);
   const rules = await eventually(() => taintRules() === 'gpu.nvidia.com/gpu-node-a/gpu-1 example.com/maintenance=planned:NoSchedule' || taintRules());
   expect(rules === true, `kubectl get devicetaintrules: ${rules}`);
   // The server applies it: the preview of the device lists the taint.

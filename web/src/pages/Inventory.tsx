@@ -140,7 +140,14 @@ function TaintForm({ device, onDone }: { device: DeviceRow; onDone: () => void }
   const valueError = fieldError('value');
 
   return (
-    <form className="taint-form" aria-label={`Add a taint to ${where}`} onSubmit={submit}>
+    <form
+      className="taint-form"
+      aria-label={`Add a taint to ${where}`}
+      onSubmit={submit}
+      onKeyDown={(e) => {
+        if (e.key === 'Escape') onDone();
+      }}
+    >
       <div className="field">
         <label htmlFor="taint-key">Key</label>
         <input
@@ -211,6 +218,14 @@ function DeviceTaints({ device }: { device: DeviceRow }) {
   const [error, setError] = useState('');
   const fromRules = ruleTaints.get(device.id) || [];
   const where = `${device.pool}/${device.name}`;
+  const addButton = useRef<HTMLDivElement>(null);
+  const formOpen = formFor === device.id;
+  const wasOpen = useRef(false);
+  // Closing the form (added, cancelled, Escape) puts the focus back on its button.
+  useEffect(() => {
+    if (wasOpen.current && !formOpen) addButton.current?.querySelector('button')?.focus();
+    wasOpen.current = formOpen;
+  }, [formOpen]);
 
   const remove = async (rule: string) => {
     setBusy(rule);
@@ -262,17 +277,19 @@ function DeviceTaints({ device }: { device: DeviceRow }) {
           </li>
         ))}
       </ul>
-      {formFor === device.id ? (
+      {formOpen ? (
         <TaintForm device={device} onDone={() => setFormFor('')} />
       ) : (
-        <GuardedButton
-          className="secondary small"
-          permission={canCreateRule}
-          onClick={() => setFormFor(device.id)}
-          aria-label={`Add taint to ${where}`}
-        >
-          Add taint
-        </GuardedButton>
+        <div ref={addButton}>
+          <GuardedButton
+            className="secondary small"
+            permission={canCreateRule}
+            onClick={() => setFormFor(device.id)}
+            aria-label={`Add taint to ${where}`}
+          >
+            Add taint
+          </GuardedButton>
+        </div>
       )}
       {error && (
         <p role="alert" className="error">
