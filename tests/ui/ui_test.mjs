@@ -214,6 +214,89 @@ await step('cordon a node from Inventory: kubectl shows it unschedulable', async
   expect(back === true, 'uncordoned');
 });
 
+const inventoryCount = () => page.getByTestId('inventory-count');
+
+await step('Inventory: a CEL filter shows the devices it matches, a typo at its position', async () => {
+  await nav('Inventory');
+  await inventoryCount().filter({ hasText: /^3 of 3 nodes, 18 devices$/ }).waitFor();
+  await page.getByRole('button', { name: 'Filter by CEL' }).click();
+  const editor = page.getByRole('textbox', { name: 'CEL filter' });
+  await editor.click();
+  await editor.fill("device.atributes['gpu.nvidia.com'].productName.contains('H100')");
+  await page.getByTestId('cel-filter-error')
+    .filter({ hasText: "Line 1, column 7: undefined field 'atributes'" }).waitFor();
+  const marked = page.locator('.cm-lintRange-error');
+  await marked.first().waitFor();
+  expect((await marked.first().textContent()) === '.', `marked text: ${await marked.first().textContent()}`);
+  expect((await page.getByTestId('cel-filter-summary').count()) === 0, 'no summary while the expression is wrong');
+  expect((await inventoryCount().textContent()) === '3 of 3 nodes, 18 devices', 'an invalid filter hides nothing');
+  await shot('inventory-cel-error');
+  await editor.fill("device.attributes['gpu.nvidia.com'].productName.contains('H100')");
+  await page.getByTestId('cel-filter-summary').filter({ hasText: /^Matches 8 devices on 1 node$/ }).waitFor();
+  await inventoryCount().filter({ hasText: /^1 of 3 nodes, 18 devices$/ }).waitFor();
+  expect((await page.getByTestId('cel-filter-error').count()) === 0, 'the error is gone');
+  const nodeRows = page.locator('table.nodes > tbody > tr[data-node]');
+  const names = await nodeRows.evaluateAll((rows) => rows.map((r) => r.getAttribute('data-node')));
+  expect(names.join(',') === 'gpu-node-c', `nodes shown: ${names}`);
+  const cell = page.locator('tr[data-node="gpu-node-c"] [data-testid=node-devices]');
+  expect((await cell.textContent()) === '8 (0 in use), 8 match', `devices cell: ${await cell.textContent()}`);
+  // A filter that matches part of a node: only those devices are listed inside it.
+  await editor.fill("device.attributes['gpu.nvidia.com'].productName.contains('H100') &&\n  device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:40'");
+  await page.getByTestId('cel-filter-summary').filter({ hasText: /^Matches 4 devices on 1 node$/ }).waitFor();
+  await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
+  const listed = await eventually(async () => {
+    const ids = await page.locator('#node-gpu-node-c tr[data-device]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-device')));
+    return ids.join(',') === ['gpu-4', 'gpu-5', 'gpu-6', 'gpu-7'].map((d) => `gpu.nvidia.com/gpu-node-c/${d}`).join(',') || ids;
+  });
+  expect(listed === true, `devices listed in gpu-node-c: ${listed}`);
+  await page.getByText('4 of 8 devices match the CEL filter.', { exact: true }).waitFor();
+  await shot('inventory-cel-filter');
+  await page.getByRole('button', { name: 'Remove the CEL filter' }).click();
+  await inventoryCount().filter({ hasText: /^3 of 3 nodes, 18 devices$/ }).waitFor();
+  await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
+});
+
+const taintRules = () => kubectl('get', 'devicetaintrules', '-o',
+  'jsonpath={range .items[*]}{.spec.deviceSelector.driver}/{.spec.deviceSelector.pool}/{.spec.deviceSelector.device} {.spec.taint.key}={.spec.taint.value}:{.spec.taint.effect}{"\\n"}{end}');
+
+await step('Inventory: add a device taint (kubectl shows the DeviceTaintRule), then remove it', async () => {
+  expect(taintRules() === '', `no rule at first: ${taintRules()}`);
+  await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
+  const row = page.locator('tr[data-device="gpu.nvidia.com/gpu-node-a/gpu-1"]');
+  await row.getByRole('button', { name: 'Add taint to gpu-node-a/gpu-1' }).click();
+  const form = page.getByRole('form', { name: 'Add a taint to gpu-node-a/gpu-1' });
+  // The server's 422 is shown next to the field it names.
+  await form.getByLabel('Key').fill('not a key');
+  await form.getByRole('button', { name: 'Add taint' }).click();
+  await page.locator('#taint-key-error').filter({ hasText: /name part|alphanumeric|qualified/i }).waitFor();
+  expect((await form.getByLabel('Key').getAttribute('aria-invalid')) === 'true', 'key marked invalid');
+  await form.getByLabel('Key').fill('example.com/maintenance');
+  await form.getByLabel('Value').fill('planned');
+  await form.getByLabel('Effect').selectOption('NoSchedule');
+  await form.getByRole('button', { name: 'Add taint' }).click();
+  await row.getByText('example.com/maintenance=planned:NoSchedule', { exact: true }).waitFor();
+  const focused = () => page.evaluate(() => document.activeElement?.getAttribute('aria-label'));
+  expect((await focused()) === 'Add taint to gpu-node-a/gpu-1', `focus after adding: ${await focused()}`);
+  // Escape closes the form, and the focus goes back to its button.
+  await page.getByRole('button', { name: 'Add taint to gpu-node-a/gpu-0' }).click();
+  await page.getByRole('form', { name: 'Add a taint to gpu-node-a/gpu-0' }).getByLabel('Key').waitFor();
+  await page.keyboard.press('Escape');
+  await page.getByRole('form', { name: 'Add a taint to gpu-node-a/gpu-0' }).waitFor({ state: 'detached' });
+  expect((await focused()) === 'Add taint to gpu-node-a/gpu-0', `focus after Escape: ${await focused()}`);
+  const rules = await eventually(() => taintRules() === 'gpu.nvidia.com/gpu-node-a/gpu-1 example.com/maintenance=planned:NoSchedule' || taintRules());
+  expect(rules === true, `kubectl get devicetaintrules: ${rules}`);
+  // The server applies it: the preview of the device lists the taint.
+  const other = page.locator('tr[data-device="gpu.nvidia.com/gpu-node-a/gpu-0"] [data-testid=device-taints]');
+  expect((await other.textContent()).startsWith('none'), `gpu-0 untouched: ${await other.textContent()}`);
+  await shot('inventory-device-taint');
+  await row.getByRole('button', { name: 'Remove taint example.com/maintenance from gpu-node-a/gpu-1' }).click();
+  const gone = await eventually(() => taintRules() === '' || taintRules());
+  expect(gone === true, `rules left: ${gone}`);
+  await eventually(async () => (await row.getByText('example.com/maintenance=planned:NoSchedule').count()) === 0);
+  expect((await row.getByText('example.com/maintenance=planned:NoSchedule').count()) === 0, 'the chip is gone');
+  await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
+});
+
 await step('seed pods applied with kubectl show up in Assignments, live', async () => {
   await nav('Assignments');
   await page.getByText('No claim is allocated.').waitFor();
@@ -302,6 +385,180 @@ await step('the utilization chart shows the allocation made by the seed pods (ho
   await shot('overview-utilization');
 });
 
+const MIG_INVENTORY = `apiVersion: v1
+kind: Node
+metadata:
+  name: mig-node
+  labels: {kubernetes.io/hostname: mig-node}
+spec: {}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: mig-node-gpu.nvidia.com-counters}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: mig-node
+  pool: {name: mig-node, generation: 1, resourceSliceCount: 2}
+  sharedCounters:
+  - name: gpu-0-counter-set
+    counters:
+      memory: {value: 80Gi}
+      compute-slices: {value: "7"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: mig-node-gpu.nvidia.com}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: mig-node
+  pool: {name: mig-node, generation: 1, resourceSliceCount: 2}
+  devices:
+${[['3g.40gb', 0, 40, 3], ['2g.20gb', 0, 20, 2], ['1g.10gb', 0, 10, 1], ['1g.10gb', 1, 10, 1]].map(([p, n, gb, slices]) => `  - name: gpu-0-mig-${p.replace('.', '-')}-${n}
+    attributes:
+      type: {string: mig}
+      profile: {string: ${p}}
+      productName: {string: NVIDIA A100-SXM4-80GB MIG ${p}}
+      parentUUID: {string: GPU-6f1b0c3e-0000-4000-8000-000000000000}
+    capacity: {memory: {value: ${gb}Gi}}
+    consumesCounters:
+    - counterSet: gpu-0-counter-set
+      counters: {memory: {value: ${gb}Gi}, compute-slices: {value: "${slices}"}}
+`).join('')}`;
+
+const MIG_CLAIM = `apiVersion: v1
+kind: Namespace
+metadata: {name: mig-test}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: mig.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mig-claim, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: big
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}
+    - name: small
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-pod, namespace: mig-test}
+spec:
+  resourceClaims: [{name: mig, resourceClaimName: mig-claim}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: mig}]}
+`;
+
+const heldDevices = (ns, claim) => kubectl('get', 'resourceclaim', '-n', ns, claim, '-o',
+  'jsonpath={range .status.allocation.devices.results[*]}{.driver}/{.pool}/{.device}{" "}{end}').trim().split(/\s+/).filter(Boolean);
+
+await step('Inventory: MIG partitions drawn inside their GPU with the counters consumed', async () => {
+  kubectlApply(MIG_INVENTORY);
+  kubectlApply(MIG_CLAIM);
+  const held = await eventually(() => heldDevices('mig-test', 'mig-claim').length === 2);
+  expect(held === true, 'kubectl shows the MIG claim allocated');
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'mig-node', exact: true }).click();
+  const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
+  await gpu.getByText('4 partitions, 2 in use', { exact: false }).waitFor();
+  const uses = await eventually(async () => {
+    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return t === 'compute-slices 4/7 | memory 50Gi/80Gi' || t;
+  });
+  expect(uses === true, `counters: ${uses}`);
+  expect((await gpu.locator('tr[data-device]').count()) === 4, 'four partitions inside the GPU');
+  expect((await page.locator('#node-mig-node tr[data-device]').count()) === 4, 'no partition outside it');
+  const meter = gpu.locator('[data-counter="compute-slices"] meter');
+  expect((await meter.getAttribute('value')) === '4' && (await meter.getAttribute('max')) === '7', 'the meter shows 4 of 7');
+  await shot('inventory-mig');
+});
+
+const MIG_CLAIM_2 = `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mig-claim-2, namespace: mig-test}
+spec:
+  devices:
+    requests:
+    - name: medium
+      exactly:
+        deviceClassName: mig.nvidia.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '2g.20gb'"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-pod-2, namespace: mig-test}
+spec:
+  resourceClaims: [{name: mig, resourceClaimName: mig-claim-2}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: mig}]}
+`;
+
+await step('Assignments by device: who holds each device now, and the changes seen live', async () => {
+  const seedDevice = heldDevices('dra-test', 'gpu-claim');
+  expect(seedDevice.length === 1, `the seed claim holds ${seedDevice}`);
+  const migDevices = heldDevices('mig-test', 'mig-claim');
+  expect(migDevices.length === 2, `the MIG claim holds ${migDevices}`);
+  await nav('Assignments');
+  await page.getByRole('group', { name: 'View' }).getByRole('button', { name: 'By device' }).click();
+  await page.getByTestId('device-count').filter({ hasText: /^3 of 22 devices held; 3 shown$/ }).waitFor();
+  const row = page.locator(`tr[data-device="${seedDevice[0]}"]`);
+  const holder = row.locator('[data-holder="dra-test/gpu-claim"]');
+  await holder.waitFor();
+  const text = await holder.textContent();
+  expect(/claim dra-test\/gpu-claim \(request gpu\)/.test(text), `holder: ${text}`);
+  expect(/pods (pod1, pod1-rhel|pod1-rhel, pod1);/.test(text), `pods: ${text}`);
+  for (const id of migDevices) {
+    const h = await page.locator(`tr[data-device="${id}"] [data-holder="mig-test/mig-claim"]`).textContent();
+    expect(/^allocatedclaim mig-test\/mig-claim \(request (big|small)\)pods mig-pod;/.test(h), `${id}: ${h}`);
+  }
+  expect((await page.getByText('no change seen', { exact: true }).count()) === 3, 'nothing changed yet');
+  // A second claim for a partition, applied while the page is open, shows up with its change.
+  kubectlApply(MIG_CLAIM_2);
+  const held = await eventually(() => heldDevices('mig-test', 'mig-claim-2').length === 1);
+  expect(held === true, 'kubectl shows the second MIG claim allocated');
+  const [second] = heldDevices('mig-test', 'mig-claim-2');
+  expect(second === 'gpu.nvidia.com/mig-node/gpu-0-mig-2g-20gb-0', `second claim holds ${second}`);
+  await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 4 shown$/ }).waitFor();
+  const r = page.locator(`tr[data-device="${second}"]`);
+  await r.getByTestId('history').filter({ hasText: /^\d\d:\d\d:\d\d allocated to mig-test\/mig-claim-2$/ }).waitFor();
+  expect((await r.locator('[data-holder="mig-test/mig-claim-2"]').textContent()).includes('pods mig-pod-2'), 'held by mig-pod-2');
+  expect((await page.getByText('no change seen', { exact: true }).count()) === 3, 'the other devices did not change');
+  await shot('assignments-by-device');
+  // The GPU's counters follow (Inventory, live).
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'mig-node', exact: true }).click();
+  const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
+  const uses = await eventually(async () => {
+    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return t === 'compute-slices 6/7 | memory 70Gi/80Gi' || t;
+  });
+  expect(uses === true, `counters: ${uses}`);
+  // A device's row in Inventory links to its assignments.
+  await page.getByRole('link', { name: `Assignments of ${second}` }).click();
+  await page.getByRole('heading', { level: 1, name: 'Assignments' }).waitFor();
+  await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 1 shown$/ }).waitFor();
+  expect((await page.getByLabel('Filter').inputValue()) === second, 'filtered by the device');
+  await page.locator(`tr[data-device="${second}"] [data-holder="mig-test/mig-claim-2"]`).waitFor();
+});
+
 await step('sign out returns to the form and forgets the token', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('Token').waitFor();
@@ -309,6 +566,13 @@ await step('sign out returns to the form and forgets the token', async () => {
 });
 
 await step('a view user sees everything and can edit nothing', async () => {
+  kubectlApply(`apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: held-gpu-2}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: gpu-node-a, device: gpu-2}
+  taint: {key: example.com/held, effect: NoSchedule}
+`);
   await signIn(env.QM_VIEW_TOKEN);
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   await nav('Device classes');
@@ -324,6 +588,14 @@ await step('a view user sees everything and can edit nothing', async () => {
   await nav('Inventory');
   await page.getByRole('note').filter({ hasText: 'may not patch nodes' }).waitFor();
   expect(await page.getByRole('button', { name: 'Cordon gpu-node-a' }).isDisabled(), 'Cordon is disabled');
+  await page.getByRole('note').filter({ hasText: 'may not create devicetaintrules.resource.k8s.io' }).waitFor();
+  await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
+  const add = page.getByRole('button', { name: 'Add taint to gpu-node-a/gpu-0' });
+  expect(await add.isDisabled(), 'Add taint is disabled');
+  expect((await add.getAttribute('title')).includes('may not create devicetaintrules'), 'it says why');
+  const remove = page.getByRole('button', { name: 'Remove taint example.com/held from gpu-node-a/gpu-2' });
+  expect(await remove.isDisabled(), 'Remove taint is disabled');
+  expect((await remove.getAttribute('title')).includes('may not delete devicetaintrules'), 'it says why');
   await shot('view-user-inventory');
 });
 

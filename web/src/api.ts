@@ -207,6 +207,9 @@ export const paths = {
   classes: '/apis/resource.k8s.io/v1/deviceclasses',
   deviceClass: (name: string) =>
     `/apis/resource.k8s.io/v1/deviceclasses/${encodeURIComponent(name)}`,
+  taintRules: '/apis/resource.k8s.io/v1/devicetaintrules',
+  taintRule: (name: string) =>
+    `/apis/resource.k8s.io/v1/devicetaintrules/${encodeURIComponent(name)}`,
   matchReviews: '/apis/admin.quartermaster.io/v1alpha1/devicematchreviews',
   utilizationReviews: '/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews',
   audit: '/apis/audit.quartermaster.io/v1/events',

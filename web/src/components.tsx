@@ -6,15 +6,18 @@ export function Link({
   to,
   children,
   current,
+  label,
 }: {
   to: string;
   children: ReactNode;
   current?: boolean;
+  label?: string; // the accessible name, where the text alone is ambiguous
 }) {
   return (
     <a
       href={to}
       aria-current={current ? 'page' : undefined}
+      aria-label={label}
       onClick={(e) => {
         if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
         e.preventDefault();

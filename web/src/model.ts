@@ -13,6 +13,14 @@ export interface DeviceRow {
   capacity: Record<string, { value: string }>;
   taints: { key: string; value?: string; effect: string }[];
   model: string;
+  // The shared counters the device takes while allocated (MIG partitions of one GPU).
+  consumes: { counterSet: string; counters: Record<string, { value: string }> }[];
+}
+
+export interface Taint {
+  key: string;
+  value?: string;
+  effect: string;
 }
 
 export function deviceModel(attributes: Record<string, Json>, driver: string): string {
@@ -47,6 +55,7 @@ export function devicesOf(slices: K8sObject[]): DeviceRow[] {
         capacity: d.capacity || {},
         taints: d.taints || [],
         model: deviceModel(attributes, spec.driver),
+        consumes: d.consumesCounters || [],
       });
     }
   }
@@ -130,4 +139,119 @@ export function classesOfClaim(claim: K8sObject): string[] {
     for (const s of r.firstAvailable || []) if (s.deviceClassName) out.add(s.deviceClassName);
   }
   return Array.from(out);
+}
+
+// --- Shared counters (partitionable devices, e.g. MIG) ----------------------------------------
+
+export interface CounterSetRow {
+  id: string; // driver/pool/name
+  driver: string;
+  pool: string;
+  name: string;
+  node: string;
+  counters: Record<string, { value: string }>;
+}
+
+// The counter sets of the newest generation of every pool (published in slices of their own).
+export function counterSetsOf(slices: K8sObject[]): CounterSetRow[] {
+  const newest = new Map<string, number>();
+  for (const s of slices) {
+    const key = `${s.spec?.driver}/${s.spec?.pool?.name}`;
+    newest.set(key, Math.max(newest.get(key) ?? 0, s.spec?.pool?.generation ?? 0));
+  }
+  const out: CounterSetRow[] = [];
+  for (const s of slices) {
+    const spec = s.spec || {};
+    const pool = spec.pool?.name || '';
+    if ((spec.pool?.generation ?? 0) < (newest.get(`${spec.driver}/${pool}`) ?? 0)) continue;
+    for (const set of spec.sharedCounters || []) {
+      out.push({
+        id: `${spec.driver}/${pool}/${set.name}`,
+        driver: spec.driver,
+        pool,
+        name: set.name,
+        node: spec.nodeName || '',
+        counters: set.counters || {},
+      });
+    }
+  }
+  return out;
+}
+
+const SUFFIX: Record<string, number> = {
+  '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+
+// A Kubernetes quantity ("80Gi", "40192Mi", "7", "500m", "1e3") as a number; NaN if malformed.
+export function parseQuantity(q: string): number {
+  const m = /^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|([numkKMGTPE]i?|)?)$/.exec(String(q).trim());
+  if (!m) return NaN;
+  if (m[2]) return Number(m[1] + m[2]);
+  const unit = m[3] || '';
+  if (!(unit in SUFFIX)) return NaN;
+  return Number(m[1]) * SUFFIX[unit];
+}
+
+// `value` in the unit of `like` ("80Gi" -> Gi): 50Gi, 39.25Gi, 4.
+export function formatQuantityLike(value: number, like: string): string {
+  const m = /([numkKMGTPE]i?)$/.exec(String(like).trim());
+  const unit = m && m[1] in SUFFIX ? m[1] : '';
+  const n = value / SUFFIX[unit];
+  const text = Number.isInteger(n) ? String(n) : String(Math.round(n * 100) / 100);
+  return text + unit;
+}
+
+// --- Device taints: the device's own and those of DeviceTaintRules ---------------------------
+
+export interface RuleTaint {
+  rule: string; // the DeviceTaintRule's name
+  taint: Taint;
+  // The rule selects exactly this device (driver, pool and device all set).
+  exact: boolean;
+  // Set by the server's device-health reports (the agent sets it again while unhealthy).
+  health: boolean;
+}
+
+// driver/pool/device -> the taints DeviceTaintRules add to it (as the allocator applies them:
+// every selector field that is set must match; a rule without a selector matches nothing).
+export function ruleTaintsOf(rules: K8sObject[], devices: DeviceRow[]): Map<string, RuleTaint[]> {
+  const out = new Map<string, RuleTaint[]>();
+  const byId = new Map(devices.map((d) => [d.id, d]));
+  for (const r of rules) {
+    const sel = r.spec?.deviceSelector;
+    const taint = r.spec?.taint;
+    if (!sel || !taint) continue;
+    const exact = !!(sel.driver && sel.pool && sel.device);
+    const health = !!r.metadata.labels?.['quartermaster.io/unhealthy-node'];
+    const add = (d: DeviceRow) => {
+      const list = out.get(d.id) || [];
+      list.push({ rule: r.metadata.name, taint, exact, health });
+      out.set(d.id, list);
+    };
+    if (exact) {
+      const id = `${sel.driver}/${sel.pool}/${sel.device}`;
+      const d = byId.get(id);
+      if (d) add(d);
+      continue;
+    }
+    for (const d of devices) {
+      if (sel.driver && sel.driver !== d.driver) continue;
+      if (sel.pool && sel.pool !== d.pool) continue;
+      if (sel.device && sel.device !== d.name) continue;
+      add(d);
+    }
+  }
+  return out;
+}
+
+// A DNS subdomain for a rule that taints one device with `key` and `effect`.
+export function taintRuleName(d: DeviceRow, key: string, effect: string): string {
+  const parts = [d.driver, d.pool, d.name, key, effect]
+    .join('.')
+    .toLowerCase()
+    .split('.')
+    .map((p) => p.replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, ''))
+    .filter(Boolean);
+  return parts.join('.').slice(0, 253).replace(/[.-]+$/, '');
 }

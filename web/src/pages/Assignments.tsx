@@ -1,17 +1,228 @@
-import { useMemo, useState } from 'react';
-import { Json, paths } from '../api';
-import { Badge, Link, LoadState, ShowMore, useRowLimit } from '../components';
-import { allocationNode, devicesOf } from '../model';
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { Json, K8sObject, paths } from '../api';
+import { Badge, Link, LoadState, ShowMore, age, useRowLimit } from '../components';
+import { DeviceRow, Holder, allocationNode, allocationsOf, devicesOf } from '../model';
 import { useCollection } from '../store';
+
+interface LogEntry {
+  time: Date;
+  device: string; // driver/pool/device
+  claim: string; // namespace/name
+  change: 'allocated' | 'released';
+}
+
+const LOG_MAX = 1000;
+
+// Allocations and releases seen live (from the claims' watch) while the page is open: the
+// server records every binding and release, but has no per-device history query yet.
+function useAllocationLog(allocations: Map<string, Holder[]>, ready: boolean): LogEntry[] {
+  const previous = useRef<Map<string, Set<string>> | null>(null);
+  const [log, setLog] = useState<LogEntry[]>([]);
+  useEffect(() => {
+    if (!ready) return;
+    const next = new Map<string, Set<string>>();
+    for (const [id, holders] of allocations) next.set(id, new Set(holders.map((h) => h.claim)));
+    const before = previous.current;
+    previous.current = next;
+    if (!before) return;
+    const time = new Date();
+    const added: LogEntry[] = [];
+    for (const [device, claims] of next) {
+      for (const claim of claims) {
+        if (!before.get(device)?.has(claim)) added.push({ time, device, claim, change: 'allocated' });
+      }
+    }
+    for (const [device, claims] of before) {
+      for (const claim of claims) {
+        if (!next.get(device)?.has(claim)) added.push({ time, device, claim, change: 'released' });
+      }
+    }
+    if (added.length) setLog((l) => [...added, ...l].slice(0, LOG_MAX));
+  }, [allocations, ready]);
+  return log;
+}
+
+function clock(t: Date): string {
+  return t.toLocaleTimeString([], { hour12: false });
+}
+
+// Every device with who holds it now (claims, their requests, shares and pods) and the changes
+// seen since the page opened.
+function ByDevice({
+  devices,
+  claims,
+  allocations,
+  log,
+  filter,
+}: {
+  devices: DeviceRow[];
+  claims: K8sObject[];
+  allocations: Map<string, Holder[]>;
+  log: LogEntry[];
+  filter: string;
+}) {
+  const [limit, more] = useRowLimit();
+  const [heldOnly, setHeldOnly] = useState(true);
+  const claimsByKey = useMemo(
+    () => new Map(claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c])),
+    [claims],
+  );
+  const logByDevice = useMemo(() => {
+    const m = new Map<string, LogEntry[]>();
+    for (const e of log) m.set(e.device, [...(m.get(e.device) || []), e]);
+    return m;
+  }, [log]);
+  const podsOf = (c?: K8sObject): string[] =>
+    (c?.status?.reservedFor || [])
+      .filter((r: Json) => !r.resource || r.resource === 'pods')
+      .map((r: Json) => r.name);
+
+  const rows = useMemo(() => {
+    const f = filter.trim().toLowerCase();
+    const out = devices.filter((d) => {
+      const holders = allocations.get(d.id) || [];
+      if (heldOnly && !holders.length && !logByDevice.has(d.id)) return false;
+      if (!f) return true;
+      return [
+        d.id,
+        d.node,
+        d.model,
+        ...holders.map((h) => h.claim),
+        ...holders.flatMap((h) => podsOf(claimsByKey.get(h.claim))),
+      ]
+        .join(' ')
+        .toLowerCase()
+        .includes(f);
+    });
+    return out.sort(
+      (a, b) =>
+        Number(allocations.has(b.id)) - Number(allocations.has(a.id)) || a.id.localeCompare(b.id),
+    );
+  }, [devices, allocations, filter, heldOnly, logByDevice, claimsByKey]); // eslint-disable-line
+
+  const held = devices.filter((d) => allocations.has(d.id)).length;
+  return (
+    <>
+      <p className="notice" role="note">
+        History: the server records every allocation and release (the Overview's utilization chart
+        counts them) but has no per-device history query yet, so the History column lists the
+        changes this page has seen live since it opened.
+      </p>
+      <div className="toolbar">
+        <label>
+          <input
+            type="checkbox"
+            checked={heldOnly}
+            onChange={(e) => setHeldOnly(e.target.checked)}
+          />{' '}
+          Only devices held now or changed
+        </label>
+        <span className="muted" data-testid="device-count">
+          {held} of {devices.length} devices held; {rows.length} shown
+        </span>
+      </div>
+      {rows.length === 0 ? (
+        <p>No device is held.</p>
+      ) : (
+        <table data-testid="devices-by-device">
+          <thead>
+            <tr>
+              <th scope="col">Device</th>
+              <th scope="col">Node</th>
+              <th scope="col">Held by now</th>
+              <th scope="col">History (seen on this page)</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.slice(0, limit).map((d) => {
+              const holders = allocations.get(d.id) || [];
+              const entries = logByDevice.get(d.id) || [];
+              return (
+                <tr key={d.id} data-device={d.id}>
+                  <th scope="row">
+                    <code>{d.id}</code>
+                    <div className="muted">{d.model}</div>
+                  </th>
+                  <td>
+                    {d.node ? (
+                      <Link to={`/inventory/${encodeURIComponent(d.node)}`}>{d.node}</Link>
+                    ) : (
+                      <span className="muted">any</span>
+                    )}
+                  </td>
+                  <td data-testid="holders">
+                    {holders.length === 0 ? (
+                      <Badge kind="ok">free</Badge>
+                    ) : (
+                      <ul className="plain">
+                        {holders.map((h) => {
+                          const c = claimsByKey.get(h.claim);
+                          const pods = podsOf(c);
+                          return (
+                            <li key={h.claim + (h.shareId || '')} data-holder={h.claim}>
+                              <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge>
+                              claim {h.claim} <span className="muted">(request {h.request})</span>
+                              {h.consumedCapacity &&
+                                Object.entries(h.consumedCapacity).map(([k, v]) => (
+                                  <span key={k} className="muted">
+                                    {' '}
+                                    {k}: {String(v)}
+                                  </span>
+                                ))}
+                              <div>
+                                {pods.length ? `pods ${pods.join(', ')}` : 'no pod uses it'}
+                                {c?.metadata.creationTimestamp && (
+                                  <span className="muted">
+                                    ; claim created {age(c.metadata.creationTimestamp)} ago
+                                  </span>
+                                )}
+                              </div>
+                            </li>
+                          );
+                        })}
+                      </ul>
+                    )}
+                  </td>
+                  <td>
+                    {entries.length === 0 ? (
+                      <span className="muted">no change seen</span>
+                    ) : (
+                      <ul className="plain" data-testid="history">
+                        {entries.map((e, i) => (
+                          <li key={i}>
+                            <time dateTime={e.time.toISOString()}>{clock(e.time)}</time>{' '}
+                            {e.change === 'allocated' ? 'allocated to' : 'released by'} {e.claim}
+                          </li>
+                        ))}
+                      </ul>
+                    )}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+      <ShowMore shown={Math.min(limit, rows.length)} total={rows.length} onMore={more} />
+    </>
+  );
+}
 
 export function AssignmentsPage() {
   const claims = useCollection(paths.claims);
   const slices = useCollection(paths.slices);
-  const initial = new URLSearchParams(window.location.search).get('node') || '';
+  const query = new URLSearchParams(window.location.search);
+  const initial = query.get('node') || query.get('device') || '';
   const [filter, setFilter] = useState(initial);
+  const [view, setView] = useState<'claim' | 'device'>(
+    query.get('view') === 'device' || query.get('device') ? 'device' : 'claim',
+  );
   const [limit, more] = useRowLimit();
 
-  const devices = useMemo(() => new Map(devicesOf(slices.items).map((d) => [d.id, d])), [slices.items]);
+  const deviceList = useMemo(() => devicesOf(slices.items), [slices.items]);
+  const devices = useMemo(() => new Map(deviceList.map((d) => [d.id, d])), [deviceList]);
+  const allocations = useMemo(() => allocationsOf(claims.items), [claims.items]);
+  const log = useAllocationLog(allocations, claims.complete);
   const rows = useMemo(() => {
     const out = claims.items
       .filter((c) => c.status?.allocation)
@@ -46,8 +257,29 @@ export function AssignmentsPage() {
   return (
     <section aria-labelledby="assignments-title">
       <h1 id="assignments-title">Assignments</h1>
-      <p>Every allocated ResourceClaim, live: its devices, node and the pods using it.</p>
+      <p>
+        Every allocated ResourceClaim, live: its devices, node and the pods using it; or per device,
+        who holds it now.
+      </p>
       <div className="toolbar">
+        <div role="group" aria-label="View" className="segmented">
+          <button
+            type="button"
+            className={view === 'claim' ? '' : 'secondary'}
+            aria-pressed={view === 'claim'}
+            onClick={() => setView('claim')}
+          >
+            By claim
+          </button>
+          <button
+            type="button"
+            className={view === 'device' ? '' : 'secondary'}
+            aria-pressed={view === 'device'}
+            onClick={() => setView('device')}
+          >
+            By device
+          </button>
+        </div>
         <label htmlFor="assignments-filter">Filter</label>
         <input
           id="assignments-filter"
@@ -56,13 +288,24 @@ export function AssignmentsPage() {
           value={filter}
           onChange={(e) => setFilter(e.target.value)}
         />
-        <span className="muted" data-testid="assignment-count">
-          {rows.length} allocated claims
-        </span>
+        {view === 'claim' && (
+          <span className="muted" data-testid="assignment-count">
+            {rows.length} allocated claims
+          </span>
+        )}
       </div>
-      <LoadState loaded={claims.loaded} error={claims.error} />
-      {claims.loaded && rows.length === 0 && <p>No claim is allocated.</p>}
-      {rows.length > 0 && (
+      <LoadState loaded={claims.loaded} error={claims.error || slices.error} />
+      {view === 'device' && claims.loaded && (
+        <ByDevice
+          devices={deviceList}
+          claims={claims.items}
+          allocations={allocations}
+          log={log}
+          filter={filter}
+        />
+      )}
+      {view === 'claim' && claims.loaded && rows.length === 0 && <p>No claim is allocated.</p>}
+      {view === 'claim' && rows.length > 0 && (
         <table>
           <thead>
             <tr>
@@ -123,7 +366,9 @@ export function AssignmentsPage() {
           </tbody>
         </table>
       )}
-      <ShowMore shown={Math.min(limit, rows.length)} total={rows.length} onMore={more} />
+      {view === 'claim' && (
+        <ShowMore shown={Math.min(limit, rows.length)} total={rows.length} onMore={more} />
+      )}
     </section>
   );
 }

@@ -261,15 +261,17 @@ export function ClassEditorPage({ name }: { name?: string }) {
   // preview (DeviceMatchReview, problems with positions and the matching devices), debounced.
   useEffect(() => {
     if (!seeded) return;
-    const abort = new AbortController();
+    // A newer edit supersedes this check: its answers are dropped rather than its requests
+    // aborted: an aborted request reads as a failure (the next edit or leaving the page did it).
+    const superseded = new AbortController();
     const timer = window.setTimeout(async () => {
       const expressions = selectors.map((s) => s.expression);
       const [review, validation] = await Promise.allSettled([
-        reviewMatches({ selectors: expressions.length ? expressions : ['true'], limit: 50 }, abort.signal),
+        reviewMatches({ selectors: expressions.length ? expressions : ['true'], limit: 50 }),
         // A dry run needs the write permission itself: without it only the preview runs.
-        className && canSave.allowed ? write(true, abort.signal) : Promise.resolve(null),
+        className && canSave.allowed ? write(true) : Promise.resolve(null),
       ]);
-      if (abort.signal.aborted) return;
+      if (superseded.signal.aborted) return;
       if (review.status === 'fulfilled') {
         setPreview(review.value);
         setPreviewError('');
@@ -286,7 +288,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
       }
     }, DEBOUNCE_MS);
     return () => {
-      abort.abort();
+      superseded.abort();
       window.clearTimeout(timer);
     };
   }, [object, seeded, canSave.allowed]); // eslint-disable-line
