@@ -14,7 +14,7 @@ namespace qm {
 // (tests/lint/thread_safety.sh) compiles src/ and server/ with -Wthread-safety -Werror.
 //
 // These are std::mutex and std::condition_variable with the capability annotations that clang
-// checks, and nothing more. qm::Mutex carries the same annotations, but the abseil Debian 12
+// checks, and nothing more. absl::Mutex carries the same annotations, but the abseil Debian 12
 // ships (20220623) is built without NDEBUG: every qm::Mutex acquisition goes through its
 // deadlock detector (about 4x the cost of std::mutex, under a process-wide graph lock) and the
 // process aborts the first time two mutexes have been taken in both orders; and absl::CondVar
