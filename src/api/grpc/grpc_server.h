@@ -34,8 +34,11 @@ struct GrpcServerOptions {
   std::chrono::milliseconds keepalive_time{30000};
   std::chrono::milliseconds keepalive_timeout{10000};
   std::chrono::milliseconds min_client_ping_interval{10000};
-  // Threads serving unary calls (they may wait on the database).
-  int max_threads = 64;
+  // Threads serving unary calls (they wait on the database pool). Past this gRPC answers
+  // RESOURCE_EXHAUSTED at once, so it is sized for bursts: a batch of bindings makes every node
+  // in it report at the same moment (bench/run_fleet.sh: 200 nodes already exhausted 64). Idle
+  // threads cost address space, not memory; the work itself is bounded by the database pool.
+  int max_threads = 1024;
 };
 
 class GrpcServer {
