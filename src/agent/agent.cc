@@ -184,6 +184,31 @@ class Agent::Session {
   }
   const std::string& node() const { return agent_.options_.node_name; }
 
+  // Makes a unary call (`call(ctx)` on a fresh context each time). A call the server turned
+  // away for load (RESOURCE_EXHAUSTED: all its threads busy, as in a burst of reports after a
+  // batch of bindings) is made again after 50 ms, 100 ms, ... up to 1 s (with jitter), for about
+  // 5 s in all, instead of ending the session; Cancel ends the wait.
+  template <typename Call>
+  absl::Status Unary(Call call) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::chrono::milliseconds delay(50);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      grpc::ClientContext ctx;
+      Setup(&ctx);
+      absl::Status st = FromGrpc(call(&ctx));
+      if (!absl::IsResourceExhausted(st)) return st;
+      const auto jitter = std::chrono::milliseconds(
+          std::chrono::steady_clock::now().time_since_epoch().count() % (delay.count() / 2 + 1));
+      const auto wake = std::chrono::steady_clock::now() + delay + jitter;
+      if (wake > give_up) return st;
+      qm::MutexLock lock(&mu_);
+      while (!cancelled_ && cv_.WaitUntil(&mu_, wake)) {
+      }
+      if (cancelled_) return st;
+      delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+    }
+  }
+
   absl::Status Register(const Inventory& inv);
   absl::Status Publish(const Inventory& inv);
   absl::Status ReportHealth(const Inventory& inv);
@@ -236,10 +261,9 @@ absl::Status Agent::Session::Register(const Inventory& inv) {
   for (const auto& [k, v] : inv.node_labels) (*req.mutable_labels())[k] = v;
   for (const auto& [k, v] : inv.node_capacity) (*req.mutable_capacity())[k] = v;
   *req.mutable_node_info() = SystemInfo();
-  grpc::ClientContext ctx;
-  Setup(&ctx);
   v1::RegisterResponse resp;
-  QM_RETURN_IF_ERROR(FromGrpc(stub_->Register(&ctx, req, &resp)));
+  QM_RETURN_IF_ERROR(
+      Unary([&](grpc::ClientContext* ctx) { return stub_->Register(ctx, req, &resp); }));
   if (resp.heartbeat_interval_seconds() > 0) {
     qm::MutexLock lock(&mu_);
     heartbeat_seconds_ = resp.heartbeat_interval_seconds();
@@ -253,10 +277,9 @@ absl::Status Agent::Session::Publish(const Inventory& inv) {
   req.set_node_name(node());
   req.set_driver(inv.driver);
   *req.add_pools() = PoolProto(inv, node());
-  grpc::ClientContext ctx;
-  Setup(&ctx);
   v1::PublishResourcesResponse resp;
-  QM_RETURN_IF_ERROR(FromGrpc(stub_->PublishResources(&ctx, req, &resp)));
+  QM_RETURN_IF_ERROR(
+      Unary([&](grpc::ClientContext* ctx) { return stub_->PublishResources(ctx, req, &resp); }));
   for (const auto& p : resp.pools()) {
     spdlog::info("published pool {} generation {} ({} slices{})", p.name(), p.generation(),
                  p.slice_names_size(), resp.changed() ? "" : ", unchanged");
@@ -290,10 +313,8 @@ absl::Status Agent::Session::ReportHealth(const Inventory& inv) {
       h->set_health(v1::HEALTH_HEALTHY);
     }
   }
-  grpc::ClientContext ctx;
-  Setup(&ctx);
   v1::ReportHealthResponse resp;
-  return FromGrpc(stub_->ReportHealth(&ctx, req, &resp));
+  return Unary([&](grpc::ClientContext* ctx) { return stub_->ReportHealth(ctx, req, &resp); });
 }
 
 absl::Status Agent::Session::ReportPrepared(const PreparedClaim& claim, const std::string& error) {
@@ -313,10 +334,9 @@ absl::Status Agent::Session::ReportPrepared(const PreparedClaim& claim, const st
     pd->set_share_id(d.share_id);
     for (const auto& id : d.cdi_device_ids) pd->add_cdi_device_ids(id);
   }
-  grpc::ClientContext ctx;
-  Setup(&ctx);
   v1::ReportPreparedResponse resp;
-  absl::Status st = FromGrpc(stub_->ReportPrepared(&ctx, req, &resp));
+  absl::Status st =
+      Unary([&](grpc::ClientContext* ctx) { return stub_->ReportPrepared(ctx, req, &resp); });
   if (!st.ok() && !Retryable(st)) {
     // Final: the claim moved on (the watch brings what to do next) or the report is refused.
     spdlog::warn("report of claim {}/{} refused: {}", claim.namespace_, claim.name, st.ToString());
@@ -334,10 +354,9 @@ absl::Status Agent::Session::ReportUnprepared(const UnpreparedClaim& claim,
   req.mutable_claim()->set_name(claim.name);
   req.mutable_claim()->set_uid(claim.uid);
   req.set_error(error);
-  grpc::ClientContext ctx;
-  Setup(&ctx);
   v1::ReportUnpreparedResponse resp;
-  absl::Status st = FromGrpc(stub_->ReportUnprepared(&ctx, req, &resp));
+  absl::Status st =
+      Unary([&](grpc::ClientContext* ctx) { return stub_->ReportUnprepared(ctx, req, &resp); });
   if (!st.ok() && !Retryable(st)) {
     spdlog::warn("unprepare report of claim {}/{} refused: {}", claim.namespace_, claim.name,
                  st.ToString());
