@@ -1,5 +1,6 @@
 #include "common/clock.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -48,8 +49,15 @@ bool ParseRfc3339(const std::string& text, std::chrono::system_clock::time_point
   tm.tm_hour = hour;
   tm.tm_min = min;
   tm.tm_sec = sec;
-  std::time_t secs = timegm(&tm) - offset;
-  *out = std::chrono::system_clock::from_time_t(secs);
+  const std::time_t secs = timegm(&tm) - offset;
+  // A time_point counts nanoseconds in 64 bits (about 292 years either side of 1970), and
+  // callers subtract parsed times from each other and from now. Kubernetes accepts years 0 to
+  // 9999, so times are clamped to 1900-01-01..2150-01-01 (250 years: no difference of two of
+  // them overflows) instead of overflowing (found by object_decode_fuzz: an Event with
+  // firstTimestamp in the year 1013, whose age the table printer computes).
+  constexpr std::time_t kLowest = -2208988800;  // 1900-01-01T00:00:00Z
+  constexpr std::time_t kHighest = 5680281600;  // 2150-01-01T00:00:00Z
+  *out = std::chrono::system_clock::from_time_t(std::clamp(secs, kLowest, kHighest));
   return true;
 }
 

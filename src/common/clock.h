@@ -25,7 +25,8 @@ class SystemClock final : public Clock {
 std::string FormatRfc3339(std::chrono::system_clock::time_point t);
 
 // Parses the RFC 3339 forms Kubernetes emits ("...Z", optional fraction, or a numeric offset).
-// Returns false when `text` is not a timestamp.
+// Returns false when `text` is not a timestamp. Times before 1900 or after 2150 are clamped to
+// those bounds (a time_point's nanoseconds would overflow; see clock.cc).
 bool ParseRfc3339(const std::string& text, std::chrono::system_clock::time_point* out);
 
 // A short human duration as the apiserver prints ages (apimachinery duration.HumanDuration):

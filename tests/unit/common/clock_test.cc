@@ -89,6 +89,19 @@ TEST(ClockTest, ParseRejectsNonTimestamps) {
   }
 }
 
+TEST(ClockTest, ParseClampsTimesTo1900Until2150) {
+  // Nanoseconds in 64 bits reach about 292 years either side of 1970 and ages subtract times;
+  // Kubernetes allows years 0-9999.
+  EXPECT_EQ(MustParse("1013-01-15T08:00:00Z"), At(-2208988800));
+  EXPECT_EQ(MustParse("0000-01-01T00:00:00Z"), At(-2208988800));
+  EXPECT_EQ(MustParse("9999-12-31T23:59:59Z"), At(5680281600));
+  EXPECT_EQ(MustParse("1900-01-01T00:00:01Z"), At(-2208988799));
+  EXPECT_EQ(MustParse("2149-12-31T23:59:59Z"), At(5680281599));
+  // The extremes are 250 years apart: their difference and their age from now fit.
+  EXPECT_GT(MustParse("9999-01-01T00:00:00Z") - MustParse("0001-01-01T00:00:00Z"),
+            system_clock::duration::zero());
+}
+
 // --- ShortHumanDuration (kubectl ages, apimachinery duration.HumanDuration) -------------------
 
 TEST(ClockTest, HumanDurationShowsSecondsBelowTwoMinutes) {
