@@ -140,11 +140,11 @@ class Fleet {
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one TCP connection per channel
       args.SetInt("qm.fleet.channel", i);
       args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
-      stubs_.push_back(v1::NodeAgent::NewStub(grpc::CreateCustomChannel(a.grpc_addr, creds, args)));
+      clients_.push_back(v1::NodeAgent::NewStub(grpc::CreateCustomChannel(a.grpc_addr, creds, args)));
     }
   }
 
-  v1::NodeAgent::Stub& Stub(int node) { return *stubs_[node % stubs_.size()]; }
+  v1::NodeAgent::Stub& Client(int node) { return *clients_[node % clients_.size()]; }
 
   void Prepare(grpc::ClientContext& ctx) const {
     ctx.AddMetadata("authorization", "Bearer " + a_.client.token);
@@ -164,7 +164,7 @@ class Fleet {
     v1::RegisterResponse resp;
     grpc::ClientContext ctx;
     Prepare(ctx);
-    return Stub(node).Register(&ctx, req, &resp);
+    return Client(node).Register(&ctx, req, &resp);
   }
 
   grpc::Status Publish(int node) {
@@ -193,7 +193,7 @@ class Fleet {
     v1::PublishResourcesResponse resp;
     grpc::ClientContext ctx;
     Prepare(ctx);
-    return Stub(node).PublishResources(&ctx, req, &resp);
+    return Client(node).PublishResources(&ctx, req, &resp);
   }
 
   grpc::Status Heartbeat(int node) {
@@ -202,7 +202,7 @@ class Fleet {
     v1::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     Prepare(ctx);
-    return Stub(node).Heartbeat(&ctx, req, &resp);
+    return Client(node).Heartbeat(&ctx, req, &resp);
   }
 
   // Heartbeats of every node every interval, evenly spread, until Stop.
@@ -286,7 +286,7 @@ class Fleet {
       ctx_.AddMetadata("authorization", "Bearer " + fleet->a_.client.token);
       req_.set_node_name(NodeName(node));
       req_.add_drivers(kDriver);
-      fleet->Stub(node).async()->WatchAssignments(&ctx_, &req_, this);
+      fleet->Client(node).async()->WatchAssignments(&ctx_, &req_, this);
       StartRead(&msg_);
       StartCall();
     }
@@ -389,7 +389,7 @@ class Fleet {
       std::lock_guard<std::mutex> lock(mu_);
       times_[uid] = {w.received, written, Clock::time_point{}};
     }
-    Stub(w.node).async()->ReportPrepared(&call->ctx, &call->req, &call->resp,
+    Client(w.node).async()->ReportPrepared(&call->ctx, &call->req, &call->resp,
                                          [this, call, uid](grpc::Status st) {
                                            if (!st.ok()) {
                                              ++report_failures_;
@@ -402,7 +402,7 @@ class Fleet {
   }
 
   const Args& a_;
-  std::vector<std::unique_ptr<v1::NodeAgent::Stub>> stubs_;
+  std::vector<std::unique_ptr<v1::NodeAgent::Stub>> clients_;
   std::atomic<bool> stop_{false};
   Clock::time_point hb_start_;
   std::atomic<long long> hb_next_{0};
