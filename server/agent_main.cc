@@ -19,6 +19,7 @@
 #include "agent/nvml_source.h"
 #include "agent/simulated_source.h"
 #include "common/logging.h"
+#include "common/process.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -75,16 +76,9 @@ std::string HostName() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // SIGINT and SIGTERM go to the signal thread below (sigwait). They are blocked before anything
-  // can start a thread: the real NVML starts threads of its own in nvmlInit, and a thread that
-  // does not block them would take SIGTERM with its default action (seen on an H200: systemd's
-  // stop killed the agent, exit 143, instead of stopping it).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // SIGINT and SIGTERM go to the signal thread below (sigwait), blocked before anything can
+  // start a thread (common/process.h).
+  sigset_t signals = qm::PrepareProcess();
   std::vector<std::string> args(argv + 1, argv + argc);
   std::map<std::string, std::string> flags;
   bool insecure = false;

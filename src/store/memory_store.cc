@@ -105,6 +105,7 @@ absl::StatusOr<model::Object> MemoryStore::Delete(const model::ResourceKey& key,
   objects_.erase(it);
   AppendLocked(model::EventType::kDeleted, last);
   if (key.resource == kClaims) ReleaseLocked(last.meta.uid);
+  if (key.resource == "nodes") node_leases_.erase(key.name);
   return last;
 }
 
@@ -210,6 +211,7 @@ absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction
       model::Object last = objects_[key];
       last.meta.resource_version = ++revision_;
       objects_.erase(key);
+      if (key.resource == "nodes") node_leases_.erase(key.name);
       AppendLocked(model::EventType::kDeleted, last);
       out.push_back(std::move(last));
       continue;
@@ -296,6 +298,22 @@ absl::StatusOr<int64_t> MemoryStore::PruneAllocationHistory(
   const size_t size = history_.size();
   std::erase_if(history_, [&](const AllocationEvent& e) { return e.time < before; });
   return static_cast<int64_t>(size - history_.size());
+}
+
+absl::Status MemoryStore::RenewNodeLeases(
+    const std::map<std::string, std::chrono::system_clock::time_point>& renewals) {
+  qm::MutexLock lock(&mu_);
+  for (const auto& [node, at] : renewals) {
+    auto [it, inserted] = node_leases_.try_emplace(node, at);
+    if (!inserted) it->second = std::max(it->second, at);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>>
+MemoryStore::NodeLeases() {
+  qm::MutexLock lock(&mu_);
+  return node_leases_;
 }
 
 absl::StatusOr<std::vector<DeviceClaim>> MemoryStore::ListDeviceClaims() {

@@ -42,6 +42,10 @@ class MemoryStore final : public Store {
       std::chrono::system_clock::time_point since) override;
   absl::StatusOr<int64_t> PruneAllocationHistory(
       std::chrono::system_clock::time_point before) override;
+  absl::Status RenewNodeLeases(
+      const std::map<std::string, std::chrono::system_clock::time_point>& renewals) override;
+  absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> NodeLeases()
+      override;
 
  private:
   void AppendLocked(model::EventType type, const model::Object& obj)
@@ -72,6 +76,7 @@ class MemoryStore final : public Store {
   // its first row brought them.
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<DeviceCharge>>
       counter_holds_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::chrono::system_clock::time_point> node_leases_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace qm::store

@@ -70,4 +70,13 @@ absl::StatusOr<int64_t> Store::PruneAllocationHistory(std::chrono::system_clock:
   return absl::UnimplementedError("this store keeps no allocation history");
 }
 
+absl::Status Store::RenewNodeLeases(
+    const std::map<std::string, std::chrono::system_clock::time_point>&) {
+  return absl::UnimplementedError("this store keeps no node leases");
+}
+
+absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> Store::NodeLeases() {
+  return absl::UnimplementedError("this store keeps no node leases");
+}
+
 }  // namespace qm::store

@@ -269,6 +269,15 @@ class Store {
       std::chrono::system_clock::time_point since);
   virtual absl::StatusOr<int64_t> PruneAllocationHistory(
       std::chrono::system_clock::time_point before);
+
+  // Node leases: when each node's agent was last heard, by whichever replica heard it, so that
+  // every replica's node monitor sees every heartbeat. RenewNodeLeases records a time per node
+  // (a lease only moves forward: an older time than the stored one changes nothing) in one
+  // statement; NodeLeases reads them all. A node's lease goes with the Node. Stores that keep
+  // none answer Unimplemented (a single server then judges by what it heard itself).
+  virtual absl::Status RenewNodeLeases(
+      const std::map<std::string, std::chrono::system_clock::time_point>& renewals);
+  virtual absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> NodeLeases();
 };
 
 }  // namespace qm::store

@@ -584,6 +584,58 @@ TEST_F(NodeAgentApiTest, HealthAndHeartbeats) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Two replicas on one database: the agent heartbeats to the first only. The second's node
+// monitor sees those heartbeats through the node leases and leaves the node alone; once the
+// heartbeats stop, it marks the node unreachable.
+TEST_F(NodeAgentApiTest, ReplicasSeeEachOthersHeartbeats) {
+  api::nodeapi::NodeAgentApiOptions quick;
+  quick.node_monitor_grace_period = std::chrono::milliseconds(800);
+  api::nodeapi::NodeAgentApi other(*objects_, *hub_, *router_, authorizer_, clock_, nullptr, quick);
+  RegisterNode("gpu-node-a", "node-a");
+  v1::HeartbeatRequest hb;
+  hb.set_node_name("gpu-node-a");
+  auto node_state = [&] {
+    json node = Get("/api/v1/nodes/gpu-node-a");
+    std::string ready;
+    for (const auto& c : node["status"]["conditions"]) {
+      if (c["type"] == "Ready") ready = c["status"];
+    }
+    int taints = 0;
+    for (const auto& t : node["spec"].value("taints", json::array())) {
+      if (t["key"] == api::nodeapi::kUnreachableTaint) ++taints;
+    }
+    return ready + " " + std::to_string(taints);
+  };
+  ASSERT_EQ(node_state(), "True 0");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(Call(&v1::NodeAgent::Stub::Heartbeat, "node-a", hb).ok());
+    ASSERT_TRUE(agent_api_->FlushHeartbeats().ok());  // the first replica's monitor pass
+    auto changed = other.MonitorNodesOnce();
+    ASSERT_TRUE(changed.ok()) << changed.status();
+    EXPECT_EQ(*changed, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(node_state(), "True 0");
+  // Quiet for longer than the grace period: the second replica marks it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  auto changed = other.MonitorNodesOnce();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, 1);
+  EXPECT_EQ(node_state(), "Unknown 2");
+  // A heartbeat to the first replica, and the second takes the taints off again.
+  ASSERT_TRUE(Call(&v1::NodeAgent::Stub::Heartbeat, "node-a", hb).ok());
+  ASSERT_TRUE(agent_api_->FlushHeartbeats().ok());
+  changed = other.MonitorNodesOnce();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(node_state(), "True 0");
+  // Deleting the Node drops its lease.
+  ASSERT_EQ(Rest("DELETE", "/api/v1/nodes/gpu-node-a").code, 200);
+  auto leases = store_->NodeLeases();
+  ASSERT_TRUE(leases.ok()) << leases.status();
+  EXPECT_FALSE(leases->contains("gpu-node-a"));
+}
+
 TEST_F(NodeAgentApiTest, OversizedMessagesAreRefused) {
   v1::PublishResourcesRequest req = Publish("gpu-node-a", 1);
   (*req.mutable_pools(0)->mutable_slices(0)->mutable_devices(0)->mutable_attributes())["big"]

@@ -381,6 +381,22 @@ TEST(PgStoreTest, UpgradeFromBeforeEnforcedLimitsRebuildsDeviceUsage) {
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_allocations")[0].as<int>(), 0);
 }
 
+TEST(PgStoreTest, NodeLeasesOnlyMoveForward) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  auto store = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(store.ok()) << store.status();
+  using std::chrono::microseconds;
+  const std::chrono::system_clock::time_point t0(microseconds(1'800'000'000'123'456));
+  ASSERT_TRUE((*store)->RenewNodeLeases({{"a", t0}, {"b\"q", t0 + microseconds(5)}}).ok());
+  ASSERT_TRUE((*store)->RenewNodeLeases({{"a", t0 - microseconds(1)}}).ok());  // older: kept
+  ASSERT_TRUE((*store)->RenewNodeLeases({{"b\"q", t0 + microseconds(9)}}).ok());
+  auto leases = (*store)->NodeLeases();
+  ASSERT_TRUE(leases.ok()) << leases.status();
+  EXPECT_EQ(*leases, (std::map<std::string, std::chrono::system_clock::time_point>{
+                         {"a", t0}, {"b\"q", t0 + microseconds(9)}}));
+}
+
 // The allocation history's triggers look up the claim of each ledger row they record. The
 // ledger's claim_uid is COLLATE "C" and objects.uid is not: compared as they are, the lookup
 // cannot use the objects_uid index and every ledger insert and release scanned the whole

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_join.h"
@@ -402,6 +403,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
         qm::MutexLock lock(&mu_);
         ready_written_[node] = std::chrono::steady_clock::now();
         last_heard_[node] = clock_.Now();
+        if (leases_kept_) unflushed_[node] = last_heard_[node];
       }
       v1::RegisterResponse resp;
       resp.set_node_uid(created->meta.uid);
@@ -421,6 +423,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
       qm::MutexLock lock(&mu_);
       ready_written_[node] = std::chrono::steady_clock::now();
       last_heard_[node] = clock_.Now();
+      if (leases_kept_) unflushed_[node] = last_heard_[node];
     }
     const model::Object& now = written->has_value() ? **written : *existing;
     v1::RegisterResponse resp;
@@ -1174,13 +1177,26 @@ absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& call
     if (!cached.has_value()) {
       write = true;
     } else {
-      json body = json::parse(cached->body, nullptr, false);
-      const json& conditions = At(At(body, "status"), "conditions");
-      bool ready = false;
-      for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
-        if (Str(conditions[i], "type") == "Ready") ready = Str(conditions[i], "status") == "True";
+      const int64_t rv = cached->meta.resource_version;
+      std::optional<bool> ready;
+      {
+        qm::MutexLock lock(&mu_);
+        auto it = ready_seen_.find(node);
+        if (it != ready_seen_.end() && it->second.first == rv) ready = it->second.second;
       }
-      write = !ready;
+      if (!ready.has_value()) {
+        json body = json::parse(cached->body, nullptr, false);
+        const json& conditions = At(At(body, "status"), "conditions");
+        ready = false;
+        for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+          if (Str(conditions[i], "type") == "Ready") {
+            ready = Str(conditions[i], "status") == "True";
+          }
+        }
+        qm::MutexLock lock(&mu_);
+        ready_seen_[node] = {rv, *ready};
+      }
+      write = !*ready;
     }
   }
   if (write) {
@@ -1207,8 +1223,34 @@ void NodeAgentApi::StopNodeMonitor() {
 }
 
 void NodeAgentApi::NoteHeard(const std::string& node) {
+  const auto now = clock_.Now();
   qm::MutexLock lock(&mu_);
-  last_heard_[node] = clock_.Now();
+  last_heard_[node] = now;
+  if (leases_kept_) unflushed_[node] = now;
+}
+
+absl::Status NodeAgentApi::FlushHeartbeats() {
+  std::map<std::string, std::chrono::system_clock::time_point> batch;
+  {
+    qm::MutexLock lock(&mu_);
+    batch.swap(unflushed_);
+  }
+  if (batch.empty()) return absl::OkStatus();
+  absl::Status st = objects_.store().RenewNodeLeases(batch);
+  qm::MutexLock lock(&mu_);
+  if (absl::IsUnimplemented(st)) {
+    leases_kept_ = false;  // this server alone hears its nodes
+    unflushed_.clear();
+    return absl::OkStatus();
+  }
+  if (!st.ok()) {
+    // Kept for the next flush (a later heartbeat of the same node wins).
+    for (auto& [node, at] : batch) {
+      auto [it, inserted] = unflushed_.try_emplace(node, at);
+      if (!inserted) it->second = std::max(it->second, at);
+    }
+  }
+  return st;
 }
 
 void NodeAgentApi::StartNodeMonitor() {
@@ -1235,6 +1277,24 @@ void NodeAgentApi::StartNodeMonitor() {
 }
 
 absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
+  if (auto st = FlushHeartbeats(); !st.ok()) {
+    spdlog::warn("node monitor: cannot write node leases: {}", st.ToString());
+  }
+  // What other replicas heard. Unreadable: judge by what this server heard (and say so).
+  std::map<std::string, std::chrono::system_clock::time_point> leases;
+  bool kept;
+  {
+    qm::MutexLock lock(&mu_);
+    kept = leases_kept_;
+  }
+  if (kept) {
+    auto read = objects_.store().NodeLeases();
+    if (read.ok()) {
+      leases = std::move(*read);
+    } else if (!absl::IsUnimplemented(read.status())) {
+      spdlog::warn("node monitor: cannot read node leases: {}", read.status().ToString());
+    }
+  }
   service::ListRequest request;
   request.store.resource = "nodes";
   QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(request));
@@ -1250,25 +1310,45 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
   for (const model::Object& node : list.items) {
     const std::string& name = node.meta.name;
     present.insert(name);
-    const json obj = FromObject(NodeType(), node);
-    std::string ready_status, ready_reason;
-    const json& conditions = At(At(obj, "status"), "conditions");
-    for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
-      if (Str(conditions[i], "type") != "Ready") continue;
-      ready_status = Str(conditions[i], "status");
-      ready_reason = Str(conditions[i], "reason");
+    // What the monitor reads of a node, decoded once per resourceVersion.
+    MonitoredNode seen;
+    bool known = false;
+    {
+      qm::MutexLock lock(&mu_);
+      auto it = monitored_.find(name);
+      if (it != monitored_.end() && it->second.resource_version == node.meta.resource_version) {
+        seen = it->second;
+        known = true;
+      }
     }
+    if (!known) {
+      const json obj = FromObject(NodeType(), node);
+      seen.resource_version = node.meta.resource_version;
+      const json& conditions = At(At(obj, "status"), "conditions");
+      for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+        if (Str(conditions[i], "type") != "Ready") continue;
+        seen.ready_status = Str(conditions[i], "status");
+        seen.ready_reason = Str(conditions[i], "reason");
+      }
+      const json& taints = At(At(obj, "spec"), "taints");
+      for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
+        if (Str(taints[i], "key") == kUnreachableTaint) ++seen.tainted;
+      }
+      qm::MutexLock lock(&mu_);
+      monitored_[name] = seen;
+    }
+    const std::string& ready_status = seen.ready_status;
+    const std::string& ready_reason = seen.ready_reason;
     if (ready_reason != kAgentReadyReason && ready_reason != kNodeStatusUnknownReason) continue;
-    int tainted = 0;  // unreachable taints: NoSchedule and NoExecute make 2
-    const json& taints = At(At(obj, "spec"), "taints");
-    for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
-      if (Str(taints[i], "key") == kUnreachableTaint) ++tainted;
-    }
+    const int tainted = seen.tainted;  // unreachable taints: NoSchedule and NoExecute make 2
     std::chrono::system_clock::time_point heard;
     {
       qm::MutexLock lock(&mu_);
       auto [it, inserted] = last_heard_.try_emplace(name, now);
       heard = it->second;
+    }
+    if (auto lease = leases.find(name); lease != leases.end()) {
+      heard = std::max(heard, lease->second);
     }
     const bool stale = now - heard >= options_.node_monitor_grace_period;
     if (stale && tainted >= 2 && ready_status == "Unknown") continue;  // already marked
@@ -1339,6 +1419,8 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
   }
   qm::MutexLock lock(&mu_);
   std::erase_if(last_heard_, [&](const auto& e) { return !present.contains(e.first); });
+  std::erase_if(ready_seen_, [&](const auto& e) { return !present.contains(e.first); });
+  std::erase_if(monitored_, [&](const auto& e) { return !present.contains(e.first); });
   return changed;
 }
 

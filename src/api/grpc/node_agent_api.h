@@ -45,9 +45,10 @@ struct NodeAgentApiOptions {
   // What Register and Heartbeat tell agents (HeartbeatResponse.heartbeat_interval_seconds).
   int heartbeat_interval_seconds = 10;
   // A heartbeat writes the Node's Ready condition when it is not True, and otherwise refreshes
-  // its lastHeartbeatTime at most this often: heartbeats of thousands of nodes cost memory
-  // updates, not database writes.
-  std::chrono::seconds heartbeat_write_interval{60};
+  // its lastHeartbeatTime at most this often (Kubernetes' nodeStatusReportFrequency, 5 minutes):
+  // liveness travels in node leases (store::Store::RenewNodeLeases), written for all nodes at
+  // once, so heartbeats of thousands of nodes cost memory updates, not a write per Node.
+  std::chrono::seconds heartbeat_write_interval{300};
   // The node monitor (StartNodeMonitor): an agent's node without a heartbeat for this long
   // becomes Ready=Unknown with the node.kubernetes.io/unreachable taints (--node-monitor-grace-
   // period).
@@ -102,12 +103,17 @@ class NodeAgentApi {
 
   // Node lifecycle, as Kubernetes' node lifecycle controller: a node is monitored once an agent
   // posted its Ready condition (reason AgentReady; nodes made by hand through REST never are).
-  // One without a heartbeat (or Register) for node_monitor_grace_period, counted from when this
-  // server first saw it if it has not heard from it since it started, gets Ready=Unknown
+  // One without a heartbeat (or Register) for node_monitor_grace_period, heard by this server or
+  // by another replica (node leases), counted from when this server first saw it if nobody has
+  // heard from it since, gets Ready=Unknown
   // (NodeStatusUnknown) and the taints node.kubernetes.io/unreachable NoSchedule and NoExecute
   // (timeAdded now; the scheduler evicts pods that do not tolerate it). Once it heartbeats again
-  // the taints go (Heartbeat sets Ready=True). Returns how many nodes it changed.
+  // the taints go (Heartbeat sets Ready=True). Each pass first writes the heartbeats heard since
+  // the last one as node leases (FlushHeartbeats). Returns how many nodes it changed.
   absl::StatusOr<int> MonitorNodesOnce();
+  // Writes the heartbeats heard since the last flush as node leases, in one statement. What
+  // cannot be written is kept for the next flush.
+  absl::Status FlushHeartbeats();
   // Runs MonitorNodesOnce every grace period / 4 (between 100 ms and 5 s) until
   // StopNodeMonitor or destruction.
   void StartNodeMonitor();
@@ -153,6 +159,21 @@ class NodeAgentApi {
   std::map<std::string, std::chrono::steady_clock::time_point> ready_written_ ABSL_GUARDED_BY(mu_);
   // When each node was last heard from (Register, Heartbeat), or first seen by the monitor.
   std::map<std::string, std::chrono::system_clock::time_point> last_heard_ ABSL_GUARDED_BY(mu_);
+  // Heard since the last FlushHeartbeats: the node leases to renew.
+  std::map<std::string, std::chrono::system_clock::time_point> unflushed_ ABSL_GUARDED_BY(mu_);
+  // Whether the store keeps node leases (false after it answered Unimplemented).
+  bool leases_kept_ ABSL_GUARDED_BY(mu_) = true;
+  // The Ready status each node's cached object had at a resourceVersion, so that a heartbeat
+  // decodes a Node only when it changed.
+  std::map<std::string, std::pair<int64_t, bool>> ready_seen_ ABSL_GUARDED_BY(mu_);
+  // What the node monitor read of each node at a resourceVersion (its Ready condition and how
+  // many unreachable taints it has), so that a pass decodes only the nodes that changed.
+  struct MonitoredNode {
+    int64_t resource_version = 0;
+    std::string ready_status, ready_reason;
+    int tainted = 0;
+  };
+  std::map<std::string, MonitoredNode> monitored_ ABSL_GUARDED_BY(mu_);
   void NoteHeard(const std::string& node);
 
   qm::CondVar monitor_wake_;

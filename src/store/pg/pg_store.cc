@@ -959,6 +959,35 @@ absl::StatusOr<int64_t> PgStore::PruneAllocationHistory(
   });
 }
 
+absl::Status PgStore::RenewNodeLeases(
+    const std::map<std::string, std::chrono::system_clock::time_point>& renewals) {
+  if (renewals.empty()) return absl::OkStatus();
+  std::vector<std::string> names, micros;
+  for (const auto& [name, at] : renewals) {
+    names.push_back(name);
+    micros.push_back(std::to_string(Micros(at)));
+  }
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::Status {
+    pqxx::work tx(c);
+    tx.exec_params0(queries::kRenewNodeLeases, TextArray(names), TextArray(micros));
+    tx.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> PgStore::NodeLeases() {
+  using Leases = std::map<std::string, std::chrono::system_clock::time_point>;
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Leases> {
+    pqxx::nontransaction tx(c);
+    Leases out;
+    for (const auto& row : tx.exec(queries::kNodeLeases)) {
+      out[row[0].as<std::string>()] =
+          std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
+    }
+    return out;
+  });
+}
+
 absl::Status Migrate(const std::string& url) {
   try {
     pqxx::connection c(url);

@@ -52,6 +52,10 @@ class PgStore final : public Store {
   absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before) override;
   absl::StatusOr<AllocationHistory> ReadAllocationHistory(
       std::chrono::system_clock::time_point since) override;
+  absl::Status RenewNodeLeases(
+      const std::map<std::string, std::chrono::system_clock::time_point>& renewals) override;
+  absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> NodeLeases()
+      override;
   absl::StatusOr<int64_t> PruneAllocationHistory(
       std::chrono::system_clock::time_point before) override;
 

@@ -200,4 +200,18 @@ inline constexpr char kPruneAllocationHistory[] = R"sql(
 DELETE FROM allocation_history WHERE at < 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
 )sql";
 
+// Node leases (migrations/0008): names in order, so that replicas renewing the same nodes at
+// once take the row locks in the same order. Times are microseconds since the epoch.
+inline constexpr char kRenewNodeLeases[] = R"sql(
+INSERT INTO node_leases AS l (name, renewed_at)
+SELECT u.name, 'epoch'::timestamptz + u.micros * interval '1 microsecond'
+FROM unnest($1::text[], $2::bigint[]) AS u(name, micros)
+ON CONFLICT (name) DO UPDATE SET renewed_at = greatest(l.renewed_at, excluded.renewed_at)
+)sql";
+
+inline constexpr char kNodeLeases[] = R"sql(
+SELECT name, ((extract(epoch FROM renewed_at - 'epoch'::timestamptz)) * 1000000)::bigint
+FROM node_leases
+)sql";
+
 }  // namespace qm::store::pg::queries
