@@ -31,9 +31,11 @@
 #include "common/clock.h"
 #include "common/id_generator.h"
 #include "common/logging.h"
+#include "common/process.h"
 #include "config/options.h"
 #include "service/audit_log.h"
 #include "service/authorizer.h"
+#include "service/history_pruner.h"
 #include "service/object_service.h"
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
@@ -179,13 +181,9 @@ int main(int argc, char** argv) {
   RaiseDescriptorLimit();
   qm::api::SetDefaultTolerationSeconds(options->default_unreachable_toleration_seconds);
 
-  // Handle SIGINT/SIGTERM synchronously in main; every other thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // SIGINT/SIGTERM are handled synchronously in main (sigwait below); every other thread
+  // inherits the mask.
+  sigset_t signals = qm::PrepareProcess();
 
   std::unique_ptr<qm::store::pg::EmbeddedPostgres> embedded;
   std::string url = options->database_url;
@@ -304,6 +302,9 @@ int main(int argc, char** argv) {
   // Audit: changes commit with their records; denials are written by this log's thread.
   qm::service::AuditLog audit(**store, std::chrono::seconds(options->audit_retention_seconds));
   audit.Start();
+  qm::service::HistoryPruner history_pruner(
+      **store, clock, std::chrono::seconds(options->allocation_history_retention_seconds));
+  history_pruner.Start();
 
   // The web UI: an explicit --web-root must load; the default is used when it was built.
   std::unique_ptr<const qm::api::StaticFiles> web_files;
@@ -410,6 +411,7 @@ int main(int argc, char** argv) {
   hub.Stop();
   server.Shutdown();
   audit.Stop();
+  history_pruner.Stop();
   store->reset();
   if (embedded) {
     if (auto st = embedded->Stop(); !st.ok()) spdlog::warn("{}", std::string(st.message()));

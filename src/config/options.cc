@@ -38,6 +38,26 @@ absl::Status ParseBool(const std::string& name, const std::string& v, bool* out)
   return absl::OkStatus();
 }
 
+// A retention: <n>d, <n>h or <n>m (n >= 1), or 0 for forever.
+absl::Status ParseRetention(const std::string& name, const std::string& v, int64_t* seconds) {
+  if (v == "0") {
+    *seconds = 0;
+    return absl::OkStatus();
+  }
+  int64_t n = 0;
+  int64_t unit = 0;
+  if (!v.empty()) {
+    unit = v.back() == 'd' ? 86400 : v.back() == 'h' ? 3600 : v.back() == 'm' ? 60 : 0;
+  }
+  if (unit == 0 || !absl::SimpleAtoi(v.substr(0, v.size() - 1), &n) || n < 1 ||
+      n > 100LL * 365 * 86400 / unit) {
+    return absl::InvalidArgumentError(
+        name + ": want a duration like 30d, 720h or 90m (or 0), got \"" + v + "\"");
+  }
+  *seconds = n * unit;
+  return absl::OkStatus();
+}
+
 absl::Status CheckAddress(const std::string& name, const std::string& v) {
   auto colon = v.rfind(':');
   int64_t port;
@@ -158,22 +178,14 @@ const std::vector<Setting>& Settings() {
        }},
       {"audit-retention", "how long audit records are kept: <n>d, <n>h, <n>m or 0 (forever)",
        [](ServerOptions& o, const std::string& v) {
-         int64_t n = 0;
-         int64_t unit = 0;
-         if (v == "0") {
-           o.audit_retention_seconds = 0;
-           return absl::OkStatus();
-         }
-         if (!v.empty()) {
-           unit = v.back() == 'd' ? 86400 : v.back() == 'h' ? 3600 : v.back() == 'm' ? 60 : 0;
-         }
-         if (unit == 0 || !absl::SimpleAtoi(v.substr(0, v.size() - 1), &n) || n < 1) {
-           return absl::InvalidArgumentError(
-               "--audit-retention: want a duration like 30d, 720h or 90m (or 0), got \"" + v +
-               "\"");
-         }
-         o.audit_retention_seconds = n * unit;
-         return absl::OkStatus();
+         return ParseRetention("--audit-retention", v, &o.audit_retention_seconds);
+       }},
+      {"allocation-history-retention",
+       "how long the allocation history behind the utilization charts is kept: <n>d, <n>h, <n>m "
+       "or 0 (forever)",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseRetention("--allocation-history-retention", v,
+                               &o.allocation_history_retention_seconds);
        }},
       {"node-monitor-grace-period",
        "how long an agent's node may go without a heartbeat before it is Ready=Unknown and "
@@ -295,6 +307,7 @@ std::string ServerHelp() {
       {"token-auth-file", "(none)"},
       {"web-root", "(../web next to the binary)"},
       {"audit-retention", "30d"},
+      {"allocation-history-retention", "30d"},
       {"node-monitor-grace-period", "40s"},
       {"default-unreachable-toleration-seconds",
        std::to_string(defaults.default_unreachable_toleration_seconds)},

@@ -38,6 +38,9 @@ struct ServerOptions {
   std::string web_root;
   // How long audit records are kept (0: forever).
   int64_t audit_retention_seconds = 30LL * 24 * 3600;
+  // How long the allocation history (utilization charts, per-device history) is kept (0:
+  // forever).
+  int64_t allocation_history_retention_seconds = 30LL * 24 * 3600;
   int max_requests_inflight = 400;
   int max_connections = 20000;
   // Node lifecycle (Kubernetes' node lifecycle controller and DefaultTolerationSeconds

@@ -55,6 +55,24 @@ TEST(OptionsTest, DefaultsWithoutFileEnvOrFlags) {
   EXPECT_EQ(o.watch_history, 100000);
 }
 
+TEST(OptionsTest, RetentionsTakeDaysHoursMinutesOrZero) {
+  ServerOptions o = MustLoad({});
+  EXPECT_EQ(o.audit_retention_seconds, 30 * 86400);
+  EXPECT_EQ(o.allocation_history_retention_seconds, 30 * 86400);
+  o = MustLoad({"--audit-retention=12h", "--allocation-history-retention=90m"});
+  EXPECT_EQ(o.audit_retention_seconds, 12 * 3600);
+  EXPECT_EQ(o.allocation_history_retention_seconds, 90 * 60);
+  o = MustLoad({"--allocation-history-retention=0"}, {"QM_AUDIT_RETENTION=7d"});
+  EXPECT_EQ(o.allocation_history_retention_seconds, 0);
+  EXPECT_EQ(o.audit_retention_seconds, 7 * 86400);
+  for (const char* bad : {"5x", "d", "0d", "-1d", "1.5d", "99999999999d"}) {
+    EXPECT_EQ(Msg(LoadError({std::string("--allocation-history-retention=") + bad})),
+              std::string("--allocation-history-retention: want a duration like 30d, 720h or "
+                          "90m (or 0), got \"") +
+                  bad + "\"");
+  }
+}
+
 TEST(OptionsTest, FlagsWithEqualsSetEveryOption) {
   ServerOptions o =
       MustLoad({"--http-addr=0.0.0.0:0", "--grpc-addr=[::1]:9000", "--data-dir=/var/lib/qm",
