@@ -323,8 +323,9 @@ std::vector<model::PolicyRule> ViewRules() {
   }
   // The device-match preview and the utilization history (api/rest/admin_api.h) show only
   // devices, claims and counts that view reads.
-  rules.push_back(Rule({"create"}, {"admin.quartermaster.io"},
-                       {"devicematchreviews", "utilizationhistoryreviews"}));
+  rules.push_back(
+      Rule({"create"}, {"admin.quartermaster.io"},
+           {"devicematchreviews", "utilizationhistoryreviews", "deviceallocationhistoryreviews"}));
   return rules;
 }
 

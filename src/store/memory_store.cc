@@ -292,6 +292,21 @@ absl::StatusOr<AllocationHistory> MemoryStore::ReadAllocationHistory(
   return out;
 }
 
+absl::StatusOr<AllocationHistory> MemoryStore::ReadDeviceHistory(
+    const std::string& driver, const std::string& pool, const std::string& device,
+    std::chrono::system_clock::time_point since, int64_t limit, bool* truncated) {
+  QM_ASSIGN_OR_RETURN(AllocationHistory all, ReadAllocationHistory(since));
+  auto other = [&](const AllocationRecord& r) {
+    return r.driver != driver || r.pool != pool || r.device != device;
+  };
+  std::erase_if(all.current, other);
+  std::erase_if(all.events, [&](const AllocationEvent& e) { return other(e.row); });
+  std::reverse(all.events.begin(), all.events.end());
+  *truncated = static_cast<int64_t>(all.events.size()) > limit;
+  if (*truncated) all.events.resize(static_cast<size_t>(limit));
+  return all;
+}
+
 absl::StatusOr<int64_t> MemoryStore::PruneAllocationHistory(
     std::chrono::system_clock::time_point before) {
   qm::MutexLock lock(&mu_);

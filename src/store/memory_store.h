@@ -42,6 +42,11 @@ class MemoryStore final : public Store {
       std::chrono::system_clock::time_point since) override;
   absl::StatusOr<int64_t> PruneAllocationHistory(
       std::chrono::system_clock::time_point before) override;
+  absl::StatusOr<AllocationHistory> ReadDeviceHistory(const std::string& driver,
+                                                      const std::string& pool,
+                                                      const std::string& device,
+                                                      std::chrono::system_clock::time_point since,
+                                                      int64_t limit, bool* truncated) override;
   absl::Status RenewNodeLeases(
       const std::map<std::string, std::chrono::system_clock::time_point>& renewals) override;
   absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> NodeLeases()

@@ -70,6 +70,13 @@ absl::StatusOr<int64_t> Store::PruneAllocationHistory(std::chrono::system_clock:
   return absl::UnimplementedError("this store keeps no allocation history");
 }
 
+absl::StatusOr<AllocationHistory> Store::ReadDeviceHistory(const std::string&, const std::string&,
+                                                           const std::string&,
+                                                           std::chrono::system_clock::time_point,
+                                                           int64_t, bool*) {
+  return absl::UnimplementedError("this store keeps no allocation history");
+}
+
 absl::Status Store::RenewNodeLeases(
     const std::map<std::string, std::chrono::system_clock::time_point>&) {
   return absl::UnimplementedError("this store keeps no node leases");

@@ -269,6 +269,11 @@ class Store {
       std::chrono::system_clock::time_point since);
   virtual absl::StatusOr<int64_t> PruneAllocationHistory(
       std::chrono::system_clock::time_point before);
+  // One device's part of it: the ledger rows holding the device now and its changes after
+  // `since`, newest first, at most `limit` of them (`*truncated` set when there were more).
+  virtual absl::StatusOr<AllocationHistory> ReadDeviceHistory(
+      const std::string& driver, const std::string& pool, const std::string& device,
+      std::chrono::system_clock::time_point since, int64_t limit, bool* truncated);
 
   // Node leases: when each node's agent was last heard, by whichever replica heard it, so that
   // every replica's node monitor sees every heartbeat. RenewNodeLeases records a time per node

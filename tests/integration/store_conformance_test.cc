@@ -447,6 +447,58 @@ TYPED_TEST(StoreConformanceTest, AllocationHistoryRecordsEveryLedgerChangeWithIt
   EXPECT_EQ(rest->current.size(), 2u);
 }
 
+TYPED_TEST(StoreConformanceTest, DeviceHistoryIsOneDevicesChangesNewestFirst) {
+  const auto before = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  ASSERT_TRUE(this->store_->Commit(Transaction{{}, {Row("dev-0", "uid-1")}, {}}).ok());
+  ASSERT_TRUE(this->store_->Commit(Transaction{{}, {Row("dev-1", "uid-2")}, {}}).ok());
+  Transaction swap;
+  swap.release_claims.push_back("uid-1");
+  swap.claim_devices.push_back(Row("dev-0", "uid-3"));
+  ASSERT_TRUE(this->store_->Commit(swap).ok());
+  bool truncated = true;
+  auto h =
+      this->store_->ReadDeviceHistory("gpu.example.com", "pool-a", "dev-0", before, 10, &truncated);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_FALSE(truncated);
+  ASSERT_EQ(h->current.size(), 1u);
+  EXPECT_EQ(h->current[0].claim_uid, "uid-3");
+  std::vector<std::string> events;
+  for (const auto& e : h->events) {
+    events.push_back(absl::StrCat(e.delta > 0 ? "+" : "-", e.row.device, ":", e.row.claim_uid));
+  }
+  // The release and the new allocation commit together: either order within the transaction.
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ((std::set<std::string>{events[0], events[1]}),
+            (std::set<std::string>{"-dev-0:uid-1", "+dev-0:uid-3"}));
+  EXPECT_EQ(events[2], "+dev-0:uid-1");
+  auto two =
+      this->store_->ReadDeviceHistory("gpu.example.com", "pool-a", "dev-0", before, 2, &truncated);
+  ASSERT_TRUE(two.ok());
+  EXPECT_TRUE(truncated);
+  EXPECT_EQ(two->events.size(), 2u);
+  auto none =
+      this->store_->ReadDeviceHistory("gpu.example.com", "pool-a", "dev-9", before, 10, &truncated);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->events.empty() && none->current.empty());
+}
+
+TYPED_TEST(StoreConformanceTest, NodeLeasesMoveForwardAndGoWithTheNode) {
+  const auto t0 = std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+  auto node = this->store_->Create(MakeObject("nodes", "", "n1"));
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_TRUE(this->store_->RenewNodeLeases({{"n1", t0}, {"n2", t0}}).ok());
+  ASSERT_TRUE(this->store_->RenewNodeLeases({{"n1", t0 - std::chrono::seconds(5)}}).ok());
+  auto leases = this->store_->NodeLeases();
+  ASSERT_TRUE(leases.ok()) << leases.status();
+  EXPECT_EQ(*leases,
+            (std::map<std::string, std::chrono::system_clock::time_point>{{"n1", t0}, {"n2", t0}}));
+  ASSERT_TRUE(this->store_->Delete(node->Key(), 0).ok());
+  leases = this->store_->NodeLeases();
+  ASSERT_TRUE(leases.ok());
+  EXPECT_EQ(leases->size(), 1u);
+  EXPECT_TRUE(leases->contains("n2"));
+}
+
 TYPED_TEST(StoreConformanceTest, ConcurrentClaimsOfOneDeviceHaveOneWinner) {
   std::atomic<int> wins{0};
   std::atomic<int> taken{0};

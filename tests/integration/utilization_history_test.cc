@@ -9,7 +9,9 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "api/rest/rest_api.h"
 #include "common/clock.h"
@@ -205,6 +207,103 @@ TEST_F(UtilizationHistoryTest, SchedulerBindingsAndReleasesAreCountedAndSurviveA
   EXPECT_EQ(Review(start, end, ""), all);
   EXPECT_EQ(Review(start, end, "namespace"), namespaces);
   EXPECT_EQ(Review(start, end, "node"), nodes);
+}
+
+// One device's holders and changes, newest first, with the claims' names while they exist.
+TEST_F(UtilizationHistoryTest, DeviceHistoryListsHoldersAndChangesNewestFirst) {
+  Inventory("node-a", 1);
+  Create(std::string(kV1) + "/deviceclasses",
+         {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "DeviceClass"},
+          {"metadata", {{"name", "gpu"}}},
+          {"spec",
+           {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+  Create("/api/v1/namespaces",
+         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
+  PodWithClaim("default", "p1");
+  ASSERT_TRUE(Eventually([&] { return LedgerRows() == 1; })) << LedgerRows();
+  const std::string p1_uid =
+      json::parse(Call("GET", std::string(kV1) + "/namespaces/default/resourceclaims/p1")
+                      .body)["metadata"]["uid"];
+  ASSERT_EQ(Call("DELETE", "/api/v1/namespaces/default/pods/p1").code, 200);
+  ASSERT_TRUE(Eventually([&] {
+    Call("DELETE", std::string(kV1) + "/namespaces/default/resourceclaims/p1");
+    return LedgerRows() == 0;
+  }));
+  PodWithClaim("team", "p2");
+  ASSERT_TRUE(Eventually([&] { return LedgerRows() == 1; })) << LedgerRows();
+  const std::string p2_uid = json::parse(
+      Call("GET", std::string(kV1) + "/namespaces/team/resourceclaims/p2").body)["metadata"]["uid"];
+
+  auto review = [&](const json& spec) {
+    return Call("POST", "/apis/admin.quartermaster.io/v1alpha1/deviceallocationhistoryreviews",
+                {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "DeviceAllocationHistoryReview"},
+                 {"spec", spec}});
+  };
+  const json spec = {{"driver", "gpu.example.com"}, {"pool", "node-a"}, {"device", "gpu-0"}};
+  auto r = review(spec);
+  ASSERT_EQ(r.code, 201) << r.body;
+  json status = json::parse(r.body)["status"];
+  EXPECT_EQ(status["holders"],
+            json::parse(R"([{"claim": {"namespace": "team", "name": "p2", "uid": ")" + p2_uid +
+                        R"("}, "adminAccess": false}])"));
+  std::vector<std::string> events;
+  for (const auto& e : status["events"]) {
+    events.push_back(e["type"].get<std::string>() + " " +
+                     e["claim"]["namespace"].get<std::string>() + "/" +
+                     e["claim"].value("name", "-") + " " + e["claim"]["uid"].get<std::string>());
+  }
+  EXPECT_EQ(events,
+            (std::vector<std::string>{"Allocated team/p2 " + p2_uid, "Released default/- " + p1_uid,
+                                      "Allocated default/- " + p1_uid}));
+  EXPECT_EQ(status["truncated"], false);
+  // Times are MicroTime, newest first.
+  ASSERT_EQ(status["events"].size(), 3u);
+  const std::string t0 = status["events"][0]["time"], t2 = status["events"][2]["time"];
+  EXPECT_EQ(t0.size(), std::string("2026-11-27T06:30:01.123456Z").size()) << t0;
+  EXPECT_GT(t0, t2);
+
+  json limited = spec;
+  limited["limit"] = 2;
+  r = review(limited);
+  ASSERT_EQ(r.code, 201) << r.body;
+  EXPECT_EQ(json::parse(r.body)["status"]["events"].size(), 2u);
+  EXPECT_EQ(json::parse(r.body)["status"]["truncated"], true);
+
+  // Another device has no history; a later start leaves the old changes out.
+  json other = spec;
+  other["device"] = "gpu-9";
+  r = review(other);
+  ASSERT_EQ(r.code, 201) << r.body;
+  EXPECT_EQ(json::parse(r.body)["status"]["events"], json::array());
+  json later = spec;
+  later["start"] = FormatRfc3339(system_clock::now() + seconds(5));
+  r = review(later);
+  ASSERT_EQ(r.code, 201) << r.body;
+  EXPECT_EQ(json::parse(r.body)["status"]["events"], json::array());
+  EXPECT_EQ(json::parse(r.body)["status"]["holders"].size(), 1u);
+
+  // Field errors name the field.
+  json bad = spec;
+  bad.erase("device");
+  bad["limit"] = 0;
+  r = review(bad);
+  ASSERT_EQ(r.code, 422) << r.body;
+  const json invalid = json::parse(r.body);
+  std::vector<std::string> fields;
+  for (const auto& c : invalid["details"]["causes"]) fields.push_back(c["field"]);
+  EXPECT_EQ(fields, (std::vector<std::string>{"spec.device", "spec.limit"}));
+
+  // It survives a restart of the database.
+  Close();
+  testing::PgTestEnv::Get().Restart();
+  Open();
+  r = review(spec);
+  ASSERT_EQ(r.code, 201) << r.body;
+  json again = json::parse(r.body)["status"];
+  EXPECT_EQ(again["events"], status["events"]);
+  EXPECT_EQ(again["holders"], status["holders"]);
 }
 
 }  // namespace

@@ -212,6 +212,7 @@ export const paths = {
     `/apis/resource.k8s.io/v1/devicetaintrules/${encodeURIComponent(name)}`,
   matchReviews: '/apis/admin.quartermaster.io/v1alpha1/devicematchreviews',
   utilizationReviews: '/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews',
+  deviceHistoryReviews: '/apis/admin.quartermaster.io/v1alpha1/deviceallocationhistoryreviews',
   audit: '/apis/audit.quartermaster.io/v1/events',
   selfSubjectReview: '/apis/authentication.k8s.io/v1/selfsubjectreviews',
   accessReview: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
@@ -312,6 +313,42 @@ export async function reviewUtilization(
   if (spec.step) body.spec.step = spec.step;
   const review = await request(paths.utilizationReviews, { method: 'POST', body, signal });
   return review.status as UtilizationStatus;
+}
+
+export interface DeviceHistoryClaim {
+  namespace: string;
+  name?: string; // absent once the claim is gone
+  uid: string;
+}
+
+export interface DeviceHistoryEvent {
+  time: string; // MicroTime
+  type: 'Allocated' | 'Released';
+  claim: DeviceHistoryClaim;
+  shareID?: string;
+  adminAccess: boolean;
+}
+
+export interface DeviceHistoryStatus {
+  start: string;
+  end: string;
+  holders: { claim: DeviceHistoryClaim; shareID?: string; adminAccess: boolean }[];
+  events: DeviceHistoryEvent[]; // newest first
+  truncated: boolean;
+}
+
+// One device's holders and allocation history (DeviceAllocationHistoryReview).
+export async function reviewDeviceHistory(
+  spec: { driver: string; pool: string; device: string; range: string; limit?: number },
+  signal?: AbortSignal,
+): Promise<DeviceHistoryStatus> {
+  const body: Json = {
+    apiVersion: 'admin.quartermaster.io/v1alpha1',
+    kind: 'DeviceAllocationHistoryReview',
+    spec,
+  };
+  const review = await request(paths.deviceHistoryReviews, { method: 'POST', body, signal });
+  return review.status as DeviceHistoryStatus;
 }
 
 // An attribute value as text ({"string": "x"} -> "x").

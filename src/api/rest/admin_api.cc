@@ -1,12 +1,16 @@
 #include "api/rest/admin_api.h"
 
 #include <cctype>
+#include <cstdio>
+#include <map>
+#include <set>
 #include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/rest/status.h"
 #include "model/field_error.h"
+#include "model/resource_types.h"
 #include "nlohmann/json.hpp"
 #include "service/device_match.h"
 #include "service/utilization.h"
@@ -20,6 +24,10 @@ constexpr char kReviewKind[] = "DeviceMatchReview";
 constexpr char kReviewResource[] = "devicematchreviews";
 constexpr char kUtilizationKind[] = "UtilizationHistoryReview";
 constexpr char kUtilizationResource[] = "utilizationhistoryreviews";
+constexpr char kDeviceHistoryKind[] = "DeviceAllocationHistoryReview";
+constexpr char kDeviceHistoryResource[] = "deviceallocationhistoryreviews";
+constexpr int64_t kDefaultHistoryEvents = 200;
+constexpr int64_t kMaxHistoryEvents = 5000;
 constexpr int64_t kMaxBuckets = 1000;
 // Groups x buckets at most in one answer (5,000 nodes at 200 buckets).
 constexpr int64_t kMaxValues = 1'000'000;
@@ -347,6 +355,139 @@ HttpResponse AdminApi::UtilizationHistoryReview(const HttpRequest& req) {
   return Json(201, out);
 }
 
+namespace {
+
+// Kubernetes' MicroTime: RFC 3339 with microseconds ("2026-11-27T06:30:01.123456Z").
+std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const auto whole = std::chrono::system_clock::time_point(
+      std::chrono::seconds(micros / 1000000 - (micros % 1000000 < 0 ? 1 : 0)));
+  const int64_t fraction =
+      micros -
+      std::chrono::duration_cast<std::chrono::microseconds>(whole.time_since_epoch()).count();
+  std::string text = FormatRfc3339(whole);  // "...:SSZ"
+  text.pop_back();
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), ".%06lldZ", static_cast<long long>(fraction));
+  return text + buf;
+}
+
+}  // namespace
+
+HttpResponse AdminApi::DeviceAllocationHistoryReview(const HttpRequest& req) {
+  using std::chrono::seconds;
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
+  }
+  model::FieldErrors errors;
+  CheckTypeMeta(body, kDeviceHistoryKind, &errors);
+  const json spec = body.value("spec", json::object());
+  const auto now = clock_.Now();
+  std::string driver, pool, device;
+  auto since = now - seconds(7 * 24 * 3600);
+  int64_t limit = kDefaultHistoryEvents;
+  if (!spec.is_object()) {
+    errors.push_back(model::Invalid("spec", "", "must be an object"));
+  } else {
+    auto name_field = [&](const char* name, std::string* out) {
+      const json v = spec.value(name, json());
+      if (v.is_null() || (v.is_string() && v.get<std::string>().empty())) {
+        errors.push_back(model::Required(absl::StrCat("spec.", name), ""));
+      } else if (!v.is_string()) {
+        errors.push_back(model::Invalid(absl::StrCat("spec.", name), v.dump(), "must be a string"));
+      } else {
+        *out = v.get<std::string>();
+      }
+    };
+    name_field("driver", &driver);
+    name_field("pool", &pool);
+    name_field("device", &device);
+    const bool has_range = spec.contains("range");
+    if (has_range) {
+      const json& v = spec["range"];
+      const int64_t range = v.is_string() ? ParseDuration(v.get<std::string>()) : -1;
+      if (range <= 0) {
+        errors.push_back(model::Invalid("spec.range", v.dump(),
+                                        "must be a duration such as 90s, 15m, 24h or 7d"));
+      } else {
+        since = now - seconds(range);
+      }
+    }
+    if (spec.contains("start")) {
+      const json& v = spec["start"];
+      if (has_range) {
+        errors.push_back(model::Forbidden("spec.range", "may not be set together with spec.start"));
+      } else if (!v.is_string() || !ParseRfc3339(v.get<std::string>(), &since)) {
+        errors.push_back(model::Invalid("spec.start", v.dump(), "must be an RFC 3339 time"));
+      }
+    }
+    if (spec.contains("limit")) {
+      const json& v = spec["limit"];
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxHistoryEvents) {
+        errors.push_back(model::Invalid("spec.limit", v.dump(),
+                                        absl::StrCat("must be between 1 and ", kMaxHistoryEvents)));
+      } else {
+        limit = v.get<int64_t>();
+      }
+    }
+  }
+  if (!errors.empty()) return Error(InvalidError(kDeviceHistoryKind, kAdminGroup, "", errors));
+
+  bool truncated = false;
+  auto history = objects_.store().ReadDeviceHistory(driver, pool, device, since, limit, &truncated);
+  if (absl::IsUnimplemented(history.status())) {
+    return Error(MakeError(501, "NotImplemented", std::string(history.status().message())));
+  }
+  if (!history.ok()) return Error(ToHttpError(history.status(), StatusDetails{}));
+  // Claim names, from the claims that still exist (the history keeps uids and namespaces).
+  std::map<std::string, std::string> names;  // uid -> name
+  std::set<std::string> namespaces;
+  for (const auto& r : history->current) namespaces.insert(r.claim_namespace);
+  for (const auto& e : history->events) namespaces.insert(e.row.claim_namespace);
+  for (const auto& ns : namespaces) {
+    if (ns.empty()) continue;
+    service::ListRequest list;
+    list.store.resource = std::string("resourceclaims.") + model::kResourceGroup;
+    list.store.namespace_ = ns;
+    auto claims = objects_.List(list);
+    if (!claims.ok()) return Error(ToHttpError(claims.status(), StatusDetails{}));
+    for (const auto& c : claims->items) names[c.meta.uid] = c.meta.name;
+  }
+  auto claim_ref = [&](const store::AllocationRecord& r) {
+    json ref = {{"namespace", r.claim_namespace}, {"uid", r.claim_uid}};
+    if (auto it = names.find(r.claim_uid); it != names.end()) ref["name"] = it->second;
+    return ref;
+  };
+  json holders = json::array();
+  for (const auto& r : history->current) {
+    json h = {{"claim", claim_ref(r)}, {"adminAccess", r.admin_access}};
+    if (!r.share_id.empty()) h["shareID"] = r.share_id;
+    holders.push_back(std::move(h));
+  }
+  json events = json::array();
+  for (const auto& e : history->events) {
+    json ev = {{"time", FormatMicroTime(e.time)},
+               {"type", e.delta > 0 ? "Allocated" : "Released"},
+               {"claim", claim_ref(e.row)},
+               {"adminAccess", e.row.admin_access}};
+    if (!e.row.share_id.empty()) ev["shareID"] = e.row.share_id;
+    events.push_back(std::move(ev));
+  }
+  json status = {{"start", FormatRfc3339(since)},
+                 {"end", FormatRfc3339(now)},
+                 {"holders", std::move(holders)},
+                 {"events", std::move(events)},
+                 {"truncated", truncated}};
+  json out = {{"apiVersion", GroupVersion()},
+              {"kind", kDeviceHistoryKind},
+              {"metadata", body.value("metadata", json::object())},
+              {"spec", spec},
+              {"status", std::move(status)}};
+  return Json(201, out);
+}
+
 bool IsAdminApiPath(const std::string& path) {
   const std::string group = GroupPath();
   return path == group || absl::StartsWith(path, group + "/");
@@ -376,16 +517,23 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
                                                   {"singularName", "utilizationhistoryreview"},
                                                   {"namespaced", false},
                                                   {"kind", kUtilizationKind},
+                                                  {"verbs", json::array({"create"})}},
+                                                 {{"name", kDeviceHistoryResource},
+                                                  {"singularName", "deviceallocationhistoryreview"},
+                                                  {"namespaced", false},
+                                                  {"kind", kDeviceHistoryKind},
                                                   {"verbs", json::array({"create"})}}})}});
   }
   const bool match = path == VersionPath() + "/" + kReviewResource;
   const bool utilization = path == VersionPath() + "/" + kUtilizationResource;
-  if (match || utilization) {
+  const bool device_history = path == VersionPath() + "/" + kDeviceHistoryResource;
+  if (match || utilization || device_history) {
     if (req.method != "POST") {
       return Error(MakeError(405, "MethodNotAllowed",
                              "the server does not allow this method on the requested resource"));
     }
-    return match ? DeviceMatchReview(req) : UtilizationHistoryReview(req);
+    if (match) return DeviceMatchReview(req);
+    return utilization ? UtilizationHistoryReview(req) : DeviceAllocationHistoryReview(req);
   }
   return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
 }

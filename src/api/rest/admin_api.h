@@ -16,6 +16,13 @@
 //     (name, devices and tainted now, per bucket allocated, peakAllocated, unhealthy, free) out,
 //     from the allocation history the store records with every binding and release. Nothing is
 //     stored.
+//   POST /apis/admin.quartermaster.io/v1alpha1/deviceallocationhistoryreviews
+//     spec.driver, spec.pool, spec.device (required), spec.range ("24h", "7d": up to now, default
+//     7d) or spec.start (RFC 3339), spec.limit (events, default 200, at most 5000) in; 201 with
+//     status.holders (who holds the device now: claim {namespace, name, uid}, shareID,
+//     adminAccess), status.events (newest first: time as MicroTime, type Allocated or Released,
+//     claim, shareID, adminAccess), status.truncated, status.start and status.end out. Claim
+//     names come from the claims that still exist; a deleted claim has namespace and uid only.
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
 //     its resources.
 // Callers have been authenticated and authorized (create on the review's resource in the group)
@@ -52,6 +59,7 @@ class AdminApi {
  private:
   HttpResponse DeviceMatchReview(const HttpRequest& req);
   HttpResponse UtilizationHistoryReview(const HttpRequest& req);
+  HttpResponse DeviceAllocationHistoryReview(const HttpRequest& req);
 
   service::ObjectService& objects_;
   const Clock& clock_;

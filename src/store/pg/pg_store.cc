@@ -949,6 +949,39 @@ absl::StatusOr<AllocationHistory> PgStore::ReadAllocationHistory(
   });
 }
 
+absl::StatusOr<AllocationHistory> PgStore::ReadDeviceHistory(
+    const std::string& driver, const std::string& pool, const std::string& device,
+    std::chrono::system_clock::time_point since, int64_t limit, bool* truncated) {
+  return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<AllocationHistory> {
+    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
+    AllocationHistory out;
+    for (const auto& row : tx.exec_params(queries::kDeviceLedgerNow, driver, pool, device)) {
+      out.current.push_back(AllocationRecord{row[0].as<std::string>(), row[1].as<std::string>(),
+                                             row[2].as<std::string>(), row[3].as<std::string>(),
+                                             row[4].as<std::string>(), row[5].as<std::string>(),
+                                             row[6].as<bool>()});
+    }
+    // One row more than asked for says whether there were more.
+    for (const auto& row : tx.exec_params(queries::kDeviceHistorySince, driver, pool, device,
+                                          Micros(since), limit + 1)) {
+      AllocationEvent e;
+      e.id = row[0].as<int64_t>();
+      e.time =
+          std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
+      e.row = AllocationRecord{row[2].as<std::string>(), row[3].as<std::string>(),
+                               row[4].as<std::string>(), row[5].as<std::string>(),
+                               row[6].as<std::string>(), row[7].as<std::string>(),
+                               row[8].as<bool>()};
+      e.delta = row[9].as<int>();
+      out.events.push_back(std::move(e));
+    }
+    tx.commit();
+    *truncated = static_cast<int64_t>(out.events.size()) > limit;
+    if (*truncated) out.events.resize(static_cast<size_t>(limit));
+    return out;
+  });
+}
+
 absl::StatusOr<int64_t> PgStore::PruneAllocationHistory(
     std::chrono::system_clock::time_point before) {
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {

@@ -56,6 +56,11 @@ class PgStore final : public Store {
       const std::map<std::string, std::chrono::system_clock::time_point>& renewals) override;
   absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> NodeLeases()
       override;
+  absl::StatusOr<AllocationHistory> ReadDeviceHistory(const std::string& driver,
+                                                      const std::string& pool,
+                                                      const std::string& device,
+                                                      std::chrono::system_clock::time_point since,
+                                                      int64_t limit, bool* truncated) override;
   absl::StatusOr<int64_t> PruneAllocationHistory(
       std::chrono::system_clock::time_point before) override;
 

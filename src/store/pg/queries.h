@@ -196,6 +196,24 @@ WHERE at > 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
 ORDER BY at, id
 )sql";
 
+// One device's holders and newest changes (the allocation_history_device index, migration 0009).
+inline constexpr char kDeviceLedgerNow[] = R"sql(
+SELECT a.driver, a.pool, a.device, a.share_id, a.claim_uid, COALESCE(o.namespace, ''),
+       a.admin_access
+FROM device_allocations a LEFT JOIN objects o ON o.uid = a.claim_uid COLLATE "default"
+WHERE a.driver = $1 AND a.pool = $2 AND a.device = $3
+)sql";
+
+inline constexpr char kDeviceHistorySince[] = R"sql(
+SELECT id, ((extract(epoch FROM at - 'epoch'::timestamptz)) * 1000000)::bigint, driver, pool,
+       device, share_id, claim_uid, claim_namespace, admin_access, delta
+FROM allocation_history
+WHERE driver = $1 AND pool = $2 AND device = $3
+  AND at > 'epoch'::timestamptz + $4::bigint * interval '1 microsecond'
+ORDER BY at DESC, id DESC
+LIMIT $5::bigint
+)sql";
+
 inline constexpr char kPruneAllocationHistory[] = R"sql(
 DELETE FROM allocation_history WHERE at < 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
 )sql";

@@ -1,5 +1,13 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { Json, K8sObject, paths } from '../api';
+import {
+  DeviceHistoryClaim,
+  DeviceHistoryStatus,
+  Json,
+  K8sObject,
+  errorText,
+  paths,
+  reviewDeviceHistory,
+} from '../api';
 import { Badge, Link, LoadState, ShowMore, age, useRowLimit } from '../components';
 import { DeviceRow, Holder, allocationNode, allocationsOf, devicesOf } from '../model';
 import { useCollection } from '../store';
@@ -13,8 +21,8 @@ interface LogEntry {
 
 const LOG_MAX = 1000;
 
-// Allocations and releases seen live (from the claims' watch) while the page is open: the
-// server records every binding and release, but has no per-device history query yet.
+// Allocations and releases seen live (from the claims' watch) while the page is open; the
+// recorded history of a device comes from DeviceAllocationHistoryReview (DeviceHistory below).
 function useAllocationLog(allocations: Map<string, Holder[]>, ready: boolean): LogEntry[] {
   const previous = useRef<Map<string, Set<string>> | null>(null);
   const [log, setLog] = useState<LogEntry[]>([]);
@@ -44,6 +52,86 @@ function useAllocationLog(allocations: Map<string, Holder[]>, ready: boolean): L
 
 function clock(t: Date): string {
   return t.toLocaleTimeString([], { hour12: false });
+}
+
+function claimText(c: DeviceHistoryClaim): string {
+  return c.name ? `${c.namespace}/${c.name}` : `${c.namespace || '?'}/(deleted, uid ${c.uid})`;
+}
+
+const HISTORY_RANGES: [string, string][] = [
+  ['24h', 'last day'],
+  ['7d', 'last week'],
+  ['30d', 'last 30 days'],
+];
+
+// The device's recorded allocation history, asked for when opened (one review per device).
+function DeviceHistory({ device }: { device: DeviceRow }) {
+  const [open, setOpen] = useState(false);
+  const [range, setRange] = useState('7d');
+  const [state, setState] = useState<{ status?: DeviceHistoryStatus; error?: string }>({});
+  useEffect(() => {
+    if (!open) return;
+    const abort = new AbortController();
+    setState({});
+    reviewDeviceHistory(
+      { driver: device.driver, pool: device.pool, device: device.name, range, limit: 200 },
+      abort.signal,
+    )
+      .then((status) => setState({ status }))
+      .catch((e) => {
+        if (!abort.signal.aborted) setState({ error: errorText(e) });
+      });
+    return () => abort.abort();
+  }, [open, range, device.driver, device.pool, device.name]);
+  if (!open) {
+    return (
+      <button type="button" onClick={() => setOpen(true)} aria-label={`History of ${device.id}`}>
+        History
+      </button>
+    );
+  }
+  const { status, error } = state;
+  return (
+    <div data-testid="recorded-history">
+      <label>
+        Recorded history{' '}
+        <select value={range} onChange={(e) => setRange(e.target.value)}>
+          {HISTORY_RANGES.map(([v, text]) => (
+            <option key={v} value={v}>
+              {text}
+            </option>
+          ))}
+        </select>
+      </label>{' '}
+      <button type="button" onClick={() => setOpen(false)}>
+        Hide
+      </button>
+      {error ? (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      ) : !status ? (
+        <p className="muted">Loading…</p>
+      ) : status.events.length === 0 ? (
+        <p className="muted">No allocation or release in this range.</p>
+      ) : (
+        <ul className="plain">
+          {status.events.map((e, i) => (
+            <li key={i} data-event={e.type}>
+              <time dateTime={e.time}>{new Date(e.time).toLocaleString([], { hour12: false })}</time>{' '}
+              <Badge kind={e.type === 'Allocated' ? 'info' : 'ok'}>
+                {e.type === 'Allocated' ? 'allocated' : 'released'}
+              </Badge>{' '}
+              {e.type === 'Allocated' ? 'to' : 'by'} claim {claimText(e.claim)}
+              {e.shareID && <span className="muted"> (share {e.shareID})</span>}
+              {e.adminAccess && <span className="muted"> (admin access)</span>}
+            </li>
+          ))}
+          {status.truncated && <li className="muted">… older changes not shown (newest 200)</li>}
+        </ul>
+      )}
+    </div>
+  );
 }
 
 // Every device with who holds it now (claims, their requests, shares and pods) and the changes
@@ -103,11 +191,6 @@ function ByDevice({
   const held = devices.filter((d) => allocations.has(d.id)).length;
   return (
     <>
-      <p className="notice" role="note">
-        History: the server records every allocation and release (the Overview's utilization chart
-        counts them) but has no per-device history query yet, so the History column lists the
-        changes this page has seen live since it opened.
-      </p>
       <div className="toolbar">
         <label>
           <input
@@ -130,7 +213,7 @@ function ByDevice({
               <th scope="col">Device</th>
               <th scope="col">Node</th>
               <th scope="col">Held by now</th>
-              <th scope="col">History (seen on this page)</th>
+              <th scope="col">History</th>
             </tr>
           </thead>
           <tbody>
@@ -184,10 +267,8 @@ function ByDevice({
                     )}
                   </td>
                   <td>
-                    {entries.length === 0 ? (
-                      <span className="muted">no change seen</span>
-                    ) : (
-                      <ul className="plain" data-testid="history">
+                    {entries.length > 0 && (
+                      <ul className="plain" data-testid="history" aria-label="Seen on this page">
                         {entries.map((e, i) => (
                           <li key={i}>
                             <time dateTime={e.time.toISOString()}>{clock(e.time)}</time>{' '}
@@ -196,6 +277,7 @@ function ByDevice({
                         ))}
                       </ul>
                     )}
+                    <DeviceHistory device={d} />
                   </td>
                 </tr>
               );
