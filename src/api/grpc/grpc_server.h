@@ -39,6 +39,9 @@ struct GrpcServerOptions {
   // in it report at the same moment (bench/run_fleet.sh: 200 nodes already exhausted 64). Idle
   // threads cost address space, not memory; the work itself is bounded by the database pool.
   int max_threads = 1024;
+  // Threads kept waiting for calls between bursts (gRPC's sync server pollers).
+  int min_pollers = 2;
+  int max_pollers = 16;
 };
 
 class GrpcServer {
