@@ -919,6 +919,30 @@ absl::Status PgStore::Ping() {
   return r.status();
 }
 
+namespace {
+
+// A ledger row from columns driver, pool, device, share_id, claim_uid, namespace, admin_access
+// starting at `first` (kAllocationLedgerNow, kDeviceLedgerNow).
+AllocationRecord RecordAt(const pqxx::row& row, int first) {
+  return AllocationRecord{row[first].as<std::string>(),     row[first + 1].as<std::string>(),
+                          row[first + 2].as<std::string>(), row[first + 3].as<std::string>(),
+                          row[first + 4].as<std::string>(), row[first + 5].as<std::string>(),
+                          row[first + 6].as<bool>()};
+}
+
+// A history row: id, time in microseconds, the ledger row, delta (kAllocationHistorySince,
+// kDeviceHistorySince).
+AllocationEvent EventOf(const pqxx::row& row) {
+  AllocationEvent e;
+  e.id = row[0].as<int64_t>();
+  e.time = std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
+  e.row = RecordAt(row, 2);
+  e.delta = row[9].as<int>();
+  return e;
+}
+
+}  // namespace
+
 absl::StatusOr<AllocationHistory> PgStore::ReadAllocationHistory(
     std::chrono::system_clock::time_point since) {
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<AllocationHistory> {
@@ -927,22 +951,10 @@ absl::StatusOr<AllocationHistory> PgStore::ReadAllocationHistory(
     pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
     AllocationHistory out;
     for (const auto& row : tx.exec(queries::kAllocationLedgerNow)) {
-      out.current.push_back(AllocationRecord{row[0].as<std::string>(), row[1].as<std::string>(),
-                                             row[2].as<std::string>(), row[3].as<std::string>(),
-                                             row[4].as<std::string>(), row[5].as<std::string>(),
-                                             row[6].as<bool>()});
+      out.current.push_back(RecordAt(row, 0));
     }
     for (const auto& row : tx.exec_params(queries::kAllocationHistorySince, Micros(since))) {
-      AllocationEvent e;
-      e.id = row[0].as<int64_t>();
-      e.time =
-          std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
-      e.row = AllocationRecord{row[2].as<std::string>(), row[3].as<std::string>(),
-                               row[4].as<std::string>(), row[5].as<std::string>(),
-                               row[6].as<std::string>(), row[7].as<std::string>(),
-                               row[8].as<bool>()};
-      e.delta = row[9].as<int>();
-      out.events.push_back(std::move(e));
+      out.events.push_back(EventOf(row));
     }
     tx.commit();
     return out;
@@ -956,24 +968,12 @@ absl::StatusOr<AllocationHistory> PgStore::ReadDeviceHistory(
     pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
     AllocationHistory out;
     for (const auto& row : tx.exec_params(queries::kDeviceLedgerNow, driver, pool, device)) {
-      out.current.push_back(AllocationRecord{row[0].as<std::string>(), row[1].as<std::string>(),
-                                             row[2].as<std::string>(), row[3].as<std::string>(),
-                                             row[4].as<std::string>(), row[5].as<std::string>(),
-                                             row[6].as<bool>()});
+      out.current.push_back(RecordAt(row, 0));
     }
     // One row more than asked for says whether there were more.
     for (const auto& row : tx.exec_params(queries::kDeviceHistorySince, driver, pool, device,
                                           Micros(since), limit + 1)) {
-      AllocationEvent e;
-      e.id = row[0].as<int64_t>();
-      e.time =
-          std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
-      e.row = AllocationRecord{row[2].as<std::string>(), row[3].as<std::string>(),
-                               row[4].as<std::string>(), row[5].as<std::string>(),
-                               row[6].as<std::string>(), row[7].as<std::string>(),
-                               row[8].as<bool>()};
-      e.delta = row[9].as<int>();
-      out.events.push_back(std::move(e));
+      out.events.push_back(EventOf(row));
     }
     tx.commit();
     *truncated = static_cast<int64_t>(out.events.size()) > limit;
