@@ -254,7 +254,9 @@ TEST_F(DecodeFailuresTest, UndecodableSliceClassAndTaintRuleAreReported) {
          {"pool", {{"name", "node-b"}, {"generation", "one"}, {"resourceSliceCount", 1}}},
          {"devices", json::array()}}}});
   Put(kClasses, "", "bad-class", {{"spec", {{"selectors", "all of them"}}}});
-  Put(kTaintRules, "", "bad-rule", {{"spec", {{"deviceSelector", {{"driver", 5}}}}}});
+  // A broken rule for another pool: it taints what it may select (node-b's devices), not node-a's.
+  Put(kTaintRules, "", "bad-rule",
+      {{"spec", {{"deviceSelector", {{"pool", "node-b"}, {"device", 5}}}}}});
   Put(kClaims, "default", "c1", {{"spec", ClaimSpec()}});
   Pod("p1", "c1");
   EXPECT_EQ(Run().bound, 1);  // the good inventory is still used
@@ -281,6 +283,41 @@ TEST_F(DecodeFailuresTest, UndecodableSliceClassAndTaintRuleAreReported) {
   Run();
   EXPECT_EQ(Count(kClasses), 2u);
   EXPECT_EQ(DecodeEvents("bad-class").size(), 2u);
+}
+
+// A DeviceTaintRule that does not decode keeps new pods off every device it may select (a
+// selector field it cannot read selects everything, as an absent one does) instead of being
+// ignored; pods already bound stay (NoSchedule, nothing is evicted). Fixed, the devices are free.
+TEST_F(DecodeFailuresTest, UndecodableTaintRuleKeepsNewWorkOffItsDevices) {
+  Slice(2);
+  Put(kClaims, "default", "c0", {{"spec", ClaimSpec()}});
+  Pod("p0", "c0");
+  ASSERT_EQ(Run().bound, 1);
+  const model::Object bad =
+      Put(kTaintRules, "", "drain-node-a",
+          {{"spec",
+            {{"deviceSelector", {{"pool", "node-a"}, {"device", json::array({"gpu-1"})}}},
+             {"taint", {{"key", "maintenance"}, {"effect", "NoExecute"}}}}}});
+  Put(kClaims, "default", "c1", {{"spec", ClaimSpec()}});
+  Pod("p1", "c1");
+  EXPECT_EQ(Run().bound, 0);  // gpu-1 is free but may be what the rule meant
+  EXPECT_EQ(DecodeEvents("drain-node-a").size(), 1u);
+  EXPECT_TRUE(Body(kClaims, "c0")["status"].contains("allocation"));  // not evicted
+  EXPECT_EQ(Body("pods", "p0")["spec"].value("nodeName", ""), "node-a");
+  EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
+
+  model::Object fixed = bad;
+  fixed.body = json({{"spec",
+                      {{"deviceSelector", {{"pool", "node-a"}, {"device", "gpu-0"}}},
+                       {"taint", {{"key", "maintenance"}, {"effect", "NoSchedule"}}}}}})
+                   .dump();
+  ASSERT_TRUE(store_.Update(fixed, bad.meta.resource_version).ok());
+  // A new pod binds at once (p1 waits out its backoff, on this test's fixed clock forever).
+  Put(kClaims, "default", "c2", {{"spec", ClaimSpec()}});
+  Pod("p2", "c2");
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body(kClaims, "c2")["status"]["allocation"]["devices"]["results"][0]["device"],
+            "gpu-1");
 }
 
 // Replicas reporting the same object version write one Event between them.
