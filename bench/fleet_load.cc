@@ -140,7 +140,8 @@ class Fleet {
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one TCP connection per channel
       args.SetInt("qm.fleet.channel", i);
       args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
-      clients_.push_back(v1::NodeAgent::NewStub(grpc::CreateCustomChannel(a.grpc_addr, creds, args)));
+      clients_.push_back(
+          v1::NodeAgent::NewStub(grpc::CreateCustomChannel(a.grpc_addr, creds, args)));
     }
   }
 
@@ -389,16 +390,16 @@ class Fleet {
       std::lock_guard<std::mutex> lock(mu_);
       times_[uid] = {w.received, written, Clock::time_point{}};
     }
-    Client(w.node).async()->ReportPrepared(&call->ctx, &call->req, &call->resp,
-                                         [this, call, uid](grpc::Status st) {
-                                           if (!st.ok()) {
-                                             ++report_failures_;
-                                             std::fprintf(stderr, "ReportPrepared %s: %s\n",
-                                                          uid.c_str(), st.error_message().c_str());
-                                           }
-                                           std::lock_guard<std::mutex> lock(mu_);
-                                           times_[uid].reported = Clock::now();
-                                         });
+    Client(w.node).async()->ReportPrepared(
+        &call->ctx, &call->req, &call->resp, [this, call, uid](grpc::Status st) {
+          if (!st.ok()) {
+            ++report_failures_;
+            std::fprintf(stderr, "ReportPrepared %s: %s\n", uid.c_str(),
+                         st.error_message().c_str());
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          times_[uid].reported = Clock::now();
+        });
   }
 
   const Args& a_;

@@ -17,20 +17,11 @@ for _ in $(seq 1 300); do grep -q '^LISTENING ' "$work/out" && break; sleep 0.1;
 url=$(sed -n 's/^LISTENING //p' "$work/out")
 grpc=$(sed -n 's/^GRPC_LISTENING //p' "$work/out")
 postmaster=$(head -1 "$work/data/postgres/postmaster.pid" 2>/dev/null || echo 0)
-# utime + stime of the server and of every PostgreSQL process, in clock ticks.
-cpu() {
-  local s p=0 q
-  s=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  for q in $(pgrep -x postgres || true); do
-    p=$((p + $(awk '{print $14 + $15}' "/proc/$q/stat" 2>/dev/null || echo 0)))
-  done
-  echo "$s $p"
-}
-read -r s0 p0 < <(cpu)
+source bench/cpu.sh
+read -r s0 p0 < <(cpu_ticks "$pid")
 build/bench/fleet_load --url "$url" --token-file "$work/data/admin.token" \
   --ca-file "$work/data/pki/ca.crt" --grpc "$grpc" --server-pid "$pid" \
   --postmaster-pid "$postmaster" --cdi-dir "$work/cdi" --nodes 5000 --pods 5000 "$@"
-read -r s1 p1 < <(cpu)
-hz=$(getconf CLK_TCK)
-echo "cpu, whole run: server $(( (s1 - s0) * 1000 / hz )) ms, postgres $(( (p1 - p0) * 1000 / hz )) ms"
+read -r s1 p1 < <(cpu_ticks "$pid")
+cpu_report "$s0" "$p0" "$s1" "$p1" "cpu, whole run"
 if grep -qi error "$work/err"; then echo "server errors:"; grep -i error "$work/err" | head -5; fi

@@ -103,6 +103,18 @@ class UtilizationHistoryTest : public ::testing::Test {
               {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
               {"devices", list}}}});
   }
+  // Class "gpu" (every device of gpu.example.com) and namespace "team".
+  void ClassAndTeamNamespace() {
+    Create(
+        std::string(kV1) + "/deviceclasses",
+        {{"apiVersion", "resource.k8s.io/v1"},
+         {"kind", "DeviceClass"},
+         {"metadata", {{"name", "gpu"}}},
+         {"spec",
+          {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+    Create("/api/v1/namespaces",
+           {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
+  }
   // Pod ns/name with its own claim ns/name of one gpu.
   void PodWithClaim(const std::string& ns, const std::string& name) {
     json exactly = {{"deviceClassName", "gpu"}};
@@ -152,14 +164,7 @@ TEST_F(UtilizationHistoryTest, SchedulerBindingsAndReleasesAreCountedAndSurviveA
   const auto begin = std::chrono::floor<seconds>(system_clock::now());
   Inventory("node-a", 4);
   Inventory("node-b", 2);
-  Create(std::string(kV1) + "/deviceclasses",
-         {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "DeviceClass"},
-          {"metadata", {{"name", "gpu"}}},
-          {"spec",
-           {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
-  Create("/api/v1/namespaces",
-         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
+  ClassAndTeamNamespace();
   PodWithClaim("default", "p1");
   PodWithClaim("team", "p2");
   PodWithClaim("team", "p3");
@@ -212,14 +217,7 @@ TEST_F(UtilizationHistoryTest, SchedulerBindingsAndReleasesAreCountedAndSurviveA
 // One device's holders and changes, newest first, with the claims' names while they exist.
 TEST_F(UtilizationHistoryTest, DeviceHistoryListsHoldersAndChangesNewestFirst) {
   Inventory("node-a", 1);
-  Create(std::string(kV1) + "/deviceclasses",
-         {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "DeviceClass"},
-          {"metadata", {{"name", "gpu"}}},
-          {"spec",
-           {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
-  Create("/api/v1/namespaces",
-         {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
+  ClassAndTeamNamespace();
   PodWithClaim("default", "p1");
   ASSERT_TRUE(Eventually([&] { return LedgerRows() == 1; })) << LedgerRows();
   const std::string p1_uid =

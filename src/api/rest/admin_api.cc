@@ -134,6 +134,34 @@ int64_t ParseDuration(const std::string& text) {
   return total > 0 ? total : -1;
 }
 
+// spec.<name> as a duration (ParseDuration) into *out; false, with a field error when it is
+// malformed, when it is absent or malformed.
+bool DurationField(const json& spec, const char* name, int64_t* out, model::FieldErrors* errors) {
+  if (!spec.contains(name)) return false;
+  const json& v = spec[name];
+  const int64_t parsed = v.is_string() ? ParseDuration(v.get<std::string>()) : -1;
+  if (parsed <= 0) {
+    errors->push_back(model::Invalid(absl::StrCat("spec.", name), v.dump(),
+                                     "must be a duration such as 90s, 15m, 24h or 7d"));
+    return false;
+  }
+  *out = parsed;
+  return true;
+}
+
+// spec.<name> as an RFC 3339 time into *out, as DurationField.
+bool TimeField(const json& spec, const char* name, std::chrono::system_clock::time_point* out,
+               model::FieldErrors* errors) {
+  if (!spec.contains(name)) return false;
+  const json& v = spec[name];
+  if (!v.is_string() || !ParseRfc3339(v.get<std::string>(), out)) {
+    errors->push_back(
+        model::Invalid(absl::StrCat("spec.", name), v.dump(), "must be an RFC 3339 time"));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 HttpResponse AdminApi::DeviceMatchReview(const HttpRequest& req) {
@@ -242,34 +270,12 @@ HttpResponse AdminApi::UtilizationHistoryReview(const HttpRequest& req) {
   service::UtilizationRequest request;
   request.end = now;
   int64_t range = 3600;
-  auto duration_field = [&](const char* name, int64_t* out) {
-    if (!spec.contains(name)) return false;
-    const json& v = spec[name];
-    int64_t parsed = v.is_string() ? ParseDuration(v.get<std::string>()) : -1;
-    if (parsed <= 0) {
-      errors.push_back(model::Invalid(absl::StrCat("spec.", name), v.dump(),
-                                      "must be a duration such as 90s, 15m, 24h or 7d"));
-      return false;
-    }
-    *out = parsed;
-    return true;
-  };
-  auto time_field = [&](const char* name, system_clock::time_point* out) {
-    if (!spec.contains(name)) return false;
-    const json& v = spec[name];
-    if (!v.is_string() || !ParseRfc3339(v.get<std::string>(), out)) {
-      errors.push_back(
-          model::Invalid(absl::StrCat("spec.", name), v.dump(), "must be an RFC 3339 time"));
-      return false;
-    }
-    return true;
-  };
   if (!spec.is_object()) {
     errors.push_back(model::Invalid("spec", "", "must be an object"));
   } else {
-    const bool has_range = duration_field("range", &range);
-    const bool has_start = time_field("start", &request.start);
-    time_field("end", &request.end);
+    const bool has_range = DurationField(spec, "range", &range, &errors);
+    const bool has_start = TimeField(spec, "start", &request.start, &errors);
+    TimeField(spec, "end", &request.end, &errors);
     if (has_range && has_start) {
       errors.push_back(model::Forbidden("spec.range", "may not be set together with spec.start"));
     }
@@ -283,7 +289,7 @@ HttpResponse AdminApi::UtilizationHistoryReview(const HttpRequest& req) {
     }
     range = std::chrono::duration_cast<seconds>(request.end - request.start).count();
     int64_t step = std::max<int64_t>(1, (range + 59) / 60);
-    duration_field("step", &step);
+    DurationField(spec, "step", &step, &errors);
     request.step = seconds(step);
     if (range > 0 && (range + step - 1) / step > kMaxBuckets) {
       errors.push_back(model::Invalid(
@@ -404,24 +410,12 @@ HttpResponse AdminApi::DeviceAllocationHistoryReview(const HttpRequest& req) {
     name_field("driver", &driver);
     name_field("pool", &pool);
     name_field("device", &device);
-    const bool has_range = spec.contains("range");
-    if (has_range) {
-      const json& v = spec["range"];
-      const int64_t range = v.is_string() ? ParseDuration(v.get<std::string>()) : -1;
-      if (range <= 0) {
-        errors.push_back(model::Invalid("spec.range", v.dump(),
-                                        "must be a duration such as 90s, 15m, 24h or 7d"));
-      } else {
-        since = now - seconds(range);
-      }
-    }
-    if (spec.contains("start")) {
-      const json& v = spec["start"];
-      if (has_range) {
-        errors.push_back(model::Forbidden("spec.range", "may not be set together with spec.start"));
-      } else if (!v.is_string() || !ParseRfc3339(v.get<std::string>(), &since)) {
-        errors.push_back(model::Invalid("spec.start", v.dump(), "must be an RFC 3339 time"));
-      }
+    int64_t range = 0;
+    if (DurationField(spec, "range", &range, &errors)) since = now - seconds(range);
+    if (spec.contains("range") && spec.contains("start")) {
+      errors.push_back(model::Forbidden("spec.range", "may not be set together with spec.start"));
+    } else {
+      TimeField(spec, "start", &since, &errors);
     }
     if (spec.contains("limit")) {
       const json& v = spec["limit"];
