@@ -3,7 +3,9 @@
 //
 //  1. Register + PublishResources of every node (8 GPUs each, attributes as qm-agent's
 //     simulator publishes them): wall time until all are stored.
-//  2. Heartbeats: every node every --heartbeat-interval seconds, spread evenly, for
+//  2. Heartbeats: every node every --heartbeat-interval seconds, spread evenly, on one
+//     Heartbeats stream per node as qm-agent sends them (--heartbeat-stream false: unary
+//     Heartbeat calls, as agents before the stream), for
 //     --heartbeat-seconds; the server process's CPU time over that window from /proc/<pid>/stat
 //     (--server-pid), and PostgreSQL's (--postmaster-pid: it and its children) alongside.
 //     Heartbeats go on in the background for the rest of the run.
@@ -16,7 +18,8 @@
 //
 //   fleet_load --url https://127.0.0.1:PORT --token-file DATA/admin.token --ca-file DATA/pki/ca.crt
 //              --grpc HOST:PORT [--nodes 5000] [--gpus 8] [--channels 64] [--concurrency 32]
-//              [--heartbeat-interval 10] [--heartbeat-seconds 60] [--server-pid PID]
+//              [--heartbeat-interval 10] [--heartbeat-seconds 60] [--heartbeat-stream true]
+//              [--server-pid PID]
 //              [--postmaster-pid PID] [--pods 0] [--cdi-dir DIR] [--prepare true]
 //
 // The admin credential acts for every node (docs/agents.md, "The gRPC API").
@@ -66,6 +69,7 @@ struct Args {
   int concurrency = 32;
   double heartbeat_interval = 10;
   double heartbeat_seconds = 60;
+  bool heartbeat_stream = true;  // the Heartbeats stream, as qm-agent; false: unary Heartbeat
   int server_pid = 0;
   int postmaster_pid = 0;
   int pods = 0;
@@ -197,6 +201,30 @@ class Fleet {
     return Client(node).PublishResources(&ctx, req, &resp);
   }
 
+  // One beat on the node's Heartbeats stream (opened on its first beat, which the server
+  // answers; opened again after a failure), as qm-agent sends them.
+  bool StreamBeat(int node) {
+    BeatStream& b = *beat_streams_[node];
+    std::lock_guard<std::mutex> lock(b.mu);
+    v1::HeartbeatRequest req;
+    req.set_node_name(NodeName(node));
+    const bool opening = b.stream == nullptr;
+    if (opening) {
+      b.ctx = std::make_unique<grpc::ClientContext>();
+      b.ctx->AddMetadata("authorization", "Bearer " + a_.client.token);
+      b.stream = Client(node).Heartbeats(b.ctx.get());
+    }
+    v1::HeartbeatResponse resp;
+    if (b.stream->Write(req) && (!opening || b.stream->Read(&resp))) return true;
+    b.ctx->TryCancel();
+    while (b.stream->Read(&resp)) {
+    }
+    grpc::Status st = b.stream->Finish();
+    if (hb_failed_ < 5) std::fprintf(stderr, "heartbeat stream: %s\n", st.error_message().c_str());
+    b.stream.reset();
+    return false;
+  }
+
   grpc::Status Heartbeat(int node) {
     v1::HeartbeatRequest req;
     req.set_node_name(NodeName(node));
@@ -208,6 +236,9 @@ class Fleet {
 
   // Heartbeats of every node every interval, evenly spread, until Stop.
   void StartHeartbeats() {
+    for (int n = static_cast<int>(beat_streams_.size()); n < a_.nodes; ++n) {
+      beat_streams_.push_back(std::make_unique<BeatStream>());
+    }
     hb_start_ = Clock::now();
     const auto step = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(a_.heartbeat_interval / a_.nodes));
@@ -218,7 +249,8 @@ class Fleet {
           const auto due = hb_start_ + step * k;
           std::this_thread::sleep_until(due);
           if (stop_) return;
-          if (Heartbeat(static_cast<int>(k % a_.nodes)).ok()) {
+          const int node = static_cast<int>(k % a_.nodes);
+          if (a_.heartbeat_stream ? StreamBeat(node) : Heartbeat(node).ok()) {
             ++hb_ok_;
           } else {
             ++hb_failed_;
@@ -230,7 +262,23 @@ class Fleet {
   void StopHeartbeats() {
     stop_ = true;
     for (auto& t : hb_threads_) t.join();
+    for (auto& b : beat_streams_) {
+      if (b->stream == nullptr) continue;
+      b->stream->WritesDone();
+      v1::HeartbeatResponse ignored;
+      while (b->stream->Read(&ignored)) {
+      }
+      b->stream->Finish();
+      b->stream.reset();
+    }
   }
+
+  struct BeatStream {
+    std::mutex mu;
+    std::unique_ptr<grpc::ClientContext> ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::HeartbeatRequest, v1::HeartbeatResponse>> stream;
+  };
+  std::vector<std::unique_ptr<BeatStream>> beat_streams_;
 
   std::atomic<long long> hb_ok_{0}, hb_failed_{0};
 
@@ -535,6 +583,8 @@ int main(int argc, char** argv) {
       a.heartbeat_interval = std::stod(next());
     } else if (arg == "--heartbeat-seconds") {
       a.heartbeat_seconds = std::stod(next());
+    } else if (arg == "--heartbeat-stream") {
+      a.heartbeat_stream = next() != "false";
     } else if (arg == "--server-pid") {
       a.server_pid = std::stoi(next());
     } else if (arg == "--postmaster-pid") {
@@ -579,7 +629,8 @@ int main(int argc, char** argv) {
     fleet.OpenFeeds();
   }
   fleet.StartHeartbeats();
-  std::this_thread::sleep_for(std::chrono::seconds(5));  // settle: first writes of Ready
+  // Settle for one round: streams opening (or the first writes of Ready) are not steady state.
+  std::this_thread::sleep_for(std::chrono::duration<double>(a.heartbeat_interval + 2));
   const long long ok0 = fleet.hb_ok_;
   const long long s0 = a.server_pid ? CpuTicks(a.server_pid) : 0;
   const long long p0 = PostgresTicks(a.postmaster_pid);
@@ -589,8 +640,9 @@ int main(int argc, char** argv) {
   const long long s1 = a.server_pid ? CpuTicks(a.server_pid) : 0;
   const long long p1 = PostgresTicks(a.postmaster_pid);
   const long long beats = fleet.hb_ok_ - ok0;
-  std::printf("heartbeats: %lld in %.0f s (%.0f/s; %d nodes every %.0f s), %lld failed%s\n", beats,
-              window, beats / window, a.nodes, a.heartbeat_interval, fleet.hb_failed_.load(),
+  std::printf("heartbeats (%s): %lld in %.0f s (%.0f/s; %d nodes every %.0f s), %lld failed%s\n",
+              a.heartbeat_stream ? "streams" : "unary", beats, window, beats / window, a.nodes,
+              a.heartbeat_interval, fleet.hb_failed_.load(),
               a.pods > 0 && a.prepare ? ", assignment streams open" : "");
   if (a.server_pid) {
     std::printf("server CPU during heartbeats: %.2f%% of one core",

@@ -171,6 +171,7 @@ class Agent::Session {
     qm::MutexLock lock(&mu_);
     cancelled_ = true;
     if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
+    if (beats_ctx_ != nullptr) beats_ctx_->TryCancel();
     cv_.SignalAll();
   }
 
@@ -218,6 +219,12 @@ class Agent::Session {
   absl::Status Watch();
   absl::Status Handle(const v1::WatchAssignmentsResponse& msg);
   void HeartbeatLoop();
+  // One heartbeat, on the Heartbeats stream (opened on the first beat, again after it ended),
+  // or unary against a server without it. `interval`: what the server asked for, 0 if it did
+  // not say. Heartbeat thread only.
+  absl::Status Beat(int* interval);
+  // Ends the heartbeat stream, if one is open, and returns how it ended.
+  absl::Status CloseBeats();
 
   Agent& agent_;
   std::unique_ptr<v1::NodeAgent::Stub> stub_;
@@ -229,6 +236,11 @@ class Agent::Session {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool health_dirty_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* watch_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The heartbeat stream (heartbeat thread only; its context also under mu_ for Cancel).
+  std::unique_ptr<grpc::ClientContext> beats_ctx_owned_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::HeartbeatRequest, v1::HeartbeatResponse>> beats_;
+  grpc::ClientContext* beats_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool unary_heartbeats_ = false;
   // As discovered at the start of the session (before the heartbeat thread starts).
   Inventory inventory_;
 };
@@ -501,7 +513,7 @@ void Agent::Session::HeartbeatLoop() {
         std::chrono::steady_clock::now() + std::chrono::seconds(heartbeat_seconds_);
     while (!cancelled_ && !health_dirty_ && cv_.WaitUntil(&mu_, deadline)) {
     }
-    if (cancelled_) return;
+    if (cancelled_) break;
     if (health_dirty_) {
       health_dirty_ = false;
       mu_.Unlock();
@@ -512,22 +524,17 @@ void Agent::Session::HeartbeatLoop() {
         spdlog::warn("health report failed: {}; reconnecting", st.ToString());
         cancelled_ = true;
         if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
-        return;
+        break;
       }
       continue;
     }
     mu_.Unlock();
-    v1::HeartbeatRequest req;
-    req.set_node_name(node());
-    grpc::ClientContext ctx;
-    Setup(&ctx);
-    v1::HeartbeatResponse resp;
-    absl::Status st = FromGrpc(stub_->Heartbeat(&ctx, req, &resp));
+    int interval = 0;
+    absl::Status st = Beat(&interval);
     mu_.Lock();
     if (st.ok()) {
       failures = 0;
-      if (resp.heartbeat_interval_seconds() > 0)
-        heartbeat_seconds_ = resp.heartbeat_interval_seconds();
+      if (interval > 0) heartbeat_seconds_ = interval;
       continue;
     }
     spdlog::warn("heartbeat failed: {}", st.ToString());
@@ -537,9 +544,69 @@ void Agent::Session::HeartbeatLoop() {
         absl::IsPermissionDenied(st) || ++failures >= 3) {
       cancelled_ = true;
       if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
-      return;
+      break;
     }
   }
+  mu_.Unlock();
+  CloseBeats().IgnoreError();  // the session is over either way
+  mu_.Lock();
+}
+
+absl::Status Agent::Session::Beat(int* interval) {
+  v1::HeartbeatRequest req;
+  req.set_node_name(node());
+  v1::HeartbeatResponse resp;
+  if (!unary_heartbeats_) {
+    const bool opening = beats_ == nullptr;
+    if (opening) {
+      auto ctx = std::make_unique<grpc::ClientContext>();
+      Setup(ctx.get(), /*deadline=*/false);
+      {
+        qm::MutexLock lock(&mu_);
+        if (cancelled_) return absl::CancelledError("the session ended");
+        beats_ctx_ = ctx.get();
+      }
+      beats_ = stub_->Heartbeats(ctx.get());
+      beats_ctx_owned_ = std::move(ctx);
+    }
+    // The server answers the first beat of a stream; later ones only show up as the stream's
+    // end, when it refuses one.
+    if (beats_->Write(req) && (!opening || beats_->Read(&resp))) {
+      if (opening) *interval = resp.heartbeat_interval_seconds();
+      return absl::OkStatus();
+    }
+    absl::Status st = CloseBeats();
+    if (!absl::IsUnimplemented(st)) {
+      return st.ok() ? absl::UnavailableError("the server ended the heartbeat stream") : st;
+    }
+    spdlog::info("the server has no Heartbeats stream; sending unary heartbeats");
+    unary_heartbeats_ = true;
+  }
+  grpc::ClientContext ctx;
+  Setup(&ctx);
+  QM_RETURN_IF_ERROR(FromGrpc(stub_->Heartbeat(&ctx, req, &resp)));
+  *interval = resp.heartbeat_interval_seconds();
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Session::CloseBeats() {
+  if (beats_ == nullptr) return absl::OkStatus();
+  {
+    qm::MutexLock lock(&mu_);
+    if (cancelled_) beats_ctx_->TryCancel();
+  }
+  beats_->WritesDone();
+  v1::HeartbeatResponse ignored;
+  while (beats_->Read(&ignored)) {
+  }
+  absl::Status st = FromGrpc(beats_->Finish());
+  {
+    qm::MutexLock lock(&mu_);
+    beats_ctx_ = nullptr;
+  }
+  beats_.reset();
+  beats_ctx_owned_.reset();
+  return st;
 }
 
 // ---- Agent ---------------------------------------------------------------------------------

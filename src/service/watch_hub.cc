@@ -227,6 +227,14 @@ std::optional<model::Object> WatchHub::Find(const model::ResourceKey& key) {
   return it->second;
 }
 
+std::optional<int64_t> WatchHub::ResourceVersionOf(const model::ResourceKey& key) {
+  qm::MutexLock lock(&mu_);
+  if (!cache_ready_) return std::nullopt;
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  return it->second.meta.resource_version;
+}
+
 absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
   qm::MutexLock lock(&mu_);
   if (!cache_ready_) return absl::FailedPreconditionError("no object cache");

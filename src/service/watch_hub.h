@@ -82,6 +82,8 @@ class WatchHub {
 
   // The cached object at `key`, if the cache has one (it may lag the store by a few ms).
   std::optional<model::Object> Find(const model::ResourceKey& key);
+  // Its resourceVersion only (no copy of the object).
+  std::optional<int64_t> ResourceVersionOf(const model::ResourceKey& key);
 
   // The newest revision the cache shows.
   int64_t last_dispatched() const { return last_rv_.load(); }

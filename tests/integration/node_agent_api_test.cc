@@ -584,6 +584,80 @@ TEST_F(NodeAgentApiTest, HealthAndHeartbeats) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// The Heartbeats stream: answered once, each beat renews the node's lease, a Ready that someone
+// else changed is written back, and the stream ends with the status of the first refused beat.
+TEST_F(NodeAgentApiTest, HeartbeatStreamKeepsTheNodeReady) {
+  using Stream = grpc::ClientReaderWriter<v1::HeartbeatRequest, v1::HeartbeatResponse>;
+  struct Open {
+    grpc::ClientContext ctx;
+    std::unique_ptr<Stream> stream;
+  };
+  auto open = [&](const std::string& token) {
+    auto o = std::make_unique<Open>();
+    o->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    o->ctx.AddMetadata("authorization", "Bearer " + token);
+    o->stream = stub_->Heartbeats(&o->ctx);
+    return o;
+  };
+  auto beat = [](const std::string& node) {
+    v1::HeartbeatRequest hb;
+    hb.set_node_name(node);
+    return hb;
+  };
+  auto ended = [](Open& o) {
+    v1::HeartbeatResponse ignored;
+    while (o.stream->Read(&ignored)) {
+    }
+    return o.stream->Finish().error_code();
+  };
+  auto ready = [&] {
+    const json node = Get("/api/v1/nodes/gpu-node-a");
+    for (const auto& c : node["status"]["conditions"]) {
+      if (c["type"] == "Ready") return c["status"].get<std::string>();
+    }
+    return std::string();
+  };
+
+  auto unregistered = open("node-a");
+  ASSERT_TRUE(unregistered->stream->Write(beat("gpu-node-a")));
+  EXPECT_EQ(ended(*unregistered), grpc::StatusCode::FAILED_PRECONDITION);
+  auto foreign = open("node-a");
+  foreign->stream->Write(beat("gpu-node-b"));
+  EXPECT_EQ(ended(*foreign), grpc::StatusCode::PERMISSION_DENIED);
+  auto anonymous = open("nobody");
+  anonymous->stream->Write(beat("gpu-node-a"));
+  EXPECT_EQ(ended(*anonymous), grpc::StatusCode::PERMISSION_DENIED);
+
+  RegisterNode("gpu-node-a", "node-a");
+  auto o = open("node-a");
+  ASSERT_TRUE(o->stream->Write(beat("gpu-node-a")));
+  v1::HeartbeatResponse resp;
+  ASSERT_TRUE(o->stream->Read(&resp));
+  EXPECT_EQ(resp.heartbeat_interval_seconds(), 10);
+  ASSERT_TRUE(o->stream->Write(beat("gpu-node-a")));
+  ASSERT_TRUE(Eventually([&] {
+    EXPECT_TRUE(agent_api_->FlushHeartbeats().ok());
+    auto leases = store_->NodeLeases();
+    return leases.ok() && leases->contains("gpu-node-a");
+  }));
+
+  // Someone else sets Ready=Unknown: the next beat on the stream writes it back.
+  json node = Get("/api/v1/nodes/gpu-node-a");
+  for (auto& c : node["status"]["conditions"]) {
+    if (c["type"] == "Ready") c["status"] = "Unknown";
+  }
+  ASSERT_EQ(Rest("PUT", "/api/v1/nodes/gpu-node-a/status", node).code, 200);
+  ASSERT_EQ(ready(), "Unknown");
+  ASSERT_TRUE(Eventually([&] {
+    o->stream->Write(beat("gpu-node-a"));
+    return ready() == "True";
+  }));
+
+  // A beat for another node ends the stream.
+  o->stream->Write(beat("gpu-node-b"));
+  EXPECT_EQ(ended(*o), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 // Two replicas on one database: the agent heartbeats to the first only. The second's node
 // monitor sees those heartbeats through the node leases and leaves the node alone; once the
 // heartbeats stop, it marks the node unreachable.
@@ -698,7 +772,19 @@ TEST_F(NodeAgentApiTest, ShutdownEndsStreamsWithUnavailable) {
   }
   grpc::Status st = stream->Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+  // An open heartbeat stream is ended by the shutdown, with UNAVAILABLE.
+  grpc::ClientContext beats_ctx;
+  beats_ctx.AddMetadata("authorization", "Bearer node-a");
+  auto beats = stub_->Heartbeats(&beats_ctx);
+  v1::HeartbeatRequest beat;
+  beat.set_node_name("gpu-node-a");
+  ASSERT_TRUE(beats->Write(beat));
+  v1::HeartbeatResponse answer;
+  ASSERT_TRUE(beats->Read(&answer));
   server_->Shutdown();
+  while (beats->Read(&answer)) {
+  }
+  EXPECT_EQ(beats->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
   v1::HeartbeatRequest hb;
   hb.set_node_name("gpu-node-a");
   EXPECT_EQ(Call(&v1::NodeAgent::Stub::Heartbeat, "node-a", hb).error_code(),

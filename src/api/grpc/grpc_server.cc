@@ -4,13 +4,18 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <deque>
 #include <fstream>
+#include <functional>
 #include <random>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "api/grpc/node_agent_api.h"
 #include "auth/pki.h"
 #include "common/mutex.h"
+#include "common/status.h"
 #include "qm/agent/v1/agent.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -52,8 +57,97 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
+// Lets someone else (the heartbeat writer, Shutdown) resume or end a stream's reactor without
+// outliving it: the reactor clears the function before it is deleted.
+class Resumer {
+ public:
+  explicit Resumer(std::function<void(const absl::Status&)> fn) : fn_(std::move(fn)) {}
+  void Resume(const absl::Status& st) {
+    qm::MutexLock lock(&mu_);
+    if (fn_) fn_(st);
+  }
+  void Clear() {
+    qm::MutexLock lock(&mu_);
+    fn_ = nullptr;
+  }
+
+ private:
+  qm::Mutex mu_;
+  std::function<void(const absl::Status&)> fn_ ABSL_GUARDED_BY(mu_);
+};
+
+// Writes the Node's Ready condition for heartbeat streams, on its own thread: a reactor's
+// callbacks run on gRPC's threads, which must not wait on the database.
+class HeartbeatWriter {
+ public:
+  explicit HeartbeatWriter(NodeAgentApi& api) : api_(api) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~HeartbeatWriter() { Stop(); }
+
+  void Submit(Caller caller, std::string node, std::shared_ptr<Resumer> done) {
+    qm::MutexLock lock(&mu_);
+    if (stopping_) {
+      done->Resume(absl::UnavailableError("the server is shutting down"));
+      return;
+    }
+    jobs_.push_back({std::move(caller), std::move(node), std::move(done)});
+    cv_.Signal();
+  }
+
+  // Ends the thread; what is still queued gets UNAVAILABLE. Idempotent.
+  void Stop() {
+    {
+      qm::MutexLock lock(&mu_);
+      stopping_ = true;
+      cv_.SignalAll();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct Job {
+    Caller caller;
+    std::string node;
+    std::shared_ptr<Resumer> done;
+  };
+
+  void Run() {
+    qm::MutexLock lock(&mu_);
+    while (true) {
+      while (!stopping_ && jobs_.empty()) cv_.Wait(&mu_);
+      if (jobs_.empty()) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      absl::Status st = absl::UnavailableError("the server is shutting down");
+      if (!stopping_) {
+        mu_.Unlock();
+        try {
+          st = api_.WriteHeartbeat(job.caller, job.node);
+        } catch (const std::exception& e) {
+          spdlog::error("request_id={} node-agent Heartbeats: unexpected exception: {}",
+                        job.caller.request_id, e.what());
+          st = absl::InternalError(e.what());
+        }
+        mu_.Lock();
+      }
+      mu_.Unlock();
+      job.done->Resume(st);
+      mu_.Lock();
+    }
+  }
+
+  NodeAgentApi& api_;
+  qm::Mutex mu_;
+  qm::CondVar cv_;
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 class GrpcServer::Impl final
-    : public v1::NodeAgent::WithCallbackMethod_WatchAssignments<v1::NodeAgent::Service> {
+    : public v1::NodeAgent::WithCallbackMethod_Heartbeats<
+          v1::NodeAgent::WithCallbackMethod_WatchAssignments<v1::NodeAgent::Service>> {
  public:
   Impl(NodeAgentApi& api, const auth::Authenticator& authn, GrpcServerOptions options)
       : api_(api), authn_(authn), options_(std::move(options)) {}
@@ -100,6 +194,22 @@ class GrpcServer::Impl final
   }
   grpc::ServerWriteReactor<v1::WatchAssignmentsResponse>* WatchAssignments(
       grpc::CallbackServerContext* ctx, const v1::WatchAssignmentsRequest* req) override;
+  grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse>* Heartbeats(
+      grpc::CallbackServerContext* ctx) override;
+
+  HeartbeatWriter& heartbeat_writer() { return heartbeat_writer_; }
+  const GrpcServerOptions& options() const { return options_; }
+  // The open Heartbeats streams, so that Shutdown can end them (false: shutting down, end it).
+  bool AddStream(const std::shared_ptr<Resumer>& stream) {
+    qm::MutexLock lock(&streams_mu_);
+    if (stopping_.load()) return false;
+    streams_.insert(stream);
+    return true;
+  }
+  void RemoveStream(const std::shared_ptr<Resumer>& stream) {
+    qm::MutexLock lock(&streams_mu_);
+    streams_.erase(stream);
+  }
 
  private:
   // Authenticates, runs `fn` and maps its outcome; the last-resort catch of unary calls.
@@ -137,6 +247,9 @@ class GrpcServer::Impl final
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> unexpected_{0};
+  HeartbeatWriter heartbeat_writer_{api_};
+  qm::Mutex streams_mu_;
+  std::set<std::shared_ptr<Resumer>> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 namespace {
@@ -265,7 +378,164 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 };
 
+// One Heartbeats stream: checks the caller on the first beat (and again every
+// options().heartbeat_recheck), notes each beat in memory on gRPC's thread, hands the rare
+// Ready write to the HeartbeatWriter and reads the next beat only after it. Answers the first
+// beat; ends with the status of the first beat that fails.
+class HeartbeatReactor final
+    : public grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse> {
+ public:
+  HeartbeatReactor(GrpcServer::Impl& server, grpc::CallbackServerContext* ctx)
+      : server_(server), ctx_(ctx) {
+    self_ = std::make_shared<Resumer>([this](const absl::Status& st) { Resume(st); });
+    qm::MutexLock lock(&mu_);
+    if (!server_.AddStream(self_)) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+      return;
+    }
+    registered_ = true;
+    reading_ = true;
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    qm::MutexLock lock(&mu_);
+    reading_ = false;
+    if (finished_) return;
+    if (!ok) {  // the agent closed its side, or went away
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    try {
+      if (absl::Status st = CheckLocked(); !st.ok()) {
+        FinishLocked(ToGrpc(st, request_id_));
+        return;
+      }
+      if (server_.api().NoteHeartbeat(node_)) {
+        server_.heartbeat_writer().Submit(caller_, node_, self_);
+        return;  // Resume goes on
+      }
+    } catch (...) {
+      server_.Unexpected(request_id_, "Heartbeats");
+      FinishLocked(
+          grpc::Status(grpc::StatusCode::INTERNAL,
+                       "internal error; see the server log for request id " + request_id_));
+      return;
+    }
+    NextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    qm::MutexLock lock(&mu_);
+    writing_ = false;
+    if (pending_finish_.has_value()) {
+      finished_ = true;
+      Finish(std::move(*pending_finish_));
+      pending_finish_.reset();
+      return;
+    }
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    if (!finished_ && !reading_) {
+      reading_ = true;
+      StartRead(&req_);
+    }
+  }
+
+  void OnCancel() override {
+    qm::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    self_->Clear();
+    if (registered_) server_.RemoveStream(self_);
+    delete this;
+  }
+
+ private:
+  // After a Ready write (or from Shutdown, with UNAVAILABLE).
+  void Resume(const absl::Status& st) {
+    qm::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (!st.ok()) {
+      FinishLocked(ToGrpc(st, request_id_));
+      return;
+    }
+    NextLocked();
+  }
+
+  // The first beat names the node and checks the caller; later ones must name the same node.
+  absl::Status CheckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!node_.empty() && req_.node_name() != node_) {
+      return absl::InvalidArgumentError("node_name: Invalid value: \"" + req_.node_name() +
+                                        "\": this stream heartbeats for node \"" + node_ + "\"");
+    }
+    if (!node_.empty() && now - checked_ < server_.options().heartbeat_recheck) {
+      return absl::OkStatus();
+    }
+    request_id_ = NewRequestId();
+    auto caller = server_.Authenticate(ctx_);
+    if (!caller.ok()) return caller.status();
+    caller->request_id = request_id_;
+    QM_RETURN_IF_ERROR(server_.api().CheckHeartbeat(*caller, req_.node_name()));
+    caller_ = std::move(*caller);
+    node_ = req_.node_name();
+    checked_ = now;
+    return absl::OkStatus();
+  }
+
+  // Answers the first beat, then reads the next.
+  void NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!answered_) {
+      answered_ = true;
+      resp_.set_heartbeat_interval_seconds(server_.api().heartbeat_interval_seconds());
+      writing_ = true;
+      StartWrite(&resp_);
+      return;
+    }
+    reading_ = true;
+    StartRead(&req_);
+  }
+
+  // Finishes once; after the write in progress, if there is one.
+  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || pending_finish_.has_value()) return;
+    if (writing_) {
+      pending_finish_ = std::move(status);
+      return;
+    }
+    finished_ = true;
+    Finish(std::move(status));
+  }
+
+  GrpcServer::Impl& server_;
+  grpc::CallbackServerContext* const ctx_;
+  std::shared_ptr<Resumer> self_;  // set by the constructor
+  bool registered_ = false;        // set by the constructor
+  qm::Mutex mu_;
+  v1::HeartbeatRequest req_ ABSL_GUARDED_BY(mu_);
+  v1::HeartbeatResponse resp_ ABSL_GUARDED_BY(mu_);
+  std::string node_ ABSL_GUARDED_BY(mu_);
+  Caller caller_ ABSL_GUARDED_BY(mu_);
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point checked_ ABSL_GUARDED_BY(mu_);
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
+
+grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse>* GrpcServer::Impl::Heartbeats(
+    grpc::CallbackServerContext* ctx) {
+  return new HeartbeatReactor(*this, ctx);
+}
 
 grpc::ServerWriteReactor<v1::WatchAssignmentsResponse>* GrpcServer::Impl::WatchAssignments(
     grpc::CallbackServerContext* ctx, const v1::WatchAssignmentsRequest* req) {
@@ -374,7 +644,16 @@ absl::Status GrpcServer::Impl::Start() {
 }
 
 void GrpcServer::Impl::Shutdown(std::chrono::milliseconds grace) {
-  if (stopping_.exchange(true)) return;
+  std::set<std::shared_ptr<Resumer>> streams;
+  {
+    qm::MutexLock lock(&streams_mu_);
+    if (stopping_.exchange(true)) return;
+    streams.swap(streams_);
+  }
+  for (const auto& stream : streams) {
+    stream->Resume(absl::UnavailableError("the server is shutting down"));
+  }
+  heartbeat_writer_.Stop();
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();

@@ -5,7 +5,8 @@
 // certificates and bearer tokens (`authorization: Bearer <token>` metadata) by the same
 // authenticator as REST, keepalive, message size limits and server reflection. Unary methods run
 // on a bounded pool of threads; WatchAssignments streams use gRPC's callback API and hold no
-// thread while idle, so thousands of agents can stay connected.
+// thread while idle, so thousands of agents can stay connected; so do Heartbeats streams, whose
+// beats are noted on gRPC's threads (the rare Node write goes to a thread of its own).
 
 #include <atomic>
 #include <chrono>
@@ -42,6 +43,8 @@ struct GrpcServerOptions {
   // Threads kept waiting for calls between bursts (gRPC's sync server pollers).
   int min_pollers = 2;
   int max_pollers = 16;
+  // A Heartbeats stream checks its caller's credentials and RBAC again this often.
+  std::chrono::milliseconds heartbeat_recheck{60000};
 };
 
 class GrpcServer {

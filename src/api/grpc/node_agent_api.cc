@@ -1141,7 +1141,45 @@ absl::Status NodeAgentApi::SyncHealthTaints(
   return absl::OkStatus();
 }
 
-absl::Status NodeAgentApi::WriteReady(const Caller& caller, const std::string& node) {
+absl::Status NodeAgentApi::CheckHeartbeat(const Caller& caller, const std::string& node) {
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  return Authorize(caller, "update", "", "nodes", "status", "", node);
+}
+
+bool NodeAgentApi::NoteHeartbeat(const std::string& node) {
+  NoteHeard(node);
+  const auto now = std::chrono::steady_clock::now();
+  {
+    qm::MutexLock lock(&mu_);
+    auto it = ready_written_.find(node);
+    if (it == ready_written_.end() || now - it->second >= options_.heartbeat_write_interval) {
+      return true;
+    }
+  }
+  // Recently written: write again only if someone (a node monitor, an admin) changed Ready.
+  const model::ResourceKey key{"nodes", "", node};
+  auto rv = hub_.ResourceVersionOf(key);
+  if (!rv.has_value()) return true;
+  {
+    qm::MutexLock lock(&mu_);
+    auto it = ready_seen_.find(node);
+    if (it != ready_seen_.end() && it->second.first == *rv) return !it->second.second;
+  }
+  auto cached = hub_.Find(key);
+  if (!cached.has_value()) return true;
+  json body = json::parse(cached->body, nullptr, false);
+  const json& conditions = At(At(body, "status"), "conditions");
+  bool ready = false;
+  for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+    if (Str(conditions[i], "type") == "Ready") ready = Str(conditions[i], "status") == "True";
+  }
+  qm::MutexLock lock(&mu_);
+  ready_seen_[node] = {cached->meta.resource_version, ready};
+  return !ready;
+}
+
+absl::Status NodeAgentApi::WriteHeartbeat(const Caller& caller, const std::string& node) {
+  const auto now = std::chrono::steady_clock::now();
   auto change = [&](json& obj) -> absl::StatusOr<bool> {
     SetCondition(obj["status"]["conditions"], "Ready", "True", kAgentReadyReason,
                  "qm-agent is posting ready status", FormatRfc3339(clock_.Now()),
@@ -1155,55 +1193,17 @@ absl::Status NodeAgentApi::WriteReady(const Caller& caller, const std::string& n
   if (absl::IsNotFound(written.status())) {
     return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
   }
-  return written.status();
+  QM_RETURN_IF_ERROR(written.status());
+  qm::MutexLock lock(&mu_);
+  ready_written_[node] = now;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::HeartbeatResponse> NodeAgentApi::Heartbeat(const Caller& caller,
                                                               const v1::HeartbeatRequest& request) {
   const std::string& node = request.node_name();
-  QM_RETURN_IF_ERROR(CheckNode(caller, node));
-  QM_RETURN_IF_ERROR(Authorize(caller, "update", "", "nodes", "status", "", node));
-  NoteHeard(node);
-  const auto now = std::chrono::steady_clock::now();
-  bool write = true;
-  {
-    qm::MutexLock lock(&mu_);
-    auto it = ready_written_.find(node);
-    write = it == ready_written_.end() || now - it->second >= options_.heartbeat_write_interval;
-  }
-  if (!write) {
-    // Recently written: write again only if someone (a node monitor, an admin) changed Ready.
-    auto cached = hub_.Find(model::ResourceKey{"nodes", "", node});
-    if (!cached.has_value()) {
-      write = true;
-    } else {
-      const int64_t rv = cached->meta.resource_version;
-      std::optional<bool> ready;
-      {
-        qm::MutexLock lock(&mu_);
-        auto it = ready_seen_.find(node);
-        if (it != ready_seen_.end() && it->second.first == rv) ready = it->second.second;
-      }
-      if (!ready.has_value()) {
-        json body = json::parse(cached->body, nullptr, false);
-        const json& conditions = At(At(body, "status"), "conditions");
-        ready = false;
-        for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
-          if (Str(conditions[i], "type") == "Ready") {
-            ready = Str(conditions[i], "status") == "True";
-          }
-        }
-        qm::MutexLock lock(&mu_);
-        ready_seen_[node] = {rv, *ready};
-      }
-      write = !*ready;
-    }
-  }
-  if (write) {
-    QM_RETURN_IF_ERROR(WriteReady(caller, node));
-    qm::MutexLock lock(&mu_);
-    ready_written_[node] = now;
-  }
+  QM_RETURN_IF_ERROR(CheckHeartbeat(caller, node));
+  if (NoteHeartbeat(node)) QM_RETURN_IF_ERROR(WriteHeartbeat(caller, node));
   v1::HeartbeatResponse resp;
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
   return resp;

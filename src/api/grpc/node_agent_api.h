@@ -42,7 +42,7 @@ struct Caller {
 };
 
 struct NodeAgentApiOptions {
-  // What Register and Heartbeat tell agents (HeartbeatResponse.heartbeat_interval_seconds).
+  // What Register and Heartbeat(s) tell agents (HeartbeatResponse.heartbeat_interval_seconds).
   int heartbeat_interval_seconds = 10;
   // A heartbeat writes the Node's Ready condition when it is not True, and otherwise refreshes
   // its lastHeartbeatTime at most this often (Kubernetes' nodeStatusReportFrequency, 5 minutes):
@@ -95,8 +95,21 @@ class NodeAgentApi {
       const Caller& caller, const v1::ReportUnpreparedRequest& request);
   absl::StatusOr<v1::ReportHealthResponse> ReportHealth(const Caller& caller,
                                                         const v1::ReportHealthRequest& request);
+  // The unary heartbeat: CheckHeartbeat, NoteHeartbeat and, when due, WriteHeartbeat.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const Caller& caller,
                                                   const v1::HeartbeatRequest& request);
+  int heartbeat_interval_seconds() const { return options_.heartbeat_interval_seconds; }
+  // The parts of a heartbeat, for the Heartbeats stream, which checks the caller when it opens
+  // (and every minute), notes each beat on the transport's thread and writes elsewhere.
+  // CheckHeartbeat: may `caller` heartbeat for `node` (node restriction, RBAC)?
+  absl::Status CheckHeartbeat(const Caller& caller, const std::string& node);
+  // Notes a beat (memory only; the node monitor writes leases) and says whether the Node's
+  // Ready condition must be written: when the cache shows it not True, or it was last written
+  // heartbeat_write_interval ago. Cheap: decodes the Node only when its resourceVersion moved.
+  bool NoteHeartbeat(const std::string& node);
+  // Sets the Node's Ready condition to True with lastHeartbeatTime now. FailedPrecondition when
+  // the node does not exist (the agent must Register).
+  absl::Status WriteHeartbeat(const Caller& caller, const std::string& node);
   // Checks the caller and opens its node's assignment feed (AssignmentRouter::Open).
   absl::StatusOr<std::shared_ptr<AssignmentFeed>> WatchAssignments(
       const Caller& caller, const v1::WatchAssignmentsRequest& request);
@@ -143,8 +156,6 @@ class NodeAgentApi {
       const std::string& node, const std::string& driver,
       const std::map<std::string, std::pair<std::string, std::string>>& unhealthy,
       const std::map<std::string, std::string>& reasons);
-  // Sets the Node's Ready condition to True with lastHeartbeatTime now.
-  absl::Status WriteReady(const Caller& caller, const std::string& node);
 
   service::ObjectService& objects_;
   service::WatchHub& hub_;
