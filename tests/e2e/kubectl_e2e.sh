@@ -131,6 +131,21 @@ check_has "explain resourceclaims.spec.devices" "$(k explain resourceclaims.spec
   "KIND:       ResourceClaim" "requests" "constraints"
 check_has "explain v1beta1 slice devices" "$(k explain resourceslices.spec.devices --api-version=resource.k8s.io/v1beta1)" "basic"
 
+# --- our review objects (admin.quartermaster.io), as SubjectAccessReview --------------------------
+review() {
+  printf 'apiVersion: admin.quartermaster.io/v1alpha1\nkind: DeviceMatchReview\nspec:\n%b  selectors:\n  - cel:\n      expression: device.driver == "gpu.nvidia.com"\n' "$1"
+}
+published=$(k get resourceslices -o jsonpath='{range .items[?(@.spec.driver=="gpu.nvidia.com")]}{range .spec.devices[*]}{.name}{"\n"}{end}{end}' | grep -c .)
+check "the seeds publish gpu.nvidia.com devices" "$([ "$published" -gt 0 ] && echo yes)" "yes"
+check "api-resources lists the reviews" "$(k api-resources --api-group=admin.quartermaster.io --no-headers | awk '{ print $1, $NF }')" \
+  "deviceallocationhistoryreviews DeviceAllocationHistoryReview" "devicematchreviews DeviceMatchReview" \
+  "utilizationhistoryreviews UtilizationHistoryReview"
+check "create -f a DeviceMatchReview" "$(review "" | k create -f - -o jsonpath='{.kind} {.status.matchedDevices}')" \
+  "DeviceMatchReview $published"
+check "a review field the schema lacks is refused" "$(review "  colour: red\n" | k create -f - -o name 2>&1)" \
+  'Error from server (BadRequest): error when creating "STDIN": strict decoding error: unknown field "spec.colour"'
+check_has "explain a review" "$(k explain devicematchreviews.spec)" "KIND:       DeviceMatchReview" "selectors" "className"
+
 # --- pods, events, resource quotas (core v1) --------------------------------------------------
 check "apply pod sharing a claim" "$(k apply -f "$SEEDS/05-pod-shared-claim.yaml")" "pod/pod1 created"
 check "apply pods from a claim template" "$(k apply -f "$SEEDS/13-pods-from-template.yaml")" \

@@ -8,6 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/rest/discovery.h"
+#include "api/rest/schema.h"
 #include "api/rest/status.h"
 #include "model/field_error.h"
 #include "model/resource_types.h"
@@ -160,6 +162,20 @@ bool TimeField(const json& spec, const char* name, std::chrono::system_clock::ti
     return false;
   }
   return true;
+}
+
+// fieldValidation on a review, as on every other write: fields the schema table does not know
+// are refused with Strict, reported as warnings with Warn (the default), let through with Ignore.
+// A body that is not a JSON object is left to the review, which answers 400.
+absl::Status CheckReviewFields(const char* kind, const HttpRequest& req,
+                               std::vector<std::string>* warnings) {
+  auto it = req.query.find("fieldValidation");
+  const std::string mode = it == req.query.end() ? "" : it->second;
+  if (mode == "Ignore") return absl::OkStatus();
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) return absl::OkStatus();
+  return ApplyFieldValidation(mode, UnknownFields(kAdminGroup, kAdminVersion, kind, body),
+                              warnings);
 }
 
 }  // namespace
@@ -490,33 +506,9 @@ bool IsAdminApiPath(const std::string& path) {
 HttpResponse AdminApi::Handle(const HttpRequest& req) {
   std::string path = req.path;
   if (path.size() > 1 && path.back() == '/') path.pop_back();
-  const json version = {{"groupVersion", GroupVersion()}, {"version", kAdminVersion}};
-  if (path == GroupPath() && req.method == "GET") {
-    return Json(200, {{"kind", "APIGroup"},
-                      {"apiVersion", "v1"},
-                      {"name", kAdminGroup},
-                      {"versions", json::array({version})},
-                      {"preferredVersion", version}});
-  }
+  if (path == GroupPath() && req.method == "GET") return Json(200, LegacyGroup(kAdminGroup));
   if (path == VersionPath() && req.method == "GET") {
-    return Json(200, {{"kind", "APIResourceList"},
-                      {"apiVersion", "v1"},
-                      {"groupVersion", GroupVersion()},
-                      {"resources", json::array({{{"name", kReviewResource},
-                                                  {"singularName", "devicematchreview"},
-                                                  {"namespaced", false},
-                                                  {"kind", kReviewKind},
-                                                  {"verbs", json::array({"create"})}},
-                                                 {{"name", kUtilizationResource},
-                                                  {"singularName", "utilizationhistoryreview"},
-                                                  {"namespaced", false},
-                                                  {"kind", kUtilizationKind},
-                                                  {"verbs", json::array({"create"})}},
-                                                 {{"name", kDeviceHistoryResource},
-                                                  {"singularName", "deviceallocationhistoryreview"},
-                                                  {"namespaced", false},
-                                                  {"kind", kDeviceHistoryKind},
-                                                  {"verbs", json::array({"create"})}}})}});
+    return Json(200, LegacyResourceList(kAdminGroup, kAdminVersion));
   }
   const bool match = path == VersionPath() + "/" + kReviewResource;
   const bool utilization = path == VersionPath() + "/" + kUtilizationResource;
@@ -526,8 +518,16 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       return Error(MakeError(405, "MethodNotAllowed",
                              "the server does not allow this method on the requested resource"));
     }
-    if (match) return DeviceMatchReview(req);
-    return utilization ? UtilizationHistoryReview(req) : DeviceAllocationHistoryReview(req);
+    const char* kind = match ? kReviewKind : utilization ? kUtilizationKind : kDeviceHistoryKind;
+    std::vector<std::string> warnings;
+    if (auto st = CheckReviewFields(kind, req, &warnings); !st.ok()) {
+      return Error(MakeError(400, "BadRequest", std::string(st.message())));
+    }
+    HttpResponse resp = match         ? DeviceMatchReview(req)
+                        : utilization ? UtilizationHistoryReview(req)
+                                      : DeviceAllocationHistoryReview(req);
+    resp.warnings.insert(resp.warnings.end(), warnings.begin(), warnings.end());
+    return resp;
   }
   return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
 }

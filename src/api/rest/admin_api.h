@@ -24,7 +24,9 @@
 //     claim, shareID, adminAccess), status.truncated, status.start and status.end out. Claim
 //     names come from the claims that still exist; a deleted claim has namespace and uid only.
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
-//     its resources.
+//     its resources (discovery.h's ReviewResources(), also in /apis and OpenAPI v3).
+// Unknown fields (the schema table's admin.* definitions) follow fieldValidation: Strict 400,
+// Warn (the default) a warning each, Ignore nothing.
 // Callers have been authenticated and authorized (create on the review's resource in the group)
 // before Handle runs.
 

@@ -26,6 +26,11 @@ std::vector<std::string> GroupVersions(const std::string& group) {
       if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
     }
   }
+  for (const auto& r : ReviewResources()) {
+    if (r.group == group && std::find(out.begin(), out.end(), r.version) == out.end()) {
+      out.push_back(r.version);
+    }
+  }
   std::stable_sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
     return a == "v1" && b != "v1";
   });
@@ -51,6 +56,15 @@ json AggregatedVersion(const std::string& group, const std::string& version) {
     }
     resources.push_back(r);
   }
+  for (const auto& review : ReviewResources()) {
+    if (review.group != group || review.version != version) continue;
+    resources.push_back(
+        {{"resource", review.plural},
+         {"responseKind", {{"group", group}, {"version", version}, {"kind", review.kind}}},
+         {"scope", "Cluster"},
+         {"singularResource", review.singular},
+         {"verbs", {"create"}}});
+  }
   return json{{"version", version}, {"resources", resources}, {"freshness", "Current"}};
 }
 
@@ -60,6 +74,9 @@ std::vector<std::string> NamedGroups() {
   for (const auto& t : model::AllResourceTypes()) {
     if (t.group.empty()) continue;
     if (std::find(out.begin(), out.end(), t.group) == out.end()) out.push_back(t.group);
+  }
+  for (const auto& r : ReviewResources()) {
+    if (std::find(out.begin(), out.end(), r.group) == out.end()) out.push_back(r.group);
   }
   return out;
 }
@@ -78,6 +95,18 @@ json AggregatedList(const std::vector<std::string>& groups) {
 }
 
 }  // namespace
+
+const std::vector<ReviewResource>& ReviewResources() {
+  static const auto* reviews = new std::vector<ReviewResource>{
+      {"admin.quartermaster.io", "v1alpha1", "devicematchreviews", "devicematchreview",
+       "DeviceMatchReview"},
+      {"admin.quartermaster.io", "v1alpha1", "utilizationhistoryreviews",
+       "utilizationhistoryreview", "UtilizationHistoryReview"},
+      {"admin.quartermaster.io", "v1alpha1", "deviceallocationhistoryreviews",
+       "deviceallocationhistoryreview", "DeviceAllocationHistoryReview"},
+  };
+  return *reviews;
+}
 
 json VersionInfo() {
   return json{{"major", "1"},
@@ -144,6 +173,14 @@ json LegacyResourceList(const std::string& group, const std::string& version) {
                            {"kind", t.kind},
                            {"verbs", {"get", "patch", "update"}}});
     }
+  }
+  for (const auto& review : ReviewResources()) {
+    if (review.group != group || review.version != version) continue;
+    resources.push_back({{"name", review.plural},
+                         {"singularName", review.singular},
+                         {"namespaced", false},
+                         {"kind", review.kind},
+                         {"verbs", {"create"}}});
   }
   if (resources.empty()) return json();
   return json{{"kind", "APIResourceList"},

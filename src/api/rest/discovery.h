@@ -1,12 +1,22 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace qm::api {
 
-// Discovery documents, all derived from model::AllResourceTypes().
+// A create-only review resource of one of our own API groups (like SubjectAccessReview): not
+// stored, so not in model::AllResourceTypes(); cluster-scoped, verb "create" only.
+struct ReviewResource {
+  std::string group, version, plural, singular, kind;
+};
+// admin.quartermaster.io/v1alpha1: devicematchreviews, utilizationhistoryreviews,
+// deviceallocationhistoryreviews (api/rest/admin_api.h serves them).
+const std::vector<ReviewResource>& ReviewResources();
+
+// Discovery documents, all derived from model::AllResourceTypes() and ReviewResources().
 
 inline constexpr char kAggregatedDiscoveryContentType[] =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";

@@ -169,24 +169,9 @@ absl::Status CheckTypeMeta(const model::ResourceType& type, const std::string& v
 absl::Status CheckUnknownFields(const model::ResourceType& type, const std::string& version,
                                 const json& obj, const HttpRequest& req,
                                 std::vector<std::string>* warnings) {
-  std::string mode = QueryParam(req, "fieldValidation");
+  const std::string mode = QueryParam(req, "fieldValidation");
   if (mode == "Ignore") return absl::OkStatus();
-  auto unknown = UnknownFields(type, version, obj);
-  if (unknown.empty()) return absl::OkStatus();
-  if (mode == "Strict") {
-    std::string msg = "strict decoding error: ";
-    for (size_t i = 0; i < unknown.size(); ++i) {
-      std::string f = unknown[i];
-      if (!f.empty() && f[0] == '.') f = f.substr(1);
-      msg += (i ? ", " : "") + std::string("unknown field \"") + f + "\"";
-    }
-    return absl::InvalidArgumentError(msg);
-  }
-  for (auto f : unknown) {
-    if (!f.empty() && f[0] == '.') f = f.substr(1);
-    warnings->push_back("unknown field \"" + f + "\"");
-  }
-  return absl::OkStatus();
+  return ApplyFieldValidation(mode, UnknownFields(type, version, obj), warnings);
 }
 
 // Nesting deeper than this is refused before parsing: the JSON library recurses on copy, dump

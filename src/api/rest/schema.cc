@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "api/rest/discovery.h"
 
 namespace qm::api {
 namespace {
@@ -65,6 +67,7 @@ std::string SchemaKey(const std::string& id, const std::string& version) {
   if (package == "resource") return "io.k8s.api.resource." + version + "." + name;
   if (package == "core") return "io.k8s.api.core.v1." + name;
   if (package == "rbac") return "io.k8s.api.rbac.v1." + name;
+  if (package == "admin") return "io.quartermaster.admin." + version + "." + name;
   return "io.k8s.apimachinery.pkg.apis.meta.v1." + name;
 }
 
@@ -179,6 +182,13 @@ class DocumentBuilder {
       AddKind(id, type.kind);
       AddKind(id + "List", type.kind + "List");
       AddPaths(type);
+    }
+    for (const ReviewResource& review : ReviewResources()) {
+      if (review.group != group_ || review.version != version_) continue;
+      const std::string id = schema_internal::PackageOf(review.group) + "." + review.kind;
+      if (FindDef(id, shape_) == nullptr) continue;
+      AddKind(id, review.kind);
+      AddReviewPaths(review, id);
     }
     return json{{"openapi", "3.0.0"},
                 {"info", json{{"title", "Quartermaster"}, {"version", "unversioned"}}},
@@ -375,6 +385,37 @@ class DocumentBuilder {
     }
   }
 
+  // A create-only review: POST on its collection. Plus a PATCH operation on an item path that is
+  // not served (405): kubectl decides whether the server validates fields (fieldValidation) by
+  // looking for a PATCH operation of the manifest's kind, and without one `kubectl create -f`
+  // would fall back to OpenAPI v2 and fail.
+  void AddReviewPaths(const ReviewResource& review, const std::string& id) {
+    const std::string collection = "/apis/" + review.group + "/" + version_ + "/" + review.plural;
+    const std::string kind_key = SchemaKey(id, version_);
+    const std::string what =
+        UpperFirst(GroupTag(review.group)) + UpperFirst(version_) + review.kind;
+    json& coll = paths_[collection];
+    coll["parameters"] =
+        json::array({QueryParam("pretty", "string", "When true, indent the output.")});
+    coll["post"] =
+        Operation("post", "create", review.kind, what,
+                  "Create a " + review.kind +
+                      ": answered with its status at once; "
+                      "nothing is stored.",
+                  WriteParams(),
+                  json{{"200", Response("OK", kind_key)}, {"201", Response("Created", kind_key)}});
+    coll["post"]["requestBody"] = json{{"content", JsonContent(kind_key)}, {"required", true}};
+    json& item = paths_[collection + "/{name}"];
+    item["parameters"] = json::array({PathParam("name", "Name of the " + review.kind + ".")});
+    item["patch"] =
+        Operation("patch", "patch", review.kind, what,
+                  "Not served (405 MethodNotAllowed): reviews are create-only. Listed "
+                  "so that kubectl lets the server validate the fields of review "
+                  "manifests (fieldValidation).",
+                  json::array({FieldValidationParam()}),
+                  json{{"405", Response("MethodNotAllowed", SchemaKey("meta.Status", version_))}});
+  }
+
   const std::string group_;
   const std::string version_;
   const unsigned shape_;
@@ -391,6 +432,10 @@ std::map<std::string, json> BuildAllDocuments() {
       const std::string gv = GroupVersionString(type.group, version);
       if (docs.count(gv) == 0) docs[gv] = DocumentBuilder(type.group, version).Build();
     }
+  }
+  for (const ReviewResource& review : ReviewResources()) {
+    const std::string gv = GroupVersionString(review.group, review.version);
+    if (docs.count(gv) == 0) docs[gv] = DocumentBuilder(review.group, review.version).Build();
   }
   return docs;
 }
@@ -453,6 +498,7 @@ namespace schema_internal {
 std::string PackageOf(const std::string& group) {
   if (group.empty()) return "core";
   if (group == model::kRbacGroup) return "rbac";
+  if (group == "admin.quartermaster.io") return "admin";
   return "resource";
 }
 
@@ -466,6 +512,10 @@ nlohmann::json OpenApiIndex() {
       paths[key] = json{{"serverRelativeURL", "/openapi/v3/" + key}};
     }
   }
+  for (const ReviewResource& review : ReviewResources()) {
+    const std::string key = IndexKey(review.group, review.version);
+    paths[key] = json{{"serverRelativeURL", "/openapi/v3/" + key}};
+  }
   return json{{"paths", std::move(paths)}};
 }
 
@@ -476,12 +526,33 @@ const nlohmann::json& OpenApiDocument(const std::string& group_version) {
   return it == docs->end() ? *null_doc : it->second;
 }
 
+absl::Status ApplyFieldValidation(const std::string& mode, const std::vector<std::string>& unknown,
+                                  std::vector<std::string>* warnings) {
+  if (mode == "Ignore" || unknown.empty()) return absl::OkStatus();
+  std::vector<std::string> problems;
+  for (const std::string& path : unknown) {
+    problems.push_back("unknown field \"" + (absl::StartsWith(path, ".") ? path.substr(1) : path) +
+                       "\"");
+  }
+  if (mode == "Strict") {
+    return absl::InvalidArgumentError("strict decoding error: " + absl::StrJoin(problems, ", "));
+  }
+  warnings->insert(warnings->end(), problems.begin(), problems.end());
+  return absl::OkStatus();
+}
+
 std::vector<std::string> UnknownFields(const model::ResourceType& type, const std::string& version,
                                        const nlohmann::json& obj) {
+  if (!type.ServesVersion(version)) return {};
+  return UnknownFields(type.group, version, type.kind, obj);
+}
+
+std::vector<std::string> UnknownFields(const std::string& group, const std::string& version,
+                                       const std::string& kind, const nlohmann::json& obj) {
   std::vector<std::string> unknown;
-  if (!obj.is_object() || !type.ServesVersion(version)) return unknown;
-  const unsigned shape = ShapeFor(type.group, version);
-  const Def* root = FindDef(PackageOf(type) + "." + type.kind, shape);
+  if (!obj.is_object()) return unknown;
+  const unsigned shape = ShapeFor(group, version);
+  const Def* root = FindDef(schema_internal::PackageOf(group) + "." + kind, shape);
   if (root == nullptr) return unknown;
   for (const auto& [name, value] : obj.items()) {
     if (name == "apiVersion" || name == "kind") continue;

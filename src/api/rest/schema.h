@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/status/status.h"
+
 #include "model/resource_types.h"
 
 namespace qm::api {
@@ -24,6 +26,16 @@ const nlohmann::json& OpenApiDocument(const std::string& group_version);
 // `type` at `version` does not know. `obj` is the object as the client sent it, in `version`.
 std::vector<std::string> UnknownFields(const model::ResourceType& type, const std::string& version,
                                        const nlohmann::json& obj);
+// The same for any kind of the schema table by group, version and kind (the review kinds of
+// ReviewResources() too); nothing for a kind the table does not have.
+std::vector<std::string> UnknownFields(const std::string& group, const std::string& version,
+                                       const std::string& kind, const nlohmann::json& obj);
+
+// fieldValidation over the unknown fields found (paths as UnknownFields gives them): "Strict"
+// is InvalidArgument `strict decoding error: unknown field "spec.foo", ...`; "Ignore" lets them
+// through; anything else ("Warn", the default) adds `unknown field "spec.foo"` to `warnings`.
+absl::Status ApplyFieldValidation(const std::string& mode, const std::vector<std::string>& unknown,
+                                  std::vector<std::string>* warnings);
 
 // The schema table itself. Internal to schema.cc and schema_defs.cc; other code uses the three
 // functions above.

@@ -1222,6 +1222,70 @@ std::vector<Def> ResourceDefs() {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// admin.quartermaster.io/v1alpha1: create-only reviews (api/rest/admin_api.h). Their status is
+// computed, never sent, so it is described but not modelled field by field.
+
+std::vector<Def> AdminDefs() {
+  auto review = [](std::string kind, std::string description, std::string status) {
+    return Def{"admin." + kind, kAllShapes, std::move(description),
+               Cat(KindHead(), {Req(Obj("spec", "admin." + kind + "Spec", "What to review.")),
+                                Free("status", std::move(status))})};
+  };
+  const Prop range = Str("range",
+                         "How far back from now, as a duration: 1h, 24h, 7d. Not together with "
+                         "start.");
+  return {
+      review("DeviceMatchReview",
+             "Which devices a device class and/or CEL selectors match, now. Create-only; "
+             "nothing is stored.",
+             "The outcome: devices (nodeName, driver, pool, device, attributes, capacity, "
+             "taints, allocatedTo), matchedDevices, allocatedDevices, nodes, truncated, errors "
+             "(field, message, line, column, offset per problem) and evaluationErrors."),
+      {"admin.DeviceMatchReviewSpec",
+       kAllShapes,
+       "The class and selectors to match; with neither, every device.",
+       {Str("className", "A DeviceClass whose selectors apply."),
+        ListOf("selectors", "admin.DeviceSelector", "CEL selectors; a device must match all."),
+        I32("limit", "Devices listed at most (default 500, at most 5000); counts cover all.")}},
+      {"admin.DeviceSelector",
+       kAllShapes,
+       "One selector.",
+       {Obj("cel", "admin.CELDeviceSelector", "A CEL expression over the device.")}},
+      {"admin.CELDeviceSelector",
+       kAllShapes,
+       "A CEL expression over `device` (driver, attributes, capacity, allowMultipleAllocations).",
+       {Req(Str("expression", "The expression; it must evaluate to a bool."))}},
+      review("UtilizationHistoryReview",
+             "Allocated, free and unhealthy devices over time, from the allocation history. "
+             "Create-only; nothing is stored.",
+             "The outcome: start, end, stepSeconds, times (each bucket's start, Unix seconds) "
+             "and groups (name, devices and tainted now, per bucket allocated, peakAllocated, "
+             "unhealthy, free)."),
+      {"admin.UtilizationHistoryReviewSpec",
+       kAllShapes,
+       "The time range, bucket size and grouping.",
+       {range, Time("start", "The start of the range (RFC 3339); not together with range."),
+        Time("end", "The end of the range (RFC 3339); default now."),
+        Str("step", "The bucket size as a duration; default a sixtieth of the range."),
+        Str("groupBy",
+            "One group for all devices (empty), or per class, model, node or "
+            "namespace.")}},
+      review("DeviceAllocationHistoryReview",
+             "Who holds one device now and who held it before. Create-only; nothing is stored.",
+             "The outcome: holders (claim, shareID, adminAccess), events (newest first: time, "
+             "type Allocated or Released, claim, shareID, adminAccess), truncated, start and "
+             "end."),
+      {"admin.DeviceAllocationHistoryReviewSpec",
+       kAllShapes,
+       "The device and the time range.",
+       {Req(Str("driver", "The device's driver.")), Req(Str("pool", "The device's pool.")),
+        Req(Str("device", "The device's name within the pool.")), range,
+        Time("start", "The start of the range (RFC 3339); default 7 days ago."),
+        I32("limit", "Events listed at most (default 200, at most 5000).")}},
+  };
+}
+
 // One "<Kind>List" definition per served kind, in the shapes of the kind.
 std::vector<Def> ListDefs(const std::vector<Def>& defs) {
   std::vector<Def> lists;
@@ -1244,7 +1308,7 @@ std::vector<Def> ListDefs(const std::vector<Def>& defs) {
 
 std::vector<Def> BuildDefs() {
   std::vector<Def> defs = MetaDefs();
-  for (auto* part : {&CoreDefs, &PodDefs, &ResourceDefs, &RbacDefs}) {
+  for (auto* part : {&CoreDefs, &PodDefs, &ResourceDefs, &RbacDefs, &AdminDefs}) {
     std::vector<Def> more = part();
     defs.insert(defs.end(), std::make_move_iterator(more.begin()),
                 std::make_move_iterator(more.end()));

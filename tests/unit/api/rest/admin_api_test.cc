@@ -196,6 +196,20 @@ TEST_F(AdminApiTest, MalformedReviewsAreRefusedWithFieldPaths) {
   Expect(400, "POST", kReviews, "not json");
   Expect(405, "GET", kReviews);
   Expect(404, "POST", "/apis/admin.quartermaster.io/v1alpha1/nothing", "{}");
+  // Unknown fields: a warning by default, 400 with fieldValidation=Strict, nothing with Ignore.
+  const std::string extra = R"({"spec":{"className":"a100","colour":"red"}})";
+  EXPECT_EQ(Expect(201, "POST", kReviews, extra).warnings,
+            std::vector<std::string>{"unknown field \"spec.colour\""});
+  HttpRequest strict{"POST", kReviews, {{"fieldValidation", "Strict"}}, "application/json",
+                     "",     extra};
+  HttpResponse refused = api_.Handle(strict);
+  EXPECT_EQ(refused.code, 400) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["message"],
+            "strict decoding error: unknown field \"spec.colour\"");
+  strict.query["fieldValidation"] = "Ignore";
+  HttpResponse ignored = api_.Handle(strict);
+  EXPECT_EQ(ignored.code, 201);
+  EXPECT_TRUE(ignored.warnings.empty());
   json resources = json::parse(Expect(200, "GET", "/apis/admin.quartermaster.io/v1alpha1").body);
   EXPECT_EQ(resources["resources"][0]["name"], "devicematchreviews");
   EXPECT_EQ(resources["resources"][0]["verbs"], json::array({"create"}));

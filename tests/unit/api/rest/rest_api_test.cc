@@ -87,9 +87,25 @@ TEST_F(RestApiTest, VersionAndDiscovery) {
                   "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
   EXPECT_EQ(agg.content_type, kAggregatedDiscoveryContentType);
   auto groups = Body(agg);
-  ASSERT_EQ(groups["items"].size(), 2u);
+  ASSERT_EQ(groups["items"].size(), 3u);
   EXPECT_EQ(groups["items"][0]["metadata"]["name"], "resource.k8s.io");
   EXPECT_EQ(groups["items"][1]["metadata"]["name"], "rbac.authorization.k8s.io");
+  // Our review group: create-only, cluster-scoped resources (kubectl create -f finds them).
+  const json& admin = groups["items"][2];
+  EXPECT_EQ(admin["metadata"]["name"], "admin.quartermaster.io");
+  ASSERT_EQ(admin["versions"].size(), 1u);
+  EXPECT_EQ(admin["versions"][0]["version"], "v1alpha1");
+  std::set<std::string> reviews;
+  for (const auto& r : admin["versions"][0]["resources"]) {
+    reviews.insert(r["resource"].get<std::string>() + " " +
+                   r["responseKind"]["kind"].get<std::string>());
+    EXPECT_EQ(r["verbs"], json::array({"create"}));
+    EXPECT_EQ(r["scope"], "Cluster");
+  }
+  EXPECT_EQ(reviews, (std::set<std::string>{
+                         "devicematchreviews DeviceMatchReview",
+                         "utilizationhistoryreviews UtilizationHistoryReview",
+                         "deviceallocationhistoryreviews DeviceAllocationHistoryReview"}));
   EXPECT_EQ(groups["items"][0]["versions"][0]["version"], "v1");
   bool found_status = false;
   for (const auto& r : groups["items"][0]["versions"][0]["resources"]) {
@@ -99,10 +115,12 @@ TEST_F(RestApiTest, VersionAndDiscovery) {
   EXPECT_TRUE(found_status);
   auto legacy = Body(Call("GET", "/apis"));
   EXPECT_EQ(legacy["kind"], "APIGroupList");
-  ASSERT_EQ(legacy["groups"].size(), 2u);
+  ASSERT_EQ(legacy["groups"].size(), 3u);
   EXPECT_EQ(legacy["groups"][0]["preferredVersion"]["version"], "v1");
   EXPECT_EQ(legacy["groups"][1]["preferredVersion"]["groupVersion"],
             "rbac.authorization.k8s.io/v1");
+  EXPECT_EQ(legacy["groups"][2]["preferredVersion"]["groupVersion"],
+            "admin.quartermaster.io/v1alpha1");
   auto core = Body(Call("GET", "/api/v1"));
   EXPECT_EQ(core["kind"], "APIResourceList");
   EXPECT_EQ(Call("GET", "/openapi/v2").code, 404);

@@ -201,7 +201,41 @@ TEST(OpenApiTest, IndexListsEveryServedGroupVersion) {
   }
   EXPECT_EQ(keys, (std::set<std::string>{
                       "api/v1", "apis/resource.k8s.io/v1", "apis/resource.k8s.io/v1beta2",
-                      "apis/resource.k8s.io/v1beta1", "apis/rbac.authorization.k8s.io/v1"}));
+                      "apis/resource.k8s.io/v1beta1", "apis/rbac.authorization.k8s.io/v1",
+                      "apis/admin.quartermaster.io/v1alpha1"}));
+}
+
+// The create-only reviews: POST on the collection; a PATCH operation with the kind and
+// fieldValidation, which is what kubectl looks for before it lets the server validate a
+// manifest (without one, `kubectl create -f` fails); schemas for `kubectl explain`; strict
+// decoding from the same table.
+TEST(OpenApiTest, ReviewKindsAreCreatableAndServerValidated) {
+  const json& doc = OpenApiDocument("admin.quartermaster.io/v1alpha1");
+  ASSERT_TRUE(doc.is_object());
+  for (const char* kind :
+       {"DeviceMatchReview", "UtilizationHistoryReview", "DeviceAllocationHistoryReview"}) {
+    std::string plural = kind;
+    for (auto& c : plural) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    plural += "s";
+    const std::string collection = "/apis/admin.quartermaster.io/v1alpha1/" + plural;
+    const json gvk = {{"group", "admin.quartermaster.io"}, {"version", "v1alpha1"}, {"kind", kind}};
+    ASSERT_TRUE(doc["paths"].contains(collection)) << collection;
+    EXPECT_EQ(doc["paths"][collection]["post"]["x-kubernetes-group-version-kind"], gvk);
+    const json& patch = doc["paths"][collection + "/{name}"]["patch"];
+    EXPECT_EQ(patch["x-kubernetes-group-version-kind"], gvk);
+    EXPECT_TRUE(HasQueryParam(patch, "fieldValidation")) << kind;
+    const json& schema =
+        doc["components"]["schemas"][std::string("io.quartermaster.admin.v1alpha1.") + kind];
+    EXPECT_EQ(schema["x-kubernetes-group-version-kind"], json::array({gvk}));
+    EXPECT_TRUE(schema["properties"].contains("spec")) << kind;
+  }
+  const json review = json::parse(R"({"apiVersion":"admin.quartermaster.io/v1alpha1",
+      "kind":"DeviceMatchReview","metadata":{"name":"x"},"status":{"anything":1},
+      "spec":{"className":"a","selectors":[{"cel":{"expression":"true","bogus":1}}],"limit":1,
+      "extra":true}})");
+  EXPECT_EQ(UnknownFields("admin.quartermaster.io", "v1alpha1", "DeviceMatchReview", review),
+            (std::vector<std::string>{".spec.extra", ".spec.selectors[0].cel.bogus"}));
+  EXPECT_TRUE(UnknownFields("admin.quartermaster.io", "v1alpha1", "NoSuchReview", review).empty());
 }
 
 TEST(OpenApiTest, EveryIndexedGroupVersionHasADocument) {
