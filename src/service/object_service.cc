@@ -8,8 +8,8 @@
 #include "common/status.h"
 #include "model/json/dra_json.h"
 #include "model/resource_types.h"
-#include "service/graceful_deletion.h"
 #include "nlohmann/json.hpp"
+#include "service/graceful_deletion.h"
 #include "service/ledger.h"
 #include "service/quota.h"
 
@@ -356,6 +356,10 @@ absl::StatusOr<std::vector<model::Object>> ObjectService::CommitBatch(
           out.kind == store::Write::Kind::kDelete ? out.key : out.object.Key();
       record.name = key.name;
       record.namespace_ = key.namespace_;
+      // A batch may span kinds (a claim and its pods): each record names its own resource.
+      const size_t dot = key.resource.find('.');
+      record.resource = key.resource.substr(0, dot);
+      record.api_group = dot == std::string::npos ? "" : key.resource.substr(dot + 1);
       if (w.kind == BatchWrite::Kind::kCreate) record.code = 201;
       txn.audit.push_back(std::move(record));
     }

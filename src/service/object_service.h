@@ -88,8 +88,9 @@ class ObjectService {
   // Aborted when an object changed since `current` was read (recompute and retry), or when a
   // create's name is taken (AlreadyExists); NotFound when a namespace is missing. While an
   // AuditScope lives on the calling thread, each write commits with a copy of its record (verb
-  // create, update or delete, and the object's name). Not for ResourceClaims whose allocation
-  // changes (their ledger rows are not maintained here). Returns the stored objects in order.
+  // create, update or delete, and the object's resource, namespace and name). Not for
+  // ResourceClaims whose allocation changes (their ledger rows are not maintained here). Returns
+  // the stored objects in order.
   absl::StatusOr<std::vector<model::Object>> CommitBatch(std::vector<BatchWrite> writes);
 
   // Lists with label and field selectors applied. `limit` counts matching objects.

@@ -264,45 +264,54 @@ absl::Status NodeAgentApi::CheckNode(const Caller& caller, const std::string& no
 
 namespace {
 
-// Reads `key`, applies `change` to its hub JSON and, when that changed something, writes it back
-// as REST would: validated (the object's rules, or the status rules for a status write),
-// admitted by node restriction for `user`, with optimistic concurrency (a concurrent write makes
-// `change` run again on the fresh object). Returns the stored object, or nullopt when nothing
-// changed. The caller holds the AuditScope.
+// Applies `change` to `current`'s hub JSON and, when that changed something, returns the object
+// to store as REST would write it: validated (the object's rules, or the status rules for a
+// status write) and admitted by node restriction for `user`. nullopt when nothing changed.
+absl::StatusOr<std::optional<model::Object>> Revise(
+    const auth::UserInfo& user, const model::ResourceType& type, const model::Object& current,
+    Scope scope, const std::function<absl::StatusOr<bool>(json&)>& change) {
+  const json old = FromObject(type, current);
+  json next = old;
+  QM_ASSIGN_OR_RETURN(bool changed, change(next));
+  if (!changed) return std::nullopt;
+  next["metadata"].erase("resourceVersion");
+  model::FieldErrors errors;
+  if (scope == Scope::kStatus) {
+    errors = ValidateStatusUpdate(type, next, old);
+  } else {
+    errors = ValidateObject(type, next, &old);
+    if (type.has_status && errors.empty()) errors = ValidateStatusUpdate(type, next, old);
+  }
+  if (!errors.empty()) return InvalidFields("", errors);
+  QM_RETURN_IF_ERROR(
+      Forbidden(type, current.meta.name,
+                service::AdmitNodeWrite(user, type.kind, scope == Scope::kStatus ? "status" : "",
+                                        &old, &next)));
+  QM_ASSIGN_OR_RETURN(model::Object revised, ToObject(type, next));
+  return std::optional<model::Object>(std::move(revised));
+}
+
+// Reads `key`, applies `change` (Revise) and, when that changed something, writes the result
+// with optimistic concurrency (a concurrent write makes `change` run again on the fresh
+// object). Returns the stored object, or nullopt when nothing changed. The caller holds the
+// AuditScope.
 absl::StatusOr<std::optional<model::Object>> WriteChange(
     service::ObjectService& objects, const auth::UserInfo& user, const model::ResourceType& type,
     const model::ResourceKey& key, Scope scope,
     const std::function<absl::StatusOr<bool>(json&)>& change) {
   QM_ASSIGN_OR_RETURN(model::Object got, objects.Get(key));
-  {
-    json probe = FromObject(type, got);
-    QM_ASSIGN_OR_RETURN(bool changed, change(probe));
-    if (!changed) return std::nullopt;
-  }
+  QM_ASSIGN_OR_RETURN(auto probe, Revise(user, type, got, scope, change));
+  if (!probe.has_value()) return std::nullopt;
   QM_ASSIGN_OR_RETURN(
       model::Object updated,
       objects.Update(
           key,
           [&](const model::Object& current) -> absl::StatusOr<model::Object> {
-            const json old = FromObject(type, current);
-            json next = old;
-            QM_RETURN_IF_ERROR(change(next).status());
-            next["metadata"].erase("resourceVersion");
-            model::FieldErrors errors;
-            if (scope == Scope::kStatus) {
-              errors = ValidateStatusUpdate(type, next, old);
-            } else {
-              errors = ValidateObject(type, next, &old);
-              if (type.has_status && errors.empty()) {
-                errors = ValidateStatusUpdate(type, next, old);
-              }
-            }
-            if (!errors.empty()) return InvalidFields("", errors);
-            QM_RETURN_IF_ERROR(Forbidden(
-                type, key.name,
-                service::AdmitNodeWrite(user, type.kind, scope == Scope::kStatus ? "status" : "",
-                                        &old, &next)));
-            return ToObject(type, next);
+            QM_ASSIGN_OR_RETURN(auto next, Revise(user, type, current, scope, change));
+            if (next.has_value()) return std::move(*next);
+            model::Object same = current;  // changed back meanwhile: write it as it is
+            same.meta.resource_version = 0;
+            return same;
           },
           /*dry_run=*/false));
   return std::optional<model::Object>(std::move(updated));
@@ -781,102 +790,112 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
     return true;
   };
 
+  // The claim's status and its pods' condition (and finalizer) in one transaction: computed
+  // from what is stored, committed together, computed again when another write came between.
+  const model::ResourceType& pod_type = PodType();
   store::AuditRecord record = Record(caller, "update", model::kResourceGroup, "resourceclaims",
                                      "status", claim.namespace_(), claim.name());
-  std::optional<model::Object> written;
-  {
-    store::AuditScope scope(&record);
-    auto result = WriteChange(objects_, caller.user, type, key, Scope::kStatus, change);
-    if (absl::IsNotFound(result.status())) return NotThisClaim(claim);
-    QM_RETURN_IF_ERROR(result.status());
-    written = std::move(*result);
-  }
-  if (!written.has_value()) {
-    // Nothing changed in the claim (a report repeated after a reconnect): its consumers may
-    // still lack the pod condition.
-    auto got = objects_.Get(key);
-    if (got.ok()) {
-      json obj = FromObject(type, *got);
-      const json& reserved = At(At(obj, "status"), "reservedFor");
+  store::AuditScope scope(&record);
+  for (int attempt = 0;; ++attempt) {
+    auto current = objects_.Get(key);
+    if (absl::IsNotFound(current.status())) return NotThisClaim(claim);
+    QM_RETURN_IF_ERROR(current.status());
+    QM_ASSIGN_OR_RETURN(auto next, Revise(caller.user, type, *current, Scope::kStatus, change));
+    if (!next.has_value()) {
+      // Nothing changed in the claim (a report repeated after a reconnect): its consumers may
+      // still lack the pod condition. `change` stopped early only for its errors (returned).
       consumers.clear();
+      json obj = FromObject(type, *current);
+      const json& reserved = At(At(obj, "status"), "reservedFor");
       for (size_t i = 0; reserved.is_array() && i < reserved.size(); ++i) {
         if (Str(reserved[i], "resource") == "pods") consumers.push_back(Str(reserved[i], "name"));
       }
     }
+    const model::Object& reported = next.has_value() ? *next : *current;
+    std::vector<service::BatchWrite> batch;
+    if (next.has_value()) {
+      batch.push_back({service::BatchWrite::Kind::kUpdate, *next, *current});
+    }
+    for (const auto& name : consumers) {
+      auto pod = objects_.Get(model::ResourceKey{"pods", claim.namespace_(), name});
+      if (absl::IsNotFound(pod.status())) continue;  // the pod is gone
+      QM_RETURN_IF_ERROR(pod.status());
+      auto revised = Revise(caller.user, pod_type, *pod, Scope::kStatus,
+                            PodConditionChange(node, claim.namespace_(), reported));
+      if (!revised.ok()) {
+        // The claim's report still counts; the pod condition follows the next report.
+        spdlog::warn("request_id={} pod condition of {}/{}: {}", caller.request_id,
+                     claim.namespace_(), name, revised.status().ToString());
+        continue;
+      }
+      if (revised->has_value()) {
+        batch.push_back({service::BatchWrite::Kind::kUpdate, std::move(**revised), *pod});
+      }
+    }
+    auto committed = objects_.CommitBatch(std::move(batch));
+    if (absl::IsAborted(committed.status()) && attempt + 1 < kMaxAttempts) continue;
+    QM_RETURN_IF_ERROR(committed.status());
+    v1::ReportPreparedResponse resp;
+    resp.set_resource_version(next.has_value() ? committed->front().meta.resource_version : 0);
+    return resp;
   }
-  if (auto st = UpdatePodConditions(caller, node, claim.namespace_(), consumers); !st.ok()) {
-    // The claim's status is written; the pod condition follows the next report or change.
-    spdlog::warn("request_id={} pod condition for claim {}/{}: {}", caller.request_id,
-                 claim.namespace_(), claim.name(), std::string(st.message()));
-  }
-  v1::ReportPreparedResponse resp;
-  resp.set_resource_version(written.has_value() ? written->meta.resource_version : 0);
-  return resp;
 }
 
-absl::Status NodeAgentApi::UpdatePodConditions(const Caller& caller, const std::string& node,
-                                               const std::string& namespace_,
-                                               const std::vector<std::string>& pods) {
-  const model::ResourceType& pod_type = PodType();
-  const model::ResourceType& claim_type = ClaimType();
-  for (const auto& name : pods) {
-    const model::ResourceKey key{"pods", namespace_, name};
-    auto change = [&](json& pod) -> absl::StatusOr<bool> {
-      if (Str(At(pod, "spec"), "nodeName") != node) return false;
-      int ready = 0, pending = 0;
-      std::string failure;
-      const auto claims = PodClaimNames(pod);
-      for (const auto& claim_name : claims) {
-        auto claim =
+std::function<absl::StatusOr<bool>(json&)> NodeAgentApi::PodConditionChange(
+    const std::string& node, const std::string& namespace_, const model::Object& reported) {
+  return [this, node, namespace_, &reported](json& pod) -> absl::StatusOr<bool> {
+    const model::ResourceType& claim_type = ClaimType();
+    if (Str(At(pod, "spec"), "nodeName") != node) return false;
+    int ready = 0, pending = 0;
+    std::string failure;
+    const auto claims = PodClaimNames(pod);
+    for (const auto& claim_name : claims) {
+      absl::StatusOr<model::Object> claim = reported;
+      if (claim_name != reported.meta.name) {
+        claim =
             objects_.Get(model::ResourceKey{claim_type.GroupResource(), namespace_, claim_name});
-        std::string message;
-        Prepared p = claim.ok() ? ClaimPrepared(FromObject(claim_type, *claim), &message)
-                                : Prepared::kPending;
-        if (p == Prepared::kReady) ++ready;
-        if (p == Prepared::kPending) ++pending;
-        if (p == Prepared::kFailed && failure.empty()) failure = claim_name + ": " + message;
       }
-      // The agent holds devices for the pod: deleting it now waits for their unprepare
-      // (graceful_deletion.h). A pod already terminating gets no new finalizer.
-      bool finalizer_added = false;
-      json& meta = pod["metadata"];
-      if (ready > 0 && !meta.contains("deletionTimestamp")) {
-        json& finalizers = meta["finalizers"];
-        if (!finalizers.is_array()) finalizers = json::array();
-        if (std::find(finalizers.begin(), finalizers.end(), service::kDevicesPreparedFinalizer) ==
-            finalizers.end()) {
-          finalizers.push_back(service::kDevicesPreparedFinalizer);
-          finalizer_added = true;
-        }
+      std::string message;
+      Prepared p =
+          claim.ok() ? ClaimPrepared(FromObject(claim_type, *claim), &message) : Prepared::kPending;
+      if (p == Prepared::kReady) ++ready;
+      if (p == Prepared::kPending) ++pending;
+      if (p == Prepared::kFailed && failure.empty()) failure = claim_name + ": " + message;
+    }
+    // The agent holds devices for the pod: deleting it now waits for their unprepare
+    // (graceful_deletion.h). A pod already terminating gets no new finalizer.
+    bool finalizer_added = false;
+    json& meta = pod["metadata"];
+    if (ready > 0 && !meta.contains("deletionTimestamp")) {
+      json& finalizers = meta["finalizers"];
+      if (!finalizers.is_array()) finalizers = json::array();
+      if (std::find(finalizers.begin(), finalizers.end(), service::kDevicesPreparedFinalizer) ==
+          finalizers.end()) {
+        finalizers.push_back(service::kDevicesPreparedFinalizer);
+        finalizer_added = true;
       }
-      const std::string now = FormatRfc3339(clock_.Now());
-      json& conditions = pod["status"]["conditions"];
-      bool condition_changed = false;
-      if (!failure.empty()) {
-        condition_changed =
-            SetCondition(conditions, kDevicesPreparedCondition, "False", "PrepareFailed",
-                         Truncate(failure, kMaxMessage), now, ConditionStyle::kPod);
-      } else if (pending > 0 || claims.empty()) {
-        condition_changed = SetCondition(
-            conditions, kDevicesPreparedCondition, "False", "WaitingForDevices",
-            std::to_string(ready) + " of " + std::to_string(claims.size()) + " claims prepared",
-            now, ConditionStyle::kPod);
-      } else {
-        condition_changed = SetCondition(
-            conditions, kDevicesPreparedCondition, "True", "DevicesPrepared",
-            "the devices of " + std::to_string(claims.size()) +
-                (claims.size() == 1 ? " claim are" : " claims are") + " prepared on node " + node,
-            now, ConditionStyle::kPod);
-      }
-      return condition_changed || finalizer_added;
-    };
-    store::AuditRecord record = Record(caller, "update", "", "pods", "status", namespace_, name);
-    store::AuditScope scope(&record);
-    auto written = WriteChange(objects_, caller.user, pod_type, key, Scope::kStatus, change);
-    if (absl::IsNotFound(written.status())) continue;  // the pod is gone
-    QM_RETURN_IF_ERROR(written.status());
-  }
-  return absl::OkStatus();
+    }
+    const std::string now = FormatRfc3339(clock_.Now());
+    json& conditions = pod["status"]["conditions"];
+    bool condition_changed = false;
+    if (!failure.empty()) {
+      condition_changed =
+          SetCondition(conditions, kDevicesPreparedCondition, "False", "PrepareFailed",
+                       Truncate(failure, kMaxMessage), now, ConditionStyle::kPod);
+    } else if (pending > 0 || claims.empty()) {
+      condition_changed = SetCondition(
+          conditions, kDevicesPreparedCondition, "False", "WaitingForDevices",
+          std::to_string(ready) + " of " + std::to_string(claims.size()) + " claims prepared", now,
+          ConditionStyle::kPod);
+    } else {
+      condition_changed = SetCondition(
+          conditions, kDevicesPreparedCondition, "True", "DevicesPrepared",
+          "the devices of " + std::to_string(claims.size()) +
+              (claims.size() == 1 ? " claim are" : " claims are") + " prepared on node " + node,
+          now, ConditionStyle::kPod);
+    }
+    return condition_changed || finalizer_added;
+  };
 }
 
 absl::StatusOr<v1::ReportUnpreparedResponse> NodeAgentApi::ReportUnprepared(

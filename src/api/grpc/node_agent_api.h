@@ -11,6 +11,7 @@
 // audit record. Denials are recorded by the audit log.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "auth/user.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "nlohmann/json.hpp"
 #include "service/authorizer.h"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
@@ -145,11 +147,11 @@ class NodeAgentApi {
   store::AuditRecord Record(const Caller& caller, const std::string& verb, const std::string& group,
                             const std::string& resource, const std::string& subresource,
                             const std::string& namespace_, const std::string& name) const;
-  // Writes the condition kDevicesPreparedCondition of the pods that use claim `claim` (in
-  // `namespace_`) and are bound to `node`, from the state of all of each pod's claims.
-  absl::Status UpdatePodConditions(const Caller& caller, const std::string& node,
-                                   const std::string& namespace_,
-                                   const std::vector<std::string>& pods);
+  // The change that sets the condition kDevicesPreparedCondition (and the devices-prepared
+  // finalizer) of a pod bound to `node` in `namespace_` from the state of all the pod's claims,
+  // taking `reported` (which must outlive the change) for the claim of that name.
+  std::function<absl::StatusOr<bool>(nlohmann::json&)> PodConditionChange(
+      const std::string& node, const std::string& namespace_, const model::Object& reported);
   // Makes this node's health DeviceTaintRules for `driver` match `unhealthy` (pool/device ->
   // {pool, device}) with `reasons` (pool/device -> reason): creates, updates and deletes rules.
   absl::Status SyncHealthTaints(
