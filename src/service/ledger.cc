@@ -108,16 +108,27 @@ LedgerDeviceLookup SliceDevices::Lookup() const {
   };
 }
 
-std::optional<model::AllocationResult> ClaimAllocation(const std::string& body) {
+StoredAllocation ReadClaimAllocation(const std::string& body) {
+  StoredAllocation out;
   const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    out.present = true;  // nothing can be read, so nothing can be taken for absent
+    out.error = "the body is not JSON";
+    return out;
+  }
   if (!parsed.is_object() || !parsed.contains("status") || !parsed["status"].is_object()) {
-    return std::nullopt;
+    return out;
   }
   const nlohmann::json& status = parsed["status"];
-  if (!status.contains("allocation") || !status["allocation"].is_object()) return std::nullopt;
+  if (!status.contains("allocation") || status["allocation"].is_null()) return out;
+  out.present = true;
   auto decoded = model::json::DecodeAllocationResult(status["allocation"], "status.allocation");
-  if (!decoded.ok()) return std::nullopt;
-  return std::move(*decoded);
+  if (decoded.ok()) {
+    out.decoded = std::move(*decoded);
+  } else {
+    out.error = std::string(decoded.status().message());
+  }
+  return out;
 }
 
 }  // namespace qm::service

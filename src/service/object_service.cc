@@ -12,6 +12,7 @@
 #include "service/graceful_deletion.h"
 #include "service/ledger.h"
 #include "service/quota.h"
+#include "spdlog/spdlog.h"
 
 namespace qm::service {
 namespace {
@@ -110,21 +111,42 @@ absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(
 absl::StatusOr<model::Object> ObjectService::StoreUpdate(const model::Object& current,
                                                          const model::Object& next) {
   if (current.resource != kClaims) return store_.Update(next, current.meta.resource_version);
-  const auto before = ClaimAllocation(current.body);
-  const auto after = ClaimAllocation(next.body);
-  const bool unchanged = !before.has_value() && !after.has_value();
-  if (unchanged || (before.has_value() && after.has_value() &&
-                    LedgerRows(*before, current.meta.uid) == LedgerRows(*after, next.meta.uid))) {
-    return store_.Update(next, current.meta.resource_version);
+  const StoredAllocation before = ReadClaimAllocation(current.body);
+  const StoredAllocation after = ReadClaimAllocation(next.body);
+  if (before.present && !before.decoded.has_value()) {
+    // Its ledger rows stay as they are while it stays; they go (and the new allocation's
+    // come) when it is removed or replaced. The scheduler reports it too (DecodeFailed).
+    spdlog::warn(
+        "resourceclaim {}/{} (resourceVersion {}): the stored status.allocation does not decode "
+        "({}); {}",
+        current.meta.namespace_, current.meta.name, current.meta.resource_version, before.error,
+        !after.present              ? "it is being removed: its devices are released"
+        : after.decoded.has_value() ? "it is being replaced by an allocation that decodes"
+                                    : "its devices stay held");
   }
+  if (after.present && !after.decoded.has_value() &&
+      !(before.present && !before.decoded.has_value())) {
+    // Validation keeps this out; were it to get here, its devices would look free.
+    return absl::InvalidArgumentError("status.allocation: Invalid value: does not decode: " +
+                                      after.error);
+  }
+  // The ledger rows change only when the allocation does: none before and after, the same
+  // undecodable one kept (its rows stay), or the same devices.
+  const bool unchanged =
+      (!before.present && !after.present) ||
+      (before.present && !before.decoded.has_value() && after.present &&
+       !after.decoded.has_value()) ||
+      (before.decoded.has_value() && after.decoded.has_value() &&
+       LedgerRows(*before.decoded, current.meta.uid) == LedgerRows(*after.decoded, next.meta.uid));
+  if (unchanged) return store_.Update(next, current.meta.resource_version);
   store::Transaction txn;
   txn.writes.push_back({store::Write::Kind::kUpdate, next, {}, current.meta.resource_version});
   txn.release_claims.push_back(current.meta.uid);
-  if (after.has_value()) {
+  if (after.decoded.has_value()) {
     // The rows carry what the devices take from capacity and shared counters, as the slices say,
     // so that the store refuses an allocation that does not fit whoever else allocates.
-    QM_ASSIGN_OR_RETURN(auto slices, SlicesOf(*after));
-    txn.claim_devices = LedgerRows(*after, next.meta.uid, slices->Lookup());
+    QM_ASSIGN_OR_RETURN(auto slices, SlicesOf(*after.decoded));
+    txn.claim_devices = LedgerRows(*after.decoded, next.meta.uid, slices->Lookup());
   }
   QM_ASSIGN_OR_RETURN(auto committed, store_.Commit(txn));
   return std::move(committed.front());

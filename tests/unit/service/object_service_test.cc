@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "service/graceful_deletion.h"
 #include "forwarding_store.h"
+#include "service/graceful_deletion.h"
 #include "store/memory_store.h"
 
 namespace qm::service {
@@ -384,6 +384,53 @@ TEST_F(ObjectServiceTest, AllocationsWrittenByClientsKeepTheDeviceLedger) {
   EXPECT_EQ((*ledger)[0].claim_uid, c2->meta.uid);
   // Deleting an allocated claim releases its device.
   ASSERT_TRUE(service_.Delete(c2->Key(), DeleteOptions{}).ok());
+  EXPECT_TRUE(store_.ListDeviceClaims()->empty());
+}
+
+// A claim whose stored allocation does not decode (written straight into the database, say)
+// keeps its devices while the allocation stays, and frees them once it is removed; a write
+// that would store such an allocation over a readable one is refused.
+TEST_F(ObjectServiceTest, AnUndecodableAllocationHoldsItsDevicesUntilRemoved) {
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  auto c1 = service_.Create(Obj(claims, "team", "c1"), false);
+  ASSERT_TRUE(c1.ok());
+  auto write = [&](const std::string& body) {
+    return service_.Update(
+        c1->Key(),
+        [&](const model::Object& cur) -> absl::StatusOr<model::Object> {
+          model::Object next = cur;
+          next.body = body;
+          next.meta.resource_version = 0;
+          return next;
+        },
+        false);
+  };
+  ASSERT_TRUE(write(ClaimBody("gpu-0")).ok());
+  ASSERT_EQ(store_.ListDeviceClaims()->size(), 1u);
+  const std::string broken =
+      R"({"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu"}}]}},)"
+      R"("status":{"allocation":{"devices":{"results":[{"request":"r","driver":7}]}}}})";
+  EXPECT_TRUE(absl::IsInvalidArgument(write(broken).status()));
+  EXPECT_EQ(store_.ListDeviceClaims()->size(), 1u);
+  // Straight into the store, bypassing the service: the ledger still holds gpu-0.
+  model::Object stored = *store_.Get(c1->Key());
+  stored.body = broken;
+  ASSERT_TRUE(store_.Update(stored, stored.meta.resource_version).ok());
+  // A label changes: the allocation stays as it is, and so does the ledger.
+  auto labelled = service_.Update(
+      c1->Key(),
+      [&](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.labels["team"] = "a";
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(labelled.ok()) << labelled.status();
+  ASSERT_EQ(store_.ListDeviceClaims()->size(), 1u);
+  EXPECT_EQ((*store_.ListDeviceClaims())[0].device, "gpu-0");
+  // The allocation is removed: the device is free again.
+  ASSERT_TRUE(write(ClaimBody("")).ok());
   EXPECT_TRUE(store_.ListDeviceClaims()->empty());
 }
 
