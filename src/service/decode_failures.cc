@@ -122,4 +122,22 @@ std::vector<allocator::AllocatedDevice> DevicesPossiblyHeld(const std::string& b
   return held;
 }
 
+model::DeviceTaintRule FailSafeTaintRule(const model::Object& o) {
+  const json body = json::parse(o.body, nullptr, /*allow_exceptions=*/false);
+  const json& selector = At(At(body, "spec"), "deviceSelector");
+  auto field = [&](const char* name) {
+    const json& v = At(selector, name);
+    return v.is_string() ? v.get<std::string>() : std::string();
+  };
+  model::DeviceTaintRule rule;
+  rule.name = o.meta.name;
+  rule.driver = field("driver");
+  rule.pool = field("pool");
+  rule.device = field("device");
+  rule.taint.key = kUndecodableRuleTaint;
+  rule.taint.value = o.meta.name.substr(0, 63);
+  rule.taint.effect = "NoSchedule";
+  return rule;
+}
+
 }  // namespace qm::service

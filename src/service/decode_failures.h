@@ -21,6 +21,8 @@
 namespace qm::service {
 
 inline constexpr char kDecodeFailedReason[] = "DecodeFailed";
+// The taint a DeviceTaintRule that does not decode puts on the devices it may select.
+inline constexpr char kUndecodableRuleTaint[] = "quartermaster.io/undecodable-taint-rule";
 
 class DecodeFailures {
  public:
@@ -55,5 +57,12 @@ model::Object DecodeFailedEvent(const model::Object& obj, const std::string& mes
 // nothing. `body` is the claim's stored body.
 std::vector<allocator::AllocatedDevice> DevicesPossiblyHeld(const std::string& body,
                                                             const allocator::Inventory& inventory);
+
+// What a DeviceTaintRule that does not decode does instead of nothing (`o` is its stored
+// object): it keeps new work off every device it may select with kUndecodableRuleTaint=<rule
+// name>:NoSchedule (never NoExecute: nothing is evicted for a broken object). A selector field
+// that is not a string counts as absent, which in Kubernetes selects every value, so the taint
+// covers at least the devices the rule meant. The scheduler and the admin views both apply it.
+model::DeviceTaintRule FailSafeTaintRule(const model::Object& o);
 
 }  // namespace qm::service

@@ -5,6 +5,7 @@
 
 #include "model/json/dra_json.h"
 #include "nlohmann/json.hpp"
+#include "service/decode_failures.h"
 
 namespace qm::service {
 namespace {
@@ -51,8 +52,8 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
 
   allocator::InventoryInput input;
   auto snapshot = std::make_shared<InventorySnapshot>();
-  // Objects that do not decode are reported by the scheduler; the admin views leave them out
-  // as it does.
+  // Objects that do not decode are reported by the scheduler (DecodeFailed); the admin views
+  // treat them as it does: slices and classes left out, a taint rule's fail-safe taint shown.
   for (const auto& o : listed[0]) {
     if (auto s = model::json::DecodeResourceSlice(Whole(o)); s.ok()) {
       input.slices.push_back(std::move(*s));
@@ -67,6 +68,8 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
   for (const auto& o : listed[2]) {
     if (auto r = model::json::DecodeDeviceTaintRule(Whole(o)); r.ok()) {
       input.taint_rules.push_back(std::move(*r));
+    } else {
+      input.taint_rules.push_back(FailSafeTaintRule(o));
     }
   }
   std::sort(snapshot->class_names.begin(), snapshot->class_names.end());

@@ -51,7 +51,6 @@ constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/"
 constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
 constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
 // The taint a DeviceTaintRule that does not decode puts on the devices it may select.
-constexpr char kUndecodableRuleTaint[] = "quartermaster.io/undecodable-taint-rule";
 constexpr size_t kMaxReservedFor = 256;
 // Commits of one pass in flight at once (they share the store's group commits).
 constexpr size_t kMaxInFlight = 256;
@@ -598,28 +597,6 @@ struct Scheduler::State {
     }
   }
 
-  // What a DeviceTaintRule that does not decode does instead of nothing: it keeps new work off
-  // every device it may select (NoSchedule, never NoExecute: nothing is evicted for a broken
-  // object). A selector field that is not a string counts as absent, which in Kubernetes
-  // selects every value, so the taint covers at least the devices the rule meant.
-  static model::DeviceTaintRule FailSafeTaint(const model::Object& o) {
-    const json body = Parse(o.body);
-    const json& selector = At(At(body, "spec"), "deviceSelector");
-    auto field = [&](const char* name) {
-      const json& v = At(selector, name);
-      return v.is_string() ? v.get<std::string>() : std::string();
-    };
-    model::DeviceTaintRule rule;
-    rule.name = o.meta.name;
-    rule.driver = field("driver");
-    rule.pool = field("pool");
-    rule.device = field("device");
-    rule.taint.key = kUndecodableRuleTaint;
-    rule.taint.value = o.meta.name.substr(0, 63);
-    rule.taint.effect = "NoSchedule";
-    return rule;
-  }
-
   // Rebuilds the inventory and the node list when their objects changed since the last pass.
   void RefreshSnapshot(cel::ProgramCache* programs) {
     if (inventory_dirty) {
@@ -658,7 +635,7 @@ struct Scheduler::State {
           input.taint_rules.push_back(std::move(*rule));
         } else {
           undecodable.emplace_back(o, std::string(rule.status().message()));
-          input.taint_rules.push_back(FailSafeTaint(o));
+          input.taint_rules.push_back(FailSafeTaintRule(o));
         }
       }
       inventory = allocator::Inventory::Build(std::move(input), programs);

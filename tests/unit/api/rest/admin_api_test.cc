@@ -217,6 +217,30 @@ TEST_F(AdminApiTest, MalformedReviewsAreRefusedWithFieldPaths) {
   EXPECT_EQ(resources["resources"][1]["kind"], "UtilizationHistoryReview");
 }
 
+// A DeviceTaintRule that does not decode (stored straight into the store) shows in the admin
+// views as the scheduler treats it: its fail-safe NoSchedule taint on the devices it may select.
+TEST_F(AdminApiTest, AnUndecodableTaintRuleShowsItsFailSafeTaint) {
+  model::Object rule;
+  rule.resource = "devicetaintrules.resource.k8s.io";
+  rule.meta.name = "broken";
+  rule.body = R"({"spec":{"deviceSelector":{"driver":"gpu.example.com","pool":"node-a",)"
+              R"("device":7},"taint":{"key":"k","effect":"Sideways"}}})";
+  ASSERT_TRUE(store_.Create(rule).ok());
+  std::map<std::string, std::string> taints;
+  const json review = Review({{"className", "a100"}});
+  for (const auto& d : review["status"]["devices"]) {
+    for (const auto& t : d.value("taints", json::array())) {
+      taints[d["nodeName"].get<std::string>() + "/" + d["device"].get<std::string>()] =
+          t["key"].get<std::string>() + "=" + t["value"].get<std::string>() + ":" +
+          t["effect"].get<std::string>();
+    }
+  }
+  // The unreadable device field selects every device of node-a's pool; node-b's are untouched.
+  EXPECT_EQ(taints,
+            (std::map<std::string, std::string>{
+                {"node-a/gpu-0", "quartermaster.io/undecodable-taint-rule=broken:NoSchedule"}}));
+}
+
 // The fixture's c1 took node-a/gpu-0 at kT0. Then, with an unhealthy L4 on node-c:
 //   kT0+90  team/c2 takes node-b/gpu-0        kT0+170 team/c3 takes node-a/gpu-1 (an L4)
 //   kT0+150 default/c1 is deleted (released)  kT0+175 team/c3 is deleted
