@@ -46,6 +46,9 @@ constexpr char kHelp[] =
     "                          application errors, as NVIDIA's device plugin); \"\" ignores none\n"
     "  --mps-control-binary PATH  nvidia-cuda-mps-control, started per claim with an MPS config\n"
     "                          (default: found on PATH)\n"
+    "  --nvidia-smi PATH       nvidia-smi, which sets the time slice of GPUs of claims with a\n"
+    "                          TimeSlicing config (default: nvidia-smi on PATH; with --simulate\n"
+    "                          none unless given: the interval then only reaches the env)\n"
     "  --cdi-dir DIR           where CDI spec files are written (default /var/run/cdi)\n"
     "  --state-dir DIR         where the checkpoint of prepared claims is kept\n"
     "                          (default /var/lib/qm-agent)\n"
@@ -83,9 +86,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   bool insecure = false;
   const std::vector<std::string> known = {
-      "server",     "node-name",  "simulate",   "nvml-library", "cdi-dir",
-      "state-dir",  "kubeconfig", "ca-file",    "cert-file",    "key-file",
-      "token-file", "log-level",  "log-format", "ignore-xids",  "mps-control-binary"};
+      "server",     "node-name",   "simulate",           "nvml-library", "cdi-dir",    "state-dir",
+      "kubeconfig", "ca-file",     "cert-file",          "key-file",     "token-file", "log-level",
+      "log-format", "ignore-xids", "mps-control-binary", "nvidia-smi"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -127,6 +130,8 @@ int main(int argc, char** argv) {
     options.ignored_xids = *xids;
   }
   options.mps_control_binary = flag("mps-control-binary", options.mps_control_binary);
+  options.nvidia_smi =
+      flag("nvidia-smi", flag("simulate").empty() ? qm::agent::kDefaultNvidiaSmi : "");
   if (options.node_name.empty()) return Usage("--node-name is required");
 
   std::string server_url;

@@ -634,6 +634,11 @@ absl::Status Agent::Init() {
   preparer_->SetMpsRoot(options_.state_dir + "/mps");
   mps_ = std::make_unique<MpsControl>(options_.mps_control_binary);
   preparer_->SetMpsControl(mps_.get());
+  if (!options_.nvidia_smi.empty()) {
+    timeslicer_ =
+        std::make_unique<TimeSlicer>(options_.nvidia_smi, options_.state_dir + "/nvidia-smi.out");
+    preparer_->SetTimeSlicer(timeslicer_.get());
+  }
   QM_RETURN_IF_ERROR(preparer_->Recover());
   QM_RETURN_IF_ERROR(checkpoint_.Save(data_));
   spdlog::info("checkpoint {}: {} prepared claims, resource version {}", checkpoint_.path(),

@@ -21,6 +21,7 @@
 #include "agent/inventory.h"
 #include "agent/mps.h"
 #include "agent/preparer.h"
+#include "agent/timeslice.h"
 #include "common/mutex.h"
 
 namespace qm::agent {
@@ -49,6 +50,9 @@ struct AgentOptions {
   std::set<uint64_t> ignored_xids = DefaultIgnoredXids();
   // MPS control daemons (mps.h): the nvidia-cuda-mps-control binary, a path or a name on PATH.
   std::string mps_control_binary = kDefaultMpsControlBinary;
+  // nvidia-smi, which sets the GPU time slice of TimeSlicing claims (timeslice.h); empty: only
+  // the env (what --simulate runs with unless --nvidia-smi is given).
+  std::string nvidia_smi;
 };
 
 class Agent {
@@ -94,6 +98,7 @@ class Agent {
   Checkpoint checkpoint_;
   CheckpointData data_;
   std::unique_ptr<MpsControl> mps_;
+  std::unique_ptr<TimeSlicer> timeslicer_;
   std::unique_ptr<Preparer> preparer_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> sessions_{0};

@@ -1,122 +1,36 @@
 #include "agent/mps.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 #include "absl/strings/str_join.h"
-
-extern char** environ;
+#include "agent/command.h"
 
 namespace qm::agent {
-namespace {
-
-std::string Tail(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text.size() > 512 ? text.substr(text.size() - 512) : text;
-}
-
-}  // namespace
 
 absl::Status MpsControl::Run(const std::vector<std::string>& args, const MpsDaemonSpec& spec,
                              const std::string& input) const {
-  const std::string out_path = spec.log_dir + "/control.out";
   // The environment of the agent, with the MPS variables of this claim.
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string v = *e;
-    if (v.rfind("CUDA_MPS_PIPE_DIRECTORY=", 0) == 0 || v.rfind("CUDA_MPS_LOG_DIRECTORY=", 0) == 0 ||
-        v.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) {
-      continue;
-    }
-    env.push_back(std::move(v));
-  }
-  env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + spec.pipe_dir);
-  env.push_back("CUDA_MPS_LOG_DIRECTORY=" + spec.log_dir);
+  std::vector<std::string> mps_env = {"CUDA_MPS_PIPE_DIRECTORY=" + spec.pipe_dir,
+                                      "CUDA_MPS_LOG_DIRECTORY=" + spec.log_dir};
   if (!spec.visible_devices.empty()) {
-    env.push_back("CUDA_VISIBLE_DEVICES=" + absl::StrJoin(spec.visible_devices, ","));
+    mps_env.push_back("CUDA_VISIBLE_DEVICES=" + absl::StrJoin(spec.visible_devices, ","));
   }
-  std::vector<char*> envp, argv;
-  for (auto& v : env) envp.push_back(v.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> all = {binary_};
-  all.insert(all.end(), args.begin(), args.end());
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int in_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0) {
-    return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
+  Command command;
+  command.binary = binary_;
+  command.args = args;
+  command.env = EnvironmentWith(
+      {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"}, mps_env);
+  command.input = input;
+  command.output_path = spec.log_dir + "/control.out";
+  command.timeout = timeout_;
+  absl::Status st = RunCommand(command);
+  if (absl::IsFailedPrecondition(st)) {
+    return absl::FailedPreconditionError(
+        "cannot run the MPS control binary " + binary_ + ": " +
+        std::string(st.message()).substr(std::string("cannot run " + binary_ + ": ").size()) +
+        " (is the NVIDIA driver's MPS installed? --mps-control-binary PATH names it)");
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                   0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  // The agent blocks SIGINT/SIGTERM for its signal thread: the daemon must not inherit that.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all_signals;
-  sigemptyset(&none);
-  sigfillset(&all_signals);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all_signals);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, binary_.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(in_pipe[0]);
-  if (rc != 0) {
-    close(in_pipe[1]);
-    return absl::FailedPreconditionError("cannot run the MPS control binary " + binary_ + ": " +
-                                         std::strerror(rc) +
-                                         " (is the NVIDIA driver's MPS installed? "
-                                         "--mps-control-binary PATH names it)");
-  }
-  // A few short lines: they fit the pipe's buffer, so writing cannot block.
-  if (!input.empty() && write(in_pipe[1], input.data(), input.size()) < 0) {
-    // The binary exited without reading: its status says why.
-  }
-  close(in_pipe[1]);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (true) {
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) {
-      return absl::InternalError(std::string("waitpid: ") + std::strerror(errno));
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return absl::InternalError(binary_ + " " + absl::StrJoin(args, " ") + " (" + input +
-                                 ") did not finish within " + std::to_string(timeout_.count()) +
-                                 " ms");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  std::string what = input.empty() ? absl::StrJoin(args, " ") : input;
-  while (!what.empty() && what.back() == '\n') what.pop_back();
-  const std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                            : "signal " + std::to_string(WTERMSIG(status));
-  return absl::InternalError(binary_ + " (" + what + ") failed with " + how + ": " +
-                             Tail(out_path));
+  return st;
 }
 
 absl::Status MpsControl::Start(const MpsDaemonSpec& spec) const {

@@ -117,6 +117,7 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
   std::optional<int> mps_percentage;
   std::vector<std::string> mps_limits;
   std::vector<std::pair<std::string, std::string>> mps_device_limits;  // for the daemon
+  std::vector<std::pair<std::string, std::string>> timeslices;         // GPU uuid, interval
   for (const auto& d : claim.devices) {
     const std::string id = d.driver + "/" + d.pool + "/" + d.device;
     if (d.driver != inventory_.driver || d.pool != pool_) {
@@ -160,6 +161,7 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     }
     if (config && config->sharing.strategy == SharingConfig::Strategy::kTimeSlicing) {
       env.push_back("QM_DEVICE_" + n + "_TIMESLICE_INTERVAL=" + config->sharing.interval);
+      if (!is_mig) timeslices.emplace_back(local->second.uuid, config->sharing.interval);
     }
     if (config && config->sharing.strategy == SharingConfig::Strategy::kMps) {
       const SharingConfig& s = config->sharing;
@@ -212,6 +214,16 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     out.devices.clear();
     out.error = absl::StrJoin(problems, "; ");
     return out;
+  }
+  if (timeslicer_ != nullptr) {
+    for (const auto& [uuid, interval] : timeslices) {
+      if (absl::Status st = timeslicer_->Apply(uuid, interval); !st.ok()) {
+        out.devices.clear();
+        out.error = "setting the time slice of GPU " + uuid + " to " + interval + ": " +
+                    std::string(st.message());
+        return out;
+      }
+    }
   }
   spec.env = {"NVIDIA_VISIBLE_DEVICES=" + absl::StrJoin(uuids, ","),
               "NVIDIA_DRIVER_CAPABILITIES=compute,utility",

@@ -19,6 +19,7 @@
 #include "agent/inventory.h"
 #include "agent/mps.h"
 #include "agent/sharing.h"
+#include "agent/timeslice.h"
 
 namespace qm::agent {
 
@@ -68,6 +69,11 @@ class Preparer {
   // no daemons, only the env and the pipe directory.
   void SetMpsControl(const MpsControl* mps) { mps_ = mps; }
 
+  // Sets the compute time slice of each whole GPU of a claim with a TimeSlicing sharing config
+  // (timeslice.h) before its spec is written; a refusal fails the claim (nothing is prepared).
+  // Not owned; nullptr (the default): only the env (QM_DEVICE_<n>_TIMESLICE_INTERVAL).
+  void SetTimeSlicer(const TimeSlicer* timeslicer) { timeslicer_ = timeslicer; }
+
   // Brings the files and the checkpoint into agreement after a start: specs of ours that the
   // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped;
   // MPS directories of claims not held are removed, their daemons told to quit (call
@@ -104,6 +110,7 @@ class Preparer {
   Inventory inventory_;
   std::string mps_root_ = "/run/qm-agent/mps";
   const MpsControl* mps_ = nullptr;
+  const TimeSlicer* timeslicer_ = nullptr;
 };
 
 }  // namespace qm::agent

@@ -203,6 +203,61 @@ TEST_F(PreparerTest, TimeSlicingSetsTheIntervalOfTheDevice) {
   EXPECT_FALSE(spec["containerEdits"].contains("mounts"));
 }
 
+// With nvidia-smi (the fake in tests/agent/fake_nvidia_smi), each whole GPU of the claim goes to
+// the default compute mode and gets the time slice (Long = 3), before the spec is written; a GPU
+// that refuses fails the claim and nothing is prepared.
+TEST_F(PreparerTest, TimeSlicingSetsTheGpusTimeSliceThroughNvidiaSmi) {
+  const std::string log = dir_ + "/nvidia-smi.log";
+  setenv("QM_FAKE_NVIDIA_SMI_LOG", log.c_str(), 1);
+  unsetenv("QM_FAKE_NVIDIA_SMI_FAIL");
+  TimeSlicer slicer(QM_FAKE_NVIDIA_SMI, dir_ + "/nvidia-smi.out");
+  preparer_->SetTimeSlicer(&slicer);
+  ClaimAssignment c = Claim("a1", {"gpu-0"});
+  c.configs = {Config(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}})")};
+  auto out = preparer_->Prepare(c);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_THAT(out->error, IsEmpty());
+  auto calls = [&] {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(calls(),
+            "-i " + uuid0_ + " -c DEFAULT\ncompute-policy -i " + uuid0_ + " --set-timeslice 3\n");
+  // A claim without a sharing config leaves the GPU alone.
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+  std::filesystem::remove(log);
+  ASSERT_THAT(preparer_->Prepare(Claim("a2", {"gpu-1"}))->error, IsEmpty());
+  EXPECT_EQ(calls(), "");
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+
+  // The GPU refuses the setting: the claim fails with nvidia-smi's words, no spec is written.
+  setenv("QM_FAKE_NVIDIA_SMI_FAIL", "compute-policy", 1);
+  auto refused = preparer_->Prepare(c);
+  unsetenv("QM_FAKE_NVIDIA_SMI_FAIL");
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_THAT(refused->error, HasSubstr("setting the time slice of GPU " + uuid0_ + " to Long"));
+  EXPECT_THAT(refused->error, HasSubstr("Setting the timeslice is not supported"));
+  EXPECT_TRUE(refused->devices.empty());
+  EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(cdi_, kUid)));
+  // No nvidia-smi at all: the error says how to name it.
+  TimeSlicer missing(dir_ + "/no-such-nvidia-smi", dir_ + "/nvidia-smi.out");
+  preparer_->SetTimeSlicer(&missing);
+  auto absent = preparer_->Prepare(c);
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_THAT(absent->error, HasSubstr("--nvidia-smi PATH"));
+}
+
+TEST(TimeSliceTest, IntervalsAreNvidiaSmisValues) {
+  EXPECT_EQ(TimeSliceValue("Default"), 0);
+  EXPECT_EQ(TimeSliceValue("Short"), 1);
+  EXPECT_EQ(TimeSliceValue("Medium"), 2);
+  EXPECT_EQ(TimeSliceValue("Long"), 3);
+  EXPECT_EQ(TimeSliceValue("long"), -1);
+}
+
 TEST_F(PreparerTest, MpsGivesTheClaimAPipeDirectoryAndLimits) {
   preparer_->SetMpsRoot(dir_ + "/mps");
   ClaimAssignment c = Claim("a1", {"gpu-0", "gpu-1"});
