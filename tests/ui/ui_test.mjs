@@ -189,6 +189,33 @@ await step('save: kubectl get deviceclass shows it', async () => {
   expect(expression === fixed, `stored expression: ${expression}`);
 });
 
+await step('class configuration: opaque parameters edited as JSON reach kubectl', async () => {
+  await page.locator('[data-class="ui-h100"]').getByRole('link', { name: 'ui-h100', exact: true }).click();
+  await page.getByRole('heading', { name: 'Device class ui-h100' }).waitFor();
+  await page.getByRole('button', { name: 'Add configuration' }).click();
+  await page.getByLabel('Configuration 1 driver').fill('gpu.nvidia.com');
+  const parameters = page.getByLabel('Configuration 1 parameters (JSON)');
+  await parameters.fill('{"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",');
+  await page.getByTestId('config-error').filter({ hasText: 'Parameters: not valid JSON' }).waitFor();
+  const save = page.getByRole('button', { name: 'Save', exact: true });
+  expect(await save.isDisabled(), 'Save waits for the JSON to be fixed');
+  await parameters.fill(JSON.stringify({
+    apiVersion: 'resource.nvidia.com/v1beta1', kind: 'GpuConfig',
+    sharing: { strategy: 'TimeSlicing', timeSlicingConfig: { interval: 'Long' } },
+  }, null, 2));
+  await page.getByTestId('config-error').waitFor({ state: 'detached' });
+  await page.locator('details', { hasText: 'YAML' }).locator('summary').click();
+  await page.locator('pre.yaml').filter({ hasText: 'TimeSlicing' }).waitFor();
+  await shot('device-class-config');
+  await save.click();
+  await page.getByRole('heading', { level: 1, name: 'Device classes' }).waitFor();
+  const stored = kubectl('get', 'deviceclass', 'ui-h100', '-o',
+    'jsonpath={.spec.config[0].opaque.driver} {.spec.config[0].opaque.parameters.sharing.timeSlicingConfig.interval}');
+  expect(stored === 'gpu.nvidia.com Long', `stored config: ${stored}`);
+  const expression = kubectl('get', 'deviceclass', 'ui-h100', '-o', 'jsonpath={.spec.selectors[0].cel.expression}');
+  expect(expression === fixed, `the selector is kept: ${expression}`);
+});
+
 await step('server-side validation errors appear next to the field', async () => {
   await page.getByRole('button', { name: 'Create device class' }).click();
   await page.getByLabel('Name', { exact: true }).fill('Not_A_Valid_Name');

@@ -27,6 +27,42 @@ function selectorsOf(c: K8sObject): string[] {
   return (c.spec?.selectors || []).map((s: Json) => s.cel?.expression ?? '');
 }
 
+// One entry of spec.config as the form edits it: an opaque configuration (driver and JSON
+// parameters), or an entry of another kind, kept as it is.
+interface ConfigDraft {
+  key: number;
+  driver: string;
+  parameters: string; // JSON text
+  other?: Json; // not an opaque entry: kept verbatim
+}
+
+function configsOf(c: K8sObject): ConfigDraft[] {
+  return (c.spec?.config || []).map((entry: Json) =>
+    entry && typeof entry === 'object' && entry.opaque && Object.keys(entry).length === 1
+      ? {
+          key: nextKey++,
+          driver: entry.opaque.driver ?? '',
+          parameters:
+            entry.opaque.parameters === undefined ? '' : JSON.stringify(entry.opaque.parameters, null, 2),
+        }
+      : { key: nextKey++, driver: '', parameters: '', other: entry },
+  );
+}
+
+// The parameters as JSON, or why they are not.
+function parseParameters(text: string): { value?: Json; error?: string } {
+  if (!text.trim()) return { error: 'Required: the driver\'s parameters as a JSON object' };
+  try {
+    const value = JSON.parse(text);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      return { error: 'must be a JSON object, e.g. {"apiVersion": "...", "kind": "..."}' };
+    }
+    return { value };
+  } catch (e) {
+    return { error: `not valid JSON: ${(e as Error).message}` };
+  }
+}
+
 interface Counts {
   matched: number;
   allocated: number;
@@ -219,6 +255,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
     editing ? [] : [{ key: nextKey++, expression: '' }],
   );
   const [extended, setExtended] = useState('');
+  const [configs, setConfigs] = useState<ConfigDraft[]>([]);
   const [seeded, setSeeded] = useState(!editing);
   const [causes, setCauses] = useState<StatusCause[]>([]);
   const [saveError, setSaveError] = useState('');
@@ -232,6 +269,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
     if (!editing || seeded || !existing) return;
     setSelectors(selectorsOf(existing).map((e) => ({ key: nextKey++, expression: e })));
     setExtended(existing.spec?.extendedResourceName || '');
+    setConfigs(configsOf(existing));
     setSeeded(true);
   }, [editing, seeded, existing]);
 
@@ -241,6 +279,16 @@ export function ClassEditorPage({ name }: { name?: string }) {
     if (!spec.selectors.length) delete spec.selectors;
     if (extended.trim()) spec.extendedResourceName = extended.trim();
     else delete spec.extendedResourceName;
+    // Entries whose parameters do not parse are sent without them: the server then names what
+    // else is wrong, and Save waits for the JSON to be fixed.
+    spec.config = configs.map((c) => {
+      if (c.other !== undefined) return c.other;
+      const opaque: Json = { driver: c.driver.trim() };
+      const parsed = parseParameters(c.parameters);
+      if (parsed.value !== undefined) opaque.parameters = parsed.value;
+      return { opaque };
+    });
+    if (!spec.config.length) delete spec.config;
     const metadata: Json = editing
       ? { ...existing?.metadata, name: className }
       : { name: className };
@@ -248,7 +296,9 @@ export function ClassEditorPage({ name }: { name?: string }) {
       for (const k of ['managedFields', 'creationTimestamp', 'uid', 'generation']) delete metadata[k];
     }
     return { apiVersion: `${GROUP}/v1`, kind: 'DeviceClass', metadata, spec };
-  }, [selectors, extended, className, editing, existing]);
+  }, [selectors, extended, configs, className, editing, existing]);
+  const configProblems = configs.map((c) => (c.other === undefined ? parseParameters(c.parameters).error : undefined));
+  const configsValid = configProblems.every((p) => p === undefined);
 
   const write = (dryRun: boolean, signal?: AbortSignal) => {
     const query = { dryRun: dryRun ? 'All' : undefined, fieldValidation: 'Strict' };
@@ -306,7 +356,8 @@ export function ClassEditorPage({ name }: { name?: string }) {
     (c) =>
       c.field !== 'metadata.name' &&
       c.field !== 'spec.extendedResourceName' &&
-      !(c.field || '').startsWith('spec.selectors['),
+      !(c.field || '').startsWith('spec.selectors[') &&
+      !(c.field || '').startsWith('spec.config['),
   );
 
   const usedBy = useMemo(
@@ -445,12 +496,82 @@ export function ClassEditorPage({ name }: { name?: string }) {
             </p>
           )}
         </div>
-        {(existing?.spec?.config || []).length > 0 && (
-          <p className="muted">
-            This class carries {existing!.spec.config.length} opaque configuration entries; they are
-            kept as they are (see the YAML view).
-          </p>
-        )}
+        <fieldset>
+          <legend>Configuration (opaque, passed to the driver)</legend>
+          {configs.length === 0 && (
+            <p className="muted">
+              None. Drivers read these parameters when they prepare the devices of claims for
+              this class (e.g. time-slicing or MPS settings).
+            </p>
+          )}
+          {configs.map((c, i) => {
+            const serverErrors = causes.filter((x) => (x.field || '').startsWith(`spec.config[${i}]`));
+            const problem = configProblems[i];
+            const errorId = `config-${i}-error`;
+            const messages = [
+              ...(problem ? [`Parameters: ${problem}`] : []),
+              ...serverErrors.map((x) => `${x.field}: ${x.message}`),
+            ];
+            return (
+              <div className="field config-entry" key={c.key} data-config={i}>
+                {c.other !== undefined ? (
+                  <p className="muted">Configuration {i + 1} is not an opaque entry; it is kept as it is.</p>
+                ) : (
+                  <>
+                    <label htmlFor={`config-${i}-driver`}>Configuration {i + 1} driver</label>
+                    <input
+                      id={`config-${i}-driver`}
+                      value={c.driver}
+                      placeholder="gpu.nvidia.com"
+                      spellCheck={false}
+                      aria-invalid={serverErrors.some((x) => (x.field || '').endsWith('.driver'))}
+                      aria-describedby={messages.length ? errorId : undefined}
+                      onChange={(e) =>
+                        setConfigs((list) => list.map((x) => (x.key === c.key ? { ...x, driver: e.target.value } : x)))
+                      }
+                    />
+                    <label htmlFor={`config-${i}-parameters`}>Configuration {i + 1} parameters (JSON)</label>
+                    <textarea
+                      id={`config-${i}-parameters`}
+                      value={c.parameters}
+                      rows={6}
+                      spellCheck={false}
+                      placeholder={'{"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig"}'}
+                      aria-invalid={problem !== undefined}
+                      aria-describedby={messages.length ? errorId : undefined}
+                      onChange={(e) =>
+                        setConfigs((list) =>
+                          list.map((x) => (x.key === c.key ? { ...x, parameters: e.target.value } : x)),
+                        )
+                      }
+                    />
+                  </>
+                )}
+                {messages.length > 0 && (
+                  <ul id={errorId} className="field-error" role="alert" data-testid="config-error">
+                    {messages.map((m, j) => (
+                      <li key={j}>{m}</li>
+                    ))}
+                  </ul>
+                )}
+                <button
+                  type="button"
+                  className="link"
+                  onClick={() => setConfigs((list) => list.filter((x) => x.key !== c.key))}
+                  aria-label={`Remove configuration ${i + 1}`}
+                >
+                  Remove
+                </button>
+              </div>
+            );
+          })}
+          <button
+            type="button"
+            onClick={() => setConfigs((list) => [...list, { key: nextKey++, driver: '', parameters: '' }])}
+          >
+            Add configuration
+          </button>
+        </fieldset>
         {otherCauses.length > 0 && (
           <ul className="error" role="alert">
             {otherCauses.map((c, i) => (
@@ -467,7 +588,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
           </p>
         )}
         <div className="actions">
-          <GuardedButton permission={canSave} type="submit" disabled={saving || !className}>
+          <GuardedButton permission={canSave} type="submit" disabled={saving || !className || !configsValid}>
             {editing ? 'Save' : 'Create'}
           </GuardedButton>
           {editing && (
