@@ -274,6 +274,49 @@ class Waker {
   std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
 };
 
+// Ends a callback stream once, and never while a write is in flight: a status that comes during
+// a write is sent from that write's OnWriteDone. Guarded by the reactor's mutex; `R` is the
+// reactor (ServerWriteReactor or ServerBidiReactor), whose Finish it calls.
+class FinishGate {
+ public:
+  // Before each StartWrite.
+  void Writing() { writing_ = true; }
+  bool writing() const { return writing_; }
+  // Finished, or about to be once the write in flight is done.
+  bool finished() const { return finished_ || pending_.has_value(); }
+
+  template <typename R>
+  void Finish(R* reactor, grpc::Status status) {
+    if (finished()) return;
+    if (writing_) {
+      pending_ = std::move(status);
+      return;
+    }
+    finished_ = true;
+    reactor->Finish(std::move(status));
+  }
+
+  // From OnWriteDone. True when the stream is finished now (the status that waited was sent, or
+  // the write failed because the client went away): the reactor has nothing more to do.
+  template <typename R>
+  bool WriteDone(R* reactor, bool ok) {
+    writing_ = false;
+    if (pending_.has_value()) {
+      finished_ = true;
+      reactor->Finish(std::move(*pending_));
+      pending_.reset();
+      return true;
+    }
+    if (!ok) Finish(reactor, grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    return finished();
+  }
+
+ private:
+  bool writing_ = false;
+  bool finished_ = false;
+  std::optional<grpc::Status> pending_;
+};
+
 // One WatchAssignments stream: writes the feed's messages one at a time, as they come, and
 // finishes when the feed ends or the client goes. Lock order: Waker, then this reactor's mu_,
 // then the feed's (the feed never holds its lock while waking us).
@@ -283,22 +326,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
                const v1::WatchAssignmentsRequest& request) {
     const std::string request_id = NewRequestId();
     if (server.stopping()) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
-      finished_ = true;
+      gate_.Finish(this,
+                   grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
       return;
     }
     try {
       auto caller = server.Authenticate(ctx);
       if (!caller.ok()) {
-        Finish(ToGrpc(caller.status(), request_id));
-        finished_ = true;
+        gate_.Finish(this, ToGrpc(caller.status(), request_id));
         return;
       }
       caller->request_id = request_id;
       auto feed = server.api().WatchAssignments(*caller, request);
       if (!feed.ok()) {
-        Finish(ToGrpc(feed.status(), request_id));
-        finished_ = true;
+        gate_.Finish(this, ToGrpc(feed.status(), request_id));
         return;
       }
       feed_ = *feed;
@@ -307,9 +348,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
       spdlog::debug("request_id={} node {} watches its assignments", request_id, feed_->node());
     } catch (...) {
       server.Unexpected(request_id, "WatchAssignments");
-      Finish(grpc::Status(grpc::StatusCode::INTERNAL,
-                          "internal error; see the server log for request id " + request_id));
-      finished_ = true;
+      gate_.Finish(this,
+                   grpc::Status(grpc::StatusCode::INTERNAL,
+                                "internal error; see the server log for request id " + request_id));
       return;
     }
     Wake();
@@ -317,28 +358,18 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
 
   void Wake() {
     qm::MutexLock lock(&mu_);
-    if (!writing_) NextLocked();
+    if (!gate_.writing()) NextLocked();
   }
 
   void OnWriteDone(bool ok) override {
     qm::MutexLock lock(&mu_);
-    writing_ = false;
-    if (pending_finish_.has_value()) {
-      finished_ = true;
-      Finish(std::move(*pending_finish_));
-      pending_finish_.reset();
-      return;
-    }
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
-      return;
-    }
+    if (gate_.WriteDone(this, ok)) return;
     NextLocked();
   }
 
   void OnCancel() override {
     qm::MutexLock lock(&mu_);
-    FinishLocked(grpc::Status::CANCELLED);
+    gate_.Finish(this, grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
@@ -349,33 +380,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
 
  private:
   void NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || feed_ == nullptr) return;
+    if (gate_.finished() || feed_ == nullptr) return;
     if (feed_->Pop(&msg_)) {
-      writing_ = true;
+      gate_.Writing();
       StartWrite(&msg_);
       return;
     }
-    if (auto ended = feed_->Ended()) FinishLocked(ToGrpc(*ended, ""));
-  }
-
-  // Finishes once; after the write in progress, if there is one.
-  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    if (writing_) {
-      pending_finish_ = std::move(status);
-      return;
-    }
-    finished_ = true;
-    Finish(std::move(status));
+    if (auto ended = feed_->Ended()) gate_.Finish(this, ToGrpc(*ended, ""));
   }
 
   qm::Mutex mu_;
   std::shared_ptr<AssignmentFeed> feed_;  // set by the constructor
   std::shared_ptr<Waker> waker_;          // set by the constructor
   v1::WatchAssignmentsResponse msg_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+  FinishGate gate_ ABSL_GUARDED_BY(mu_);
 };
 
 // One Heartbeats stream: checks the caller on the first beat (and again every
@@ -401,7 +419,7 @@ class HeartbeatReactor final
   void OnReadDone(bool ok) override {
     qm::MutexLock lock(&mu_);
     reading_ = false;
-    if (finished_) return;
+    if (gate_.finished()) return;
     if (!ok) {  // the agent closed its side, or went away
       FinishLocked(grpc::Status::OK);
       return;
@@ -427,18 +445,8 @@ class HeartbeatReactor final
 
   void OnWriteDone(bool ok) override {
     qm::MutexLock lock(&mu_);
-    writing_ = false;
-    if (pending_finish_.has_value()) {
-      finished_ = true;
-      Finish(std::move(*pending_finish_));
-      pending_finish_.reset();
-      return;
-    }
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
-      return;
-    }
-    if (!finished_ && !reading_) {
+    if (gate_.WriteDone(this, ok)) return;
+    if (!reading_) {
       reading_ = true;
       StartRead(&req_);
     }
@@ -459,7 +467,7 @@ class HeartbeatReactor final
   // After a Ready write (or from Shutdown, with UNAVAILABLE).
   void Resume(const absl::Status& st) {
     qm::MutexLock lock(&mu_);
-    if (finished_) return;
+    if (gate_.finished()) return;
     if (!st.ok()) {
       FinishLocked(ToGrpc(st, request_id_));
       return;
@@ -493,7 +501,7 @@ class HeartbeatReactor final
     if (!answered_) {
       answered_ = true;
       resp_.set_heartbeat_interval_seconds(server_.api().heartbeat_interval_seconds());
-      writing_ = true;
+      gate_.Writing();
       StartWrite(&resp_);
       return;
     }
@@ -501,15 +509,8 @@ class HeartbeatReactor final
     StartRead(&req_);
   }
 
-  // Finishes once; after the write in progress, if there is one.
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || pending_finish_.has_value()) return;
-    if (writing_) {
-      pending_finish_ = std::move(status);
-      return;
-    }
-    finished_ = true;
-    Finish(std::move(status));
+    gate_.Finish(this, std::move(status));
   }
 
   GrpcServer::Impl& server_;
@@ -525,9 +526,7 @@ class HeartbeatReactor final
   std::chrono::steady_clock::time_point checked_ ABSL_GUARDED_BY(mu_);
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+  FinishGate gate_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
