@@ -231,7 +231,7 @@ bool Search::Expired() {
     abort_ = absl::CancelledError("allocation cancelled");
     return true;
   }
-  if (std::chrono::steady_clock::now() > options_.deadline) {
+  if ((options_.now ? options_.now() : std::chrono::steady_clock::now()) > options_.deadline) {
     abort_ = absl::DeadlineExceededError("allocation took longer than its time budget");
     return true;
   }

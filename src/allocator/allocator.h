@@ -23,6 +23,9 @@ namespace qm::allocator {
 
 struct Options {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The monotonic clock `deadline` is read against (qm::Clock::Monotonic); the steady clock
+  // when unset.
+  std::function<std::chrono::steady_clock::time_point()> now;
   const std::atomic<bool>* cancelled = nullptr;
   // Makes shareIDs for consumable-capacity allocations; random UUIDs when unset.
   std::function<std::string()> new_share_id;

@@ -6,12 +6,18 @@
 
 namespace qm {
 
-// Source of wall-clock time. Injected everywhere time matters so tests can control it.
-// Implementations are thread-safe.
+// Source of time. Injected everywhere time matters so tests can control it. Implementations are
+// thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;
+  // Wall-clock time: what objects record (timestamps, ages, expiry).
   virtual std::chrono::system_clock::time_point Now() const = 0;
+  // Monotonic time: what budgets and durations are measured in (the allocator's deadline, pass
+  // timings). The real steady clock unless a test says otherwise.
+  virtual std::chrono::steady_clock::time_point Monotonic() const {
+    return std::chrono::steady_clock::now();
+  }
 };
 
 class SystemClock final : public Clock {

@@ -4,7 +4,32 @@
 
 namespace qm {
 
+namespace {
+constexpr char kNameAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";  // as Kubernetes' util/rand
+constexpr size_t kNameAlphabetSize = sizeof(kNameAlphabet) - 1;
+}  // namespace
+
+std::string IdGenerator::NameSuffix(size_t n) {
+  std::string out;
+  while (out.size() < n) {
+    for (char c : NewUid()) {
+      if (c == '-') continue;
+      const int digit = c <= '9' ? c - '0' : c - 'a' + 10;
+      out.push_back(kNameAlphabet[digit % kNameAlphabetSize]);
+      if (out.size() == n) break;
+    }
+  }
+  return out;
+}
+
 RandomIdGenerator::RandomIdGenerator() : rng_(std::random_device{}()) {}
+
+std::string RandomIdGenerator::NameSuffix(size_t n) {
+  std::string out;
+  qm::MutexLock lock(&mu_);
+  for (size_t i = 0; i < n; ++i) out.push_back(kNameAlphabet[rng_() % kNameAlphabetSize]);
+  return out;
+}
 
 std::string RandomIdGenerator::NewUid() {
   uint64_t hi, lo;

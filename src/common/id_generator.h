@@ -14,12 +14,17 @@ class IdGenerator {
   virtual ~IdGenerator() = default;
   // Returns a lowercase RFC 4122 version-4 UUID (36 characters).
   virtual std::string NewUid() = 0;
+  // `n` characters of Kubernetes' generateName alphabet (no vowels, no look-alikes), for names
+  // the server makes up (generateName, generated claims, Events). Derived from NewUid() unless
+  // overridden, so deterministic uids give deterministic names.
+  virtual std::string NameSuffix(size_t n);
 };
 
 class RandomIdGenerator final : public IdGenerator {
  public:
   RandomIdGenerator();
   std::string NewUid() override;
+  std::string NameSuffix(size_t n) override;
 
  private:
   qm::Mutex mu_;

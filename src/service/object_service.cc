@@ -25,16 +25,6 @@ bool IsNamespaced(const std::string& resource) {
   return t != nullptr && t->namespaced;
 }
 
-// Five characters from Kubernetes' generateName alphabet (no vowels, no look-alikes).
-std::string RandomSuffix() {
-  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-  thread_local std::mt19937 rng(std::random_device{}());
-  std::uniform_int_distribution<int> pick(0, sizeof(kAlphabet) - 2);
-  std::string s;
-  for (int i = 0; i < 5; ++i) s += kAlphabet[pick(rng)];
-  return s;
-}
-
 }  // namespace
 
 ObjectService::ObjectService(store::Store& store, const Clock& clock, IdGenerator& ids,
@@ -62,7 +52,7 @@ absl::Status ObjectService::CheckNamespace(const std::string& ns) {
 absl::StatusOr<model::Object> ObjectService::Create(model::Object obj, bool dry_run) {
   if (IsNamespaced(obj.resource)) QM_RETURN_IF_ERROR(CheckNamespace(obj.meta.namespace_));
   if (obj.meta.name.empty() && !obj.meta.generate_name.empty()) {
-    obj.meta.name = obj.meta.generate_name + RandomSuffix();
+    obj.meta.name = obj.meta.generate_name + ids_.NameSuffix(5);
   }
   obj.meta.uid = ids_.NewUid();
   obj.meta.creation_timestamp = std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
@@ -333,7 +323,7 @@ absl::StatusOr<std::vector<model::Object>> ObjectService::CommitBatch(
         model::Object& obj = w.object;
         if (IsNamespaced(obj.resource)) QM_RETURN_IF_ERROR(CheckNamespace(obj.meta.namespace_));
         if (obj.meta.name.empty() && !obj.meta.generate_name.empty()) {
-          obj.meta.name = obj.meta.generate_name + RandomSuffix();
+          obj.meta.name = obj.meta.generate_name + ids_.NameSuffix(5);
         }
         obj.meta.uid = ids_.NewUid();
         obj.meta.creation_timestamp = now;

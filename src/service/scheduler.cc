@@ -95,14 +95,6 @@ model::Object WithBody(const model::Object& obj, const json& body) {
   return out;
 }
 
-std::string RandomSuffix(size_t n) {
-  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";  // as Kubernetes' rand
-  thread_local std::mt19937 rng{std::random_device{}()};
-  std::string out;
-  for (size_t i = 0; i < n; ++i) out.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
-  return out;
-}
-
 // The uids of an object's owners.
 std::vector<std::string> OwnerUids(const model::Object& obj) {
   std::vector<std::string> out;
@@ -870,6 +862,7 @@ class Scheduler::PassRun {
  public:
   PassRun(Scheduler& scheduler, Dirty dirty)
       : ids_(scheduler.ids_),
+        clock_(scheduler.clock_),
         options_(scheduler.options_),
         failures_(scheduler.decode_failures_),
         st_(*scheduler.state_),
@@ -964,8 +957,8 @@ class Scheduler::PassRun {
     });
   }
 
-  static double MsSince(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  double MsSince(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(clock_.Monotonic() - t).count();
   }
 
   // 1. Releases claims whose consumers are gone: prunes reservedFor, deallocates what the
@@ -1453,7 +1446,9 @@ class Scheduler::PassRun {
     request.allocated = &*st_.allocated;
     request.nodes = &nodes_;
     request.pod = PlacementSpecOf(spec, pod.obj.meta);
-    request.options.deadline = std::chrono::steady_clock::now() + options_.allocation_budget;
+    request.options.deadline = clock_.Monotonic() + options_.allocation_budget;
+    request.options.now = [this] { return clock_.Monotonic(); };
+    request.options.new_share_id = [this] { return ids_.NewUid(); };
     request.nodes_to_find = NodesToFind(nodes_.size());
     request.start = st_.next_start++;
     std::vector<model::ResourceClaim> typed;
@@ -1499,7 +1494,7 @@ class Scheduler::PassRun {
     request.node_versions = &node_versions_;
     Placement placement;
     if (problem.empty()) {
-      const auto place_start = std::chrono::steady_clock::now();
+      const auto place_start = clock_.Monotonic();
       placement = Place(request);
       placement_ms_ += MsSince(place_start);
       if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
@@ -1521,7 +1516,7 @@ class Scheduler::PassRun {
     std::vector<store::Write> extra;
     if (condition_changed) {
       model::Object event = NewObject(kEvents, pod.obj.meta.namespace_,
-                                      absl::StrCat(pod.obj.meta.name, ".", RandomSuffix(10)));
+                                      absl::StrCat(pod.obj.meta.name, ".", ids_.NameSuffix(10)));
       json ebody = FailedSchedulingEvent(pod.obj, message, now_, options_.component);
       extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
     }
@@ -1721,7 +1716,7 @@ class Scheduler::PassRun {
                            const std::map<std::string, std::string>& labels,
                            std::map<std::string, std::string> annotations, json body) {
     model::Object claim = NewObject(kClaims, pod.obj.meta.namespace_,
-                                    absl::StrCat(pod.obj.meta.name, infix, RandomSuffix(5)));
+                                    absl::StrCat(pod.obj.meta.name, infix, ids_.NameSuffix(5)));
     claim.meta.owner_references = OwnerReference(pod.obj);
     claim.meta.labels = labels;
     claim.meta.annotations = std::move(annotations);
@@ -1811,11 +1806,12 @@ class Scheduler::PassRun {
   }
 
   IdGenerator& ids_;
+  const Clock& clock_;
   const SchedulerOptions& options_;
   DecodeFailures& failures_;
   State& st_;
   const Dirty dirty_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const std::chrono::steady_clock::time_point start_ = clock_.Monotonic();
   const std::chrono::system_clock::time_point now_tp_;
   const std::string now_;
   const allocator::Inventory& inventory_;
@@ -1847,7 +1843,7 @@ class Scheduler::PassRun {
 
 absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   State& st = *state_;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock_.Monotonic();
   Dirty dirty;
   if (auto synced = Sync(read_your_writes, dirty); !synced.ok()) {
     st.synced = false;

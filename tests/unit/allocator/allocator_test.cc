@@ -141,10 +141,15 @@ TEST(AllocatorTest, CancellationStopsTheSearch) {
   EXPECT_EQ(out.error.code(), absl::StatusCode::kCancelled);
 
   options.cancelled = nullptr;
-  options.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  // The deadline is read from the injected monotonic clock: it passes at the third check.
+  const std::chrono::steady_clock::time_point t0{};
+  int checks = 0;
+  options.deadline = t0 + std::chrono::seconds(1);
+  options.now = [&] { return ++checks < 3 ? t0 : t0 + std::chrono::hours(1); };
   out = Allocate(*inv, state, {&claim}, &node, options);
   EXPECT_EQ(out.kind, OutcomeKind::kTimeout);
   EXPECT_EQ(out.error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(checks, 3);
 }
 
 TEST(AllocatorTest, OneSnapshotServesManyThreads) {
