@@ -1,0 +1,138 @@
+// allocator::Inventory on its own: pools and generations, node indexes, DeviceTaintRules applied,
+// class selectors evaluated once per device, attribute sets, and what AllocatedState makes of
+// allocations (exclusive devices, shares summed, counters consumed, unknown devices ignored).
+#include "allocator/inventory.h"
+
+#include <gtest/gtest.h>
+
+namespace qm::allocator {
+namespace {
+
+Quantity Q(const std::string& text) { return *ParseQuantity(text); }
+
+model::Device Gpu(const std::string& name, const std::string& product) {
+  model::Device d;
+  d.name = name;
+  d.attributes["productName"] = product;
+  d.attributes["gpu.example.com/numa"] = int64_t{0};
+  return d;
+}
+
+model::ResourceSlice Slice(const std::string& node, int64_t generation,
+                           std::vector<model::Device> devices) {
+  model::ResourceSlice s;
+  s.name = node + "-g" + std::to_string(generation);
+  s.driver = "gpu.example.com";
+  s.pool = node;
+  s.generation = generation;
+  s.node_name = node;
+  s.devices = std::move(devices);
+  return s;
+}
+
+TEST(InventoryTest, PoolsKeepTheirGenerationsAndNodesTheirSlices) {
+  InventoryInput input;
+  input.slices = {Slice("node-a", 1, {Gpu("gpu-0", "A100")}),
+                  Slice("node-a", 2, {Gpu("gpu-0", "A100"), Gpu("gpu-1", "A100")}),
+                  Slice("node-b", 1, {Gpu("gpu-0", "L4")})};
+  auto inv = Inventory::Build(std::move(input));
+  ASSERT_EQ(inv->pools().size(), 2u);
+  for (const auto& pool : inv->pools()) {
+    EXPECT_EQ(pool.max_generation, pool.name == "node-a" ? 2 : 1) << pool.name;
+    EXPECT_EQ(pool.groups.size(), pool.name == "node-a" ? 2u : 1u) << pool.name;
+  }
+  EXPECT_EQ(inv->SlicesOnNode("node-a").size(), 2u);
+  EXPECT_EQ(inv->SlicesOnNode("node-b").size(), 1u);
+  EXPECT_TRUE(inv->SlicesOnNode("node-c").empty());
+  EXPECT_TRUE(inv->SlicesNotOnOneNode().empty());
+  // gpu-0 of node-a exists in both generations.
+  const auto* both = inv->FindDevice("gpu.example.com/node-a/gpu-0");
+  ASSERT_NE(both, nullptr);
+  EXPECT_EQ(both->size(), 2u);
+  EXPECT_EQ(inv->FindDevice("gpu.example.com/node-a/gpu-9"), nullptr);
+}
+
+TEST(InventoryTest, TaintRulesAddTheirTaintToTheDevicesTheySelect) {
+  InventoryInput input;
+  model::Device tainted = Gpu("gpu-1", "A100");
+  tainted.taints = {{"own", "", "NoSchedule", ""}};
+  input.slices = {Slice("node-a", 1, {Gpu("gpu-0", "A100"), tainted}),
+                  Slice("node-b", 1, {Gpu("gpu-0", "L4")})};
+  model::DeviceTaintRule rule;
+  rule.name = "drain-a";
+  rule.driver = "gpu.example.com";
+  rule.pool = "node-a";
+  rule.taint = {"maintenance", "now", "NoExecute", ""};
+  input.taint_rules = {rule};
+  auto inv = Inventory::Build(std::move(input));
+  std::map<std::string, std::vector<std::string>> keys;
+  for (const auto& d : inv->devices()) {
+    for (const auto& t : d.taints) keys[d.id].push_back(t.key);
+  }
+  EXPECT_EQ(keys, (std::map<std::string, std::vector<std::string>>{
+                      {"gpu.example.com/node-a/gpu-0", {"maintenance"}},
+                      {"gpu.example.com/node-a/gpu-1", {"own", "maintenance"}}}));
+}
+
+TEST(InventoryTest, ClassSelectorsMatchAndReportErrorsPerDevice) {
+  InventoryInput input;
+  input.slices = {Slice("node-a", 1, {Gpu("gpu-0", "A100"), Gpu("gpu-1", "L4")})};
+  model::DeviceClass a100;
+  a100.name = "a100";
+  a100.selectors = {"device.attributes['gpu.example.com'].productName == 'A100'"};
+  model::DeviceClass broken;
+  broken.name = "broken";
+  broken.selectors = {"device.attributes['gpu.example.com'].missing == 'x'"};
+  input.classes = {a100, broken};
+  auto inv = Inventory::Build(std::move(input));
+  const auto* cls = inv->FindClass("a100");
+  ASSERT_NE(cls, nullptr);
+  EXPECT_EQ(inv->FindClass("nope"), nullptr);
+  std::string error;
+  EXPECT_EQ(inv->ClassMatches(*cls, 0, &error), Inventory::Match::kYes);
+  EXPECT_EQ(inv->ClassMatches(*cls, 1, &error), Inventory::Match::kNo);
+  EXPECT_EQ(inv->ClassMatches(*cls, 0, &error), Inventory::Match::kYes);  // from the memo
+  EXPECT_EQ(inv->ClassMatches(*inv->FindClass("broken"), 0, &error), Inventory::Match::kError);
+  EXPECT_NE(error.find("missing"), std::string::npos) << error;
+  // Attribute sets answer by fully qualified name, found under the bare name too.
+  const auto& numa = inv->AttributeSets("gpu.example.com/numa");
+  ASSERT_EQ(numa.size(), 2u);
+  ASSERT_TRUE(numa[0].has_value());
+  const auto& products = inv->AttributeSets("gpu.example.com/productName");
+  ASSERT_TRUE(products[1].has_value());
+  EXPECT_EQ((*products[1])[0].second, "L4");
+}
+
+TEST(InventoryTest, AllocatedStateCountsExclusiveSharedAndCounters) {
+  InventoryInput input;
+  model::Device shared = Gpu("gpu-0", "A100");
+  shared.allow_multiple_allocations = true;
+  shared.capacity["memory"].value = Q("80Gi");
+  model::Device part = Gpu("gpu-1-mig", "A100");
+  part.consumes_counters = {{"gpu-1", {{"memory", Q("40Gi")}}}};
+  model::ResourceSlice s = Slice("node-a", 1, {shared, part, Gpu("gpu-2", "A100")});
+  s.shared_counters = {{"gpu-1", {{"memory", Q("80Gi")}}}};
+  input.slices = {s};
+  auto inv = Inventory::Build(std::move(input));
+  AllocatedState state = inv->ResolveAllocated({
+      {"gpu.example.com", "node-a", "gpu-0", "share-1", {{"memory", Q("10Gi")}}, false},
+      {"gpu.example.com", "node-a", "gpu-0", "share-2", {{"memory", Q("20Gi")}}, false},
+      {"gpu.example.com", "node-a", "gpu-1-mig", "", {}, false},
+      {"gpu.example.com", "node-a", "gpu-2", "", {}, true},  // admin access: blocks nothing
+      {"gpu.example.com", "node-a", "gone", "", {}, false},  // not in the inventory
+  });
+  EXPECT_FALSE(state.Exclusive(0));
+  ASSERT_NE(state.SharedConsumed(0), nullptr);
+  EXPECT_EQ(state.SharedConsumed(0)->at("memory"), Q("30Gi"));
+  EXPECT_TRUE(state.Exclusive(1));
+  EXPECT_FALSE(state.Exclusive(2));
+  const auto* counters = state.CountersConsumed(inv->devices()[1].group);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->at("gpu-1").at("memory"), Q("40Gi"));
+  // In-flight bindings add to a resolved state.
+  inv->AddAllocated(state, {{"gpu.example.com", "node-a", "gpu-2", "", {}, false}});
+  EXPECT_TRUE(state.Exclusive(2));
+}
+
+}  // namespace
+}  // namespace qm::allocator
