@@ -22,6 +22,7 @@
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "store/pg/pg_store.h"
+#include "test_objects.h"
 
 namespace qm {
 namespace {
@@ -95,13 +96,7 @@ class LifecycleTest : public ::testing::Test {
               {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
               {"devices", list}}}});
     if (Get(std::string(kV1) + "/deviceclasses/gpu").is_null()) {
-      Create(
-          std::string(kV1) + "/deviceclasses",
-          {{"apiVersion", "resource.k8s.io/v1"},
-           {"kind", "DeviceClass"},
-           {"metadata", {{"name", "gpu"}}},
-           {"spec",
-            {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+      Create(std::string(kV1) + "/deviceclasses", testing::DriverClass("gpu", "gpu.example.com"));
     }
   }
   void Namespace(const std::string& name, const json& labels = json::object()) {

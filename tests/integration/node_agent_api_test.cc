@@ -30,6 +30,7 @@
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "store/pg/pg_store.h"
+#include "test_objects.h"
 
 namespace qm {
 namespace {
@@ -164,13 +165,7 @@ class NodeAgentApiTest : public ::testing::Test {
   // A class for the driver, a claim and a pod using it in namespace default.
   void Workload(const std::string& claim, const std::string& pod) {
     if (Get(std::string(kV1) + "/deviceclasses/gpu").is_null()) {
-      Create(
-          std::string(kV1) + "/deviceclasses",
-          {{"apiVersion", "resource.k8s.io/v1"},
-           {"kind", "DeviceClass"},
-           {"metadata", {{"name", "gpu"}}},
-           {"spec",
-            {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.nvidia.com'"}}}}}}}}});
+      Create(std::string(kV1) + "/deviceclasses", testing::DriverClass("gpu", "gpu.nvidia.com"));
     }
     Create(std::string(kV1) + "/namespaces/default/resourceclaims",
            {{"apiVersion", "resource.k8s.io/v1"},

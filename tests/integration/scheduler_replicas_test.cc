@@ -23,6 +23,7 @@
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "store/pg/pg_store.h"
+#include "test_objects.h"
 
 namespace qm {
 
@@ -92,8 +93,7 @@ class SchedulerReplicasTest : public ::testing::Test {
     if (!store.Get(model::ResourceKey{"namespaces", "", "default"}).ok()) {
       Put(store, "namespaces", "", "default", json::object());
       Put(store, "deviceclasses.resource.k8s.io", "", "gpu",
-          {{"spec",
-            {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+          {{"spec", testing::DriverClassSpec("gpu.example.com")}});
     }
     Put(store, "nodes", "", node, {{"spec", json::object()}});
   }
@@ -238,8 +238,7 @@ TEST_F(SchedulerReplicasTest, ThreeReplicasNeverGiveADeviceToTwoClaims) {
   store::Store& setup = *replicas[0].store;
   Put(setup, "namespaces", "", "default", json::object());
   Put(setup, "deviceclasses.resource.k8s.io", "", "gpu",
-      {{"spec",
-        {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+      {{"spec", testing::DriverClassSpec("gpu.example.com")}});
   for (int n = 0; n < kNodes; ++n) {
     const std::string node = "node-" + std::to_string(n);
     Put(setup, "nodes", "", node, {{"spec", json::object()}});

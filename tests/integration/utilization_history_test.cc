@@ -21,6 +21,7 @@
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "store/pg/pg_store.h"
+#include "test_objects.h"
 
 namespace qm {
 namespace {
@@ -105,13 +106,7 @@ class UtilizationHistoryTest : public ::testing::Test {
   }
   // Class "gpu" (every device of gpu.example.com) and namespace "team".
   void ClassAndTeamNamespace() {
-    Create(
-        std::string(kV1) + "/deviceclasses",
-        {{"apiVersion", "resource.k8s.io/v1"},
-         {"kind", "DeviceClass"},
-         {"metadata", {{"name", "gpu"}}},
-         {"spec",
-          {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+    Create(std::string(kV1) + "/deviceclasses", testing::DriverClass("gpu", "gpu.example.com"));
     Create("/api/v1/namespaces",
            {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
   }

@@ -57,8 +57,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
-// Lets someone else (the heartbeat writer, Shutdown) resume or end a stream's reactor without
-// outliving it: the reactor clears the function before it is deleted.
+// Lets someone else (an assignment feed, the heartbeat writer, Shutdown) wake, resume or end a
+// stream's reactor without outliving it: the reactor clears the function before it is deleted,
+// and the others only ever call through this object.
 class Resumer {
  public:
   explicit Resumer(std::function<void(const absl::Status&)> fn) : fn_(std::move(fn)) {}
@@ -254,26 +255,6 @@ class GrpcServer::Impl final
 
 namespace {
 
-// Lets a feed wake its stream's reactor without outliving it: the reactor clears the pointer
-// before it is deleted, and the feed only ever calls through this object.
-class Waker {
- public:
-  template <typename R>
-  explicit Waker(R* reactor) : wake_([reactor] { reactor->Wake(); }) {}
-  void Wake() {
-    qm::MutexLock lock(&mu_);
-    if (wake_) wake_();
-  }
-  void Clear() {
-    qm::MutexLock lock(&mu_);
-    wake_ = nullptr;
-  }
-
- private:
-  qm::Mutex mu_;
-  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
-};
-
 // Ends a callback stream once, and never while a write is in flight: a status that comes during
 // a write is sent from that write's OnWriteDone. Guarded by the reactor's mutex; `R` is the
 // reactor (ServerWriteReactor or ServerBidiReactor), whose Finish it calls.
@@ -318,7 +299,7 @@ class FinishGate {
 };
 
 // One WatchAssignments stream: writes the feed's messages one at a time, as they come, and
-// finishes when the feed ends or the client goes. Lock order: Waker, then this reactor's mu_,
+// finishes when the feed ends or the client goes. Lock order: the Resumer, then this reactor's mu_,
 // then the feed's (the feed never holds its lock while waking us).
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsResponse> {
  public:
@@ -343,8 +324,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
         return;
       }
       feed_ = *feed;
-      waker_ = std::make_shared<Waker>(this);
-      feed_->SetNotify([w = waker_] { w->Wake(); });
+      waker_ = std::make_shared<Resumer>([this](const absl::Status&) { Wake(); });
+      feed_->SetNotify([w = waker_] { w->Resume(absl::OkStatus()); });
       spdlog::debug("request_id={} node {} watches its assignments", request_id, feed_->node());
     } catch (...) {
       server.Unexpected(request_id, "WatchAssignments");
@@ -391,7 +372,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
 
   qm::Mutex mu_;
   std::shared_ptr<AssignmentFeed> feed_;  // set by the constructor
-  std::shared_ptr<Waker> waker_;          // set by the constructor
+  std::shared_ptr<Resumer> waker_;        // set by the constructor
   v1::WatchAssignmentsResponse msg_ ABSL_GUARDED_BY(mu_);
   FinishGate gate_ ABSL_GUARDED_BY(mu_);
 };

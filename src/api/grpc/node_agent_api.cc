@@ -800,17 +800,10 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
     auto current = objects_.Get(key);
     if (absl::IsNotFound(current.status())) return NotThisClaim(claim);
     QM_RETURN_IF_ERROR(current.status());
+    // `change` lists the claim's consumers before it decides whether the claim changes, so even
+    // a report repeated after a reconnect (nothing new for the claim) brings pods that still
+    // lack the condition up to date.
     QM_ASSIGN_OR_RETURN(auto next, Revise(caller.user, type, *current, Scope::kStatus, change));
-    if (!next.has_value()) {
-      // Nothing changed in the claim (a report repeated after a reconnect): its consumers may
-      // still lack the pod condition. `change` stopped early only for its errors (returned).
-      consumers.clear();
-      json obj = FromObject(type, *current);
-      const json& reserved = At(At(obj, "status"), "reservedFor");
-      for (size_t i = 0; reserved.is_array() && i < reserved.size(); ++i) {
-        if (Str(reserved[i], "resource") == "pods") consumers.push_back(Str(reserved[i], "name"));
-      }
-    }
     const model::Object& reported = next.has_value() ? *next : *current;
     std::vector<service::BatchWrite> batch;
     if (next.has_value()) {

@@ -166,25 +166,18 @@ bool TimeField(const json& spec, const char* name, std::chrono::system_clock::ti
 
 // fieldValidation on a review, as on every other write: fields the schema table does not know
 // are refused with Strict, reported as warnings with Warn (the default), let through with Ignore.
-// A body that is not a JSON object is left to the review, which answers 400.
-absl::Status CheckReviewFields(const char* kind, const HttpRequest& req,
+absl::Status CheckReviewFields(const char* kind, const json& body, const HttpRequest& req,
                                std::vector<std::string>* warnings) {
   auto it = req.query.find("fieldValidation");
   const std::string mode = it == req.query.end() ? "" : it->second;
   if (mode == "Ignore") return absl::OkStatus();
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) return absl::OkStatus();
   return ApplyFieldValidation(mode, UnknownFields(kAdminGroup, kAdminVersion, kind, body),
                               warnings);
 }
 
 }  // namespace
 
-HttpResponse AdminApi::DeviceMatchReview(const HttpRequest& req) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
-  }
+HttpResponse AdminApi::DeviceMatchReview(const json& body) {
   model::FieldErrors errors;
   CheckTypeMeta(body, kReviewKind, &errors);
   const json spec = body.value("spec", json::object());
@@ -270,13 +263,9 @@ HttpResponse AdminApi::DeviceMatchReview(const HttpRequest& req) {
   return Json(201, out);
 }
 
-HttpResponse AdminApi::UtilizationHistoryReview(const HttpRequest& req) {
+HttpResponse AdminApi::UtilizationHistoryReview(const json& body) {
   using std::chrono::seconds;
   using std::chrono::system_clock;
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
-  }
   model::FieldErrors errors;
   CheckTypeMeta(body, kUtilizationKind, &errors);
   const json spec = body.value("spec", json::object());
@@ -397,12 +386,8 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
-HttpResponse AdminApi::DeviceAllocationHistoryReview(const HttpRequest& req) {
+HttpResponse AdminApi::DeviceAllocationHistoryReview(const json& body) {
   using std::chrono::seconds;
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
-  }
   model::FieldErrors errors;
   CheckTypeMeta(body, kDeviceHistoryKind, &errors);
   const json spec = body.value("spec", json::object());
@@ -518,14 +503,18 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       return Error(MakeError(405, "MethodNotAllowed",
                              "the server does not allow this method on the requested resource"));
     }
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object()) {
+      return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
+    }
     const char* kind = match ? kReviewKind : utilization ? kUtilizationKind : kDeviceHistoryKind;
     std::vector<std::string> warnings;
-    if (auto st = CheckReviewFields(kind, req, &warnings); !st.ok()) {
+    if (auto st = CheckReviewFields(kind, body, req, &warnings); !st.ok()) {
       return Error(MakeError(400, "BadRequest", std::string(st.message())));
     }
-    HttpResponse resp = match         ? DeviceMatchReview(req)
-                        : utilization ? UtilizationHistoryReview(req)
-                                      : DeviceAllocationHistoryReview(req);
+    HttpResponse resp = match         ? DeviceMatchReview(body)
+                        : utilization ? UtilizationHistoryReview(body)
+                                      : DeviceAllocationHistoryReview(body);
     resp.warnings.insert(resp.warnings.end(), warnings.begin(), warnings.end());
     return resp;
   }

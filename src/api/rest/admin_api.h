@@ -59,9 +59,10 @@ class AdminApi {
   service::InventoryCache& inventories() { return inventories_; }
 
  private:
-  HttpResponse DeviceMatchReview(const HttpRequest& req);
-  HttpResponse UtilizationHistoryReview(const HttpRequest& req);
-  HttpResponse DeviceAllocationHistoryReview(const HttpRequest& req);
+  // Each takes the request body, parsed (a JSON object) and checked for unknown fields.
+  HttpResponse DeviceMatchReview(const nlohmann::json& body);
+  HttpResponse UtilizationHistoryReview(const nlohmann::json& body);
+  HttpResponse DeviceAllocationHistoryReview(const nlohmann::json& body);
 
   service::ObjectService& objects_;
   const Clock& clock_;
