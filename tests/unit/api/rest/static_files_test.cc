@@ -2,6 +2,7 @@
 #include "api/rest/static_files.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,8 +13,11 @@ namespace {
 class StaticFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = ::testing::TempDir() + "/qm_static_files_test";
-    std::filesystem::remove_all(root_);
+    // A directory of its own: ctest runs these tests as parallel processes, and a shared one was
+    // emptied by one test's SetUp while another read it.
+    std::string tmpl = ::testing::TempDir() + "/qm_static_files_test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
     std::filesystem::create_directories(root_ + "/assets");
     std::ofstream(root_ + "/index.html") << "<html>app</html>";
     std::ofstream(root_ + "/assets/index-1.js") << "js";
@@ -27,6 +31,8 @@ class StaticFilesTest : public ::testing::Test {
     r.path = path;
     return r;
   }
+
+  void TearDown() override { std::filesystem::remove_all(root_); }
 
   std::string root_;
 };
