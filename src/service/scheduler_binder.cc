@@ -1,0 +1,281 @@
+// Placing one pod and committing its binding (scheduler.h, phase 3).
+
+#include "service/scheduler_pass.h"
+
+namespace qm::service {
+
+namespace {
+
+// True when every result of the allocations is pinned to one node by name (the binding then
+// changes what only that node can offer).
+bool NodeLocal(const std::vector<model::AllocationResult>& allocations) {
+  for (const auto& a : allocations) {
+    if (!a.node_selector.has_value() || a.node_selector->terms.empty() ||
+        a.node_selector->terms.front().match_fields.empty() ||
+        a.node_selector->terms.front().match_fields.front().key != "metadata.name") {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void Scheduler::PassRun::SchedulePod(PodView& pod) {
+  const json& current = pod.Current();
+  const json& spec = At(current, "spec");
+  const json& pstatus = At(current, "status");
+  std::string problem;
+  std::vector<ClaimView*> pod_claims;
+  auto add_claim = [&](const std::string& name) {
+    auto it = claims_.find(model::ResourceKey{kClaims, pod.obj.meta.namespace_, name});
+    if (it == claims_.end() || it->second.removed ||
+        it->second.obj.meta.deletion_timestamp.has_value()) {
+      problem = absl::StrCat("resourceclaim \"", name, "\" not found");
+      return;
+    }
+    if (std::find(pod_claims.begin(), pod_claims.end(), &it->second) == pod_claims.end()) {
+      pod_claims.push_back(&it->second);
+    }
+  };
+  const json& rcs = At(spec, "resourceClaims");
+  for (size_t i = 0; rcs.is_array() && i < rcs.size(); ++i) {
+    const json& rc = rcs[i];
+    if (At(rc, "resourceClaimName").is_string()) {
+      add_claim(Str(rc, "resourceClaimName"));
+      continue;
+    }
+    std::string generated;
+    const json& statuses = At(pstatus, "resourceClaimStatuses");
+    for (size_t j = 0; statuses.is_array() && j < statuses.size(); ++j) {
+      if (Str(statuses[j], "name") == Str(rc, "name")) {
+        generated = Str(statuses[j], "resourceClaimName");
+      }
+    }
+    if (generated.empty()) {
+      problem = absl::StrCat("waiting for the claim of resourceClaimTemplate \"",
+                             Str(rc, "resourceClaimTemplateName"), "\"");
+    } else {
+      add_claim(generated);
+    }
+  }
+  if (At(pstatus, "extendedResourceClaimStatus").is_object()) {
+    add_claim(Str(At(pstatus, "extendedResourceClaimStatus"), "resourceClaimName"));
+  }
+  if (auto p = claim_problems_.find(pod.obj.meta.uid); p != claim_problems_.end()) {
+    problem = p->second;  // why its claim does not exist
+  }
+
+  // A claim another commit of this pass is still writing: decide on the next pass, when its
+  // new revision is known.
+  if (std::any_of(pod_claims.begin(), pod_claims.end(),
+                  [&](const ClaimView* c) { return busy_.contains(c); })) {
+    ++stats_.conflicts;
+    CommitPodWork(pod, {}, {}, pod.status_body, nullptr);
+    return;
+  }
+  PlacementRequest request;
+  request.inventory = &inventory_;
+  request.allocated = &*st_.allocated;
+  request.nodes = &nodes_;
+  request.pod = PlacementSpecOf(spec, pod.obj.meta);
+  request.options.deadline = clock_.Monotonic() + options_.allocation_budget;
+  request.options.now = [this] { return clock_.Monotonic(); };
+  request.options.new_share_id = [this] { return ids_.NewUid(); };
+  request.nodes_to_find = NodesToFind(nodes_.size());
+  request.start = st_.next_start++;
+  std::vector<model::ResourceClaim> typed;
+  std::vector<ClaimView*> to_allocate;
+  typed.reserve(pod_claims.size());
+  for (ClaimView* c : pod_claims) {
+    if (!c->allocation_error.empty()) {
+      problem = absl::StrCat("resourceclaim \"", c->obj.meta.name,
+                             "\": status.allocation cannot be decoded: ", c->allocation_error);
+      continue;
+    }
+    if (c->allocation->has_value()) {
+      const json& reserved = At(At(*c->body, "status"), "reservedFor");
+      if (reserved.is_array() && reserved.size() >= kMaxReservedFor) {
+        problem = absl::StrCat("resourceclaim \"", c->obj.meta.name, "\" has ", kMaxReservedFor,
+                               " consumers already");
+      }
+      const auto& selector = (*c->allocation)->node_selector;
+      if (selector.has_value()) request.pinned.push_back(*selector);
+      continue;
+    }
+    auto claim = model::json::DecodeResourceClaim(Whole(c->obj, *c->body));
+    if (!claim.ok()) {
+      problem =
+          absl::StrCat("resourceclaim \"", c->obj.meta.name, "\": ", claim.status().message());
+      if (!c->uncommitted) Report(c->obj, std::string(claim.status().message()));
+      continue;
+    }
+    typed.push_back(std::move(*claim));
+    to_allocate.push_back(c);
+  }
+  for (const auto& t : typed) request.to_allocate.push_back(&t);
+
+  // Pods that ask for the same thing share verdicts (a binding dirties only its node, or all
+  // nodes when it took devices that are not node-local): the signature of what this one asks.
+  json signature = {At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations"),
+                    request.pod.spread};
+  for (const auto& pin : request.pinned) {
+    signature.push_back(model::json::EncodeNodeSelector(pin));
+  }
+  for (const ClaimView* c : to_allocate) signature.push_back(At(*c->body, "spec"));
+  request.memo = &memos_[signature.dump()];
+  request.node_versions = &node_versions_;
+  Placement placement;
+  if (problem.empty()) {
+    const auto place_start = clock_.Monotonic();
+    placement = Place(request);
+    placement_ms_ += MsSince(place_start);
+    if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
+  }
+  if (!problem.empty() || placement.kind != Placement::Kind::kPlaced) {
+    Unschedulable(pod, problem.empty() ? placement.message : problem);
+    return;
+  }
+  Bind(pod, pod_claims, to_allocate, placement);
+}
+
+void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_claims,
+                              const std::vector<ClaimView*>& to_allocate,
+                              const Placement& placement) {
+  std::vector<store::Write> claim_writes;
+  std::vector<store::DeviceClaim> rows;
+  const json consumer = {
+      {"resource", "pods"}, {"name", pod.obj.meta.name}, {"uid", pod.obj.meta.uid}};
+  struct ClaimUpdate {
+    ClaimView* claim;
+    Body body;
+    Allocation allocation;
+  };
+  std::vector<ClaimUpdate> updates;  // existing claims, in write order
+  for (size_t i = 0; i < to_allocate.size(); ++i) {
+    ClaimView* c = to_allocate[i];
+    auto body = std::make_shared<json>(*c->body);
+    (*body)["status"]["allocation"] = model::json::EncodeAllocationResult(placement.allocations[i]);
+    (*body)["status"]["reservedFor"] = json::array({consumer});
+    model::Object next = WithBody(c->obj, *body);
+    if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
+    for (auto& row :
+         LedgerRows(placement.allocations[i], c->obj.meta.uid, InventoryDevices(inventory_))) {
+      rows.push_back(std::move(row));
+    }
+    auto allocation =
+        std::make_shared<const std::optional<model::AllocationResult>>(placement.allocations[i]);
+    if (c->uncommitted) {
+      // Created by this transaction, allocated from the start.
+      c->obj = std::move(next);
+      c->body = std::move(body);
+      c->allocation = std::move(allocation);
+    } else {
+      claim_writes.push_back(
+          {store::Write::Kind::kUpdate, std::move(next), {}, c->obj.meta.resource_version});
+      updates.push_back({c, std::move(body), std::move(allocation)});
+    }
+  }
+  for (ClaimView* c : pod_claims) {
+    if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
+    auto body = std::make_shared<json>(*c->body);
+    json& reserved = (*body)["status"]["reservedFor"];
+    if (!reserved.is_array()) reserved = json::array();
+    bool present = std::any_of(reserved.begin(), reserved.end(),
+                               [&](const json& r) { return Str(r, "uid") == pod.obj.meta.uid; });
+    if (!present) reserved.push_back(consumer);
+    claim_writes.push_back(
+        {store::Write::Kind::kUpdate, WithBody(c->obj, *body), {}, c->obj.meta.resource_version});
+    updates.push_back({c, std::move(body), c->allocation});
+  }
+  auto pbody = std::make_shared<json>(pod.Current());
+  (*pbody)["spec"]["nodeName"] = placement.node;
+  SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
+  // The next pods are placed against the devices this one takes while its commit runs.
+  std::vector<allocator::AllocatedDevice> taken;
+  for (const auto& a : placement.allocations) AppendAllocated(a, taken);
+  inventory_.AddAllocated(*st_.allocated, taken);
+  if (!taken.empty()) {
+    if (NodeLocal(placement.allocations)) {
+      ++node_versions_[node_index_[placement.node]];
+    } else {
+      memos_.clear();
+    }
+  }
+  for (ClaimView* c : pod_claims) busy_.insert(c);
+  const size_t created = pod.new_claims.size();
+  auto bound = [this, p = &pod, updates = std::move(updates), created,
+                node = placement.node](const std::vector<model::Object>* committed) {
+    if (committed == nullptr) {
+      // Its devices were counted as taken; resolved anew after this pass (the state is still
+      // in use by the pods placed after it).
+      reset_allocated_ = true;
+      return;
+    }
+    ++stats_.bound;
+    p->node_name = node;
+    st_.backoff.erase(p->obj.meta.uid);
+    for (size_t i = 0; i < updates.size(); ++i) {
+      ClaimView* c = updates[i].claim;
+      c->obj = (*committed)[created + i];
+      c->body = updates[i].body;
+      c->allocation = updates[i].allocation;
+    }
+  };
+  CommitPodWork(pod, std::move(claim_writes), std::move(rows), std::move(pbody), std::move(bound));
+}
+
+void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> extra,
+                                       std::vector<store::DeviceClaim> rows, Body pod_body,
+                                       Then then) {
+  store::Transaction txn;
+  std::vector<ClaimView*> created = pod.new_claims;
+  for (ClaimView* c : created) {
+    txn.writes.push_back({store::Write::Kind::kCreate, c->obj, {}, 0});
+  }
+  for (auto& w : extra) txn.writes.push_back(std::move(w));
+  const bool writes_pod = pod_body != nullptr;
+  if (writes_pod) {
+    txn.writes.push_back({store::Write::Kind::kUpdate,
+                          WithBody(pod.obj, *pod_body),
+                          {},
+                          pod.obj.meta.resource_version});
+  }
+  txn.claim_devices = std::move(rows);
+  txn.quota_checks = std::move(pod.quota_checks);
+  pod.quota_checks.clear();
+  pod.new_claims.clear();
+  pod.status_body = nullptr;
+  if (txn.writes.empty()) {
+    const std::vector<model::Object> none;
+    if (then) then(&none);
+    return;
+  }
+  commits_.Submit(std::move(txn), [this, created, writes_pod, pod_body, p = &pod,
+                                   then = std::move(then)](CommitResult committed) {
+    if (!committed.ok()) {
+      ++stats_.conflicts;
+      spdlog::info("writing pod {}/{} lost a race: {}", p->obj.meta.namespace_, p->obj.meta.name,
+                   committed.status().ToString());
+      for (ClaimView* c : created) {
+        c->removed = true;
+        gone_.push_back(c->obj.Key());
+      }
+      if (then) then(nullptr);
+      return;
+    }
+    for (size_t i = 0; i < created.size(); ++i) {
+      ClaimView* c = created[i];
+      c->obj = (*committed)[i];
+      c->uncommitted = false;
+      ++stats_.claims_created;
+    }
+    if (writes_pod) {
+      p->obj = committed->back();
+      p->body = pod_body;
+    }
+    if (then) then(&*committed);
+  });
+}
+
+}  // namespace qm::service

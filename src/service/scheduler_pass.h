@@ -1,0 +1,458 @@
+#pragma once
+
+// The scheduler's insides, shared by its files and included by nothing else:
+//   scheduler.cc           the loop, the feed from the object cache, one pass start to end;
+//   scheduler_state.cc     the views of pods and claims kept between passes, the inventory and
+//                          node snapshot, and the helpers the other files share;
+//   scheduler_claims.cc    the claim controllers: release, templates and extended resources,
+//                          quota status;
+//   scheduler_eviction.cc  NoExecute device and node taints, graceful deletion;
+//   scheduler_queue.cc     which pending pods a pass tries, in what order, and their backoff;
+//   scheduler_binder.cc    placement of one pod and its binding transaction.
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "model/json/access.h"
+#include "model/json/dra_json.h"
+#include "model/json/fields.h"
+#include "model/resource_types.h"
+#include "nlohmann/json.hpp"
+#include "service/decode_failures.h"
+#include "service/graceful_deletion.h"
+#include "service/ledger.h"
+#include "service/node_restriction.h"
+#include "service/placement.h"
+#include "service/quota.h"
+#include "service/scheduler.h"
+#include "spdlog/spdlog.h"
+
+namespace qm::service::scheduling {
+
+using model::json::At;
+using model::json::Str;
+using nlohmann::json;
+using Body = std::shared_ptr<const json>;
+using Allocation = std::shared_ptr<const std::optional<model::AllocationResult>>;
+using CommitResult = absl::StatusOr<std::vector<model::Object>>;
+
+inline constexpr char kPods[] = "pods";
+inline constexpr char kEvents[] = "events";
+inline constexpr char kNodes[] = "nodes";
+inline constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
+inline constexpr char kTemplates[] = "resourceclaimtemplates.resource.k8s.io";
+inline constexpr char kSlices[] = "resourceslices.resource.k8s.io";
+inline constexpr char kClasses[] = "deviceclasses.resource.k8s.io";
+inline constexpr char kTaintRules[] = "devicetaintrules.resource.k8s.io";
+inline constexpr char kQuotas[] = "resourcequotas";
+
+inline constexpr char kPodClaimNameAnnotation[] = "resource.kubernetes.io/pod-claim-name";
+inline constexpr char kExtendedClaimAnnotation[] = "resource.kubernetes.io/extended-resource-claim";
+inline constexpr char kDeleteProtection[] = "resource.kubernetes.io/delete-protection";
+inline constexpr char kImplicitExtendedPrefix[] = "deviceclass.resource.kubernetes.io/";
+inline constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread";
+inline constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
+// Kubernetes' limit on the consumers in a claim's status.reservedFor.
+inline constexpr size_t kMaxReservedFor = 256;
+// Commits of one pass in flight at once (they share the store's group commits).
+inline constexpr size_t kMaxInFlight = 256;
+// How long the loop pauses after a pass ended with an exception.
+inline constexpr auto kRestartDelay = std::chrono::milliseconds(500);
+// kube-scheduler's podMaxInUnschedulablePodsDuration: an unschedulable pod is tried again after
+// this long even when nothing relevant changed.
+inline constexpr auto kUnschedulableFlush = std::chrono::minutes(5);
+
+// A stored body as JSON: an empty object when it is not an object.
+json Parse(const std::string& text);
+
+// The whole object JSON the model/json decoders take.
+json Whole(const model::Object& obj, const json& body);
+
+// `obj` with a new body, and the spec digest and field-selector values that go with it,
+// computed as the REST codecs compute them.
+model::Object WithBody(const model::Object& obj, const json& body);
+
+// Whether `obj` lists `finalizer`.
+bool HasFinalizer(const model::Object& obj, const char* finalizer);
+
+struct ClaimView;
+
+// A pod as the scheduler sees it, and the work a pass has in hand for it.
+struct PodView {
+  model::Object obj;
+  Body body;
+  bool terminal = false;
+  bool deleting = false;
+  std::string node_name;
+  int64_t priority = 0;
+  // Controller work of this pass not committed yet: claims generated for the pod (in the claim
+  // map, marked uncommitted) and the pod body that records them (null: unchanged). It joins the
+  // pod's binding or unschedulable status, or is committed on its own.
+  std::vector<ClaimView*> new_claims;
+  Body status_body;
+  // The quota checks the store makes when the new claims are created (quota admission is
+  // atomic with the create, whichever replica or client creates at the same time).
+  std::vector<store::QuotaCheck> quota_checks;
+  // The body the pod will have once its controller work is committed.
+  const json& Current() const { return status_body != nullptr ? *status_body : *body; }
+};
+
+// A claim as the scheduler sees it, with its allocation decoded.
+struct ClaimView {
+  model::Object obj;
+  Body body;
+  Allocation allocation;            // decoded status.allocation (nullopt: not allocated)
+  std::string allocation_error;     // why status.allocation does not decode ("": it does)
+  bool generated = false;           // by the template or extended-resource controller
+  bool uncommitted = false;         // generated by this pass and not in the store yet
+  bool removed = false;             // deleted (or never created) by this pass
+  std::vector<std::string> owners;  // owner uids
+
+  // Whether the claim may hold devices: an allocation that does not decode counts.
+  bool Holds() const { return allocation->has_value() || !allocation_error.empty(); }
+};
+
+// Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
+// changed (the transition time moves only when the status does).
+bool SetCondition(json& body, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, const std::string& now);
+
+// The devices of allocation results, as the allocator counts them.
+void AppendAllocated(const model::AllocationResult& allocation,
+                     std::vector<allocator::AllocatedDevice>& out);
+
+// What placement needs of a pod's spec: node selector, required node affinity, tolerations, and
+// whether it asked to be spread.
+PodPlacementSpec PlacementSpecOf(const json& spec, const model::ObjectMeta& meta);
+
+// The entries of `map` a pass looks at: all of them, or those whose keys are in `keys`.
+template <typename Map, typename Keys>
+std::vector<typename Map::value_type*> Selected(Map& map, bool all, const Keys& keys) {
+  std::vector<typename Map::value_type*> out;
+  if (all) {
+    for (auto& entry : map) out.push_back(&entry);
+    return out;
+  }
+  for (const auto& key : keys) {
+    auto it = map.find(key);
+    if (it != map.end()) out.push_back(&*it);
+  }
+  return out;
+}
+
+// Commits of one pass that run concurrently, so that the store batches them into group
+// commits; each outcome is handled by its callback on the pass's thread, in submission order.
+class CommitQueue {
+ public:
+  explicit CommitQueue(store::Store& store) : store_(store) {}
+  ~CommitQueue() { Drain(); }
+
+  void Submit(store::Transaction txn, std::function<void(CommitResult)> done) {
+    in_flight_.push_back({store_.CommitAsync(std::move(txn)), std::move(done)});
+    if (in_flight_.size() >= kMaxInFlight) Pop();
+  }
+  void Drain() {
+    while (!in_flight_.empty()) Pop();
+  }
+
+ private:
+  struct Entry {
+    std::future<CommitResult> result;
+    std::function<void(CommitResult)> done;
+  };
+  void Pop() {
+    Entry e = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    e.done(e.result.get());
+  }
+  store::Store& store_;
+  std::deque<Entry> in_flight_;
+};
+
+}  // namespace qm::service::scheduling
+
+namespace qm::service {
+
+// Every scheduler file works with the pieces above unqualified.
+using namespace scheduling;  // NOLINT(google-build-using-namespace)
+
+// What the changes applied at the start of a pass touched.
+struct Scheduler::Dirty {
+  std::set<std::string> pods;           // uids: look at their claims
+  std::set<model::ResourceKey> claims;  // look at their consumers
+  bool all = false;                     // look at everything
+  bool relevant = false;                // may make waiting pods fit
+};
+
+// What the scheduler keeps between passes. Used by the pass thread only.
+struct Scheduler::State {
+  struct Backoff {
+    int attempts = 0;
+    std::chrono::system_clock::time_point not_before;
+    std::chrono::system_clock::time_point since;  // first found unschedulable
+    uint64_t generation = 0;                      // `generation` when last tried
+    int64_t rv = 0;                               // the pod's revision after that attempt
+  };
+
+  bool synced = false;
+  std::chrono::steady_clock::time_point last_sweep;
+
+  // Views of every pod and claim, and the other objects scheduling reads, as of the changes
+  // applied so far (plus this replica's own writes).
+  std::map<std::string, PodView> pods;  // by uid
+  std::map<model::ResourceKey, ClaimView> claims;
+  // Keys of the claims each pod owns (generated for it), by pod uid.
+  std::unordered_map<std::string, std::set<model::ResourceKey>> owned;
+  std::map<std::string, std::map<model::ResourceKey, model::Object>> others;  // by resource
+  std::map<std::string, int64_t> other_rvs;  // resource -> newest revision applied
+
+  bool inventory_dirty = true;
+  bool nodes_dirty = true;
+  std::shared_ptr<const allocator::Inventory> inventory;
+  std::map<std::string, std::string> extended_classes;  // extended resource name -> class
+  bool any_no_execute = false;
+  bool any_node_no_execute = false;  // some node has a NoExecute taint
+  std::vector<NodeState> nodes;
+  std::map<std::pair<std::string, std::string>, Body> templates;  // (namespace, name)
+  // The devices in use, resolved against `inventory`: kept across passes (each binding adds its
+  // devices) and resolved anew when the inventory changed or an allocation went away.
+  std::optional<allocator::AllocatedState> allocated;
+  // Objects found not to decode since the last pass, with why; the pass reports them.
+  std::vector<std::pair<model::Object, std::string>> undecodable;
+
+  // Claims whose release waits for their agent to unprepare them (graceful_deletion.h): looked
+  // at again every pass, since their node may become unreachable meanwhile.
+  std::set<model::ResourceKey> held_claims;
+
+  uint64_t generation = 0;  // bumped by every change that may make waiting pods fit
+  std::unordered_map<std::string, Backoff> backoff;  // by pod uid
+  size_t next_start = 0;  // rotates the first node tried, as kube-scheduler does
+
+  static Body ParseBody(const model::Object& o) {
+    return std::make_shared<const json>(Parse(o.body));
+  }
+
+  void Clear() {
+    pods.clear();
+    claims.clear();
+    owned.clear();
+    allocated.reset();
+    others.clear();
+    other_rvs.clear();
+    inventory_dirty = nodes_dirty = true;
+    templates.clear();
+  }
+
+  // The claims a pod names (directly, generated from templates, for extended resources).
+  static std::vector<model::ResourceKey> ClaimsOf(const model::Object& pod, const json& body);
+
+  // The views of a stored pod and claim.
+  static PodView MakePod(model::Object o);
+  static ClaimView MakeClaim(model::Object o);
+
+  void Own(const ClaimView& c) {
+    for (const auto& uid : c.owners) owned[uid].insert(c.obj.Key());
+  }
+  void Disown(const ClaimView& c) {
+    for (const auto& uid : c.owners) {
+      auto it = owned.find(uid);
+      if (it == owned.end()) continue;
+      it->second.erase(c.obj.Key());
+      if (it->second.empty()) owned.erase(it);
+    }
+  }
+
+  // Applies one change. Changes may repeat what a listing or this replica's own commit already
+  // shows (the revision check skips those), and arrive in revision order per object.
+  void Apply(model::WatchEvent ev, Dirty& d);
+
+  // Rebuilds the inventory and the node list when their objects changed since the last pass.
+  void RefreshSnapshot(cel::ProgramCache* programs);
+
+  const std::map<model::ResourceKey, model::Object>& Others(const char* resource) {
+    return others[resource];
+  }
+};
+
+// One pass over the views (the phases are listed in scheduler.h). Lives for one pass; used by
+// the pass thread only.
+class Scheduler::PassRun {
+ public:
+  PassRun(Scheduler& scheduler, Dirty dirty)
+      : ids_(scheduler.ids_),
+        clock_(scheduler.clock_),
+        options_(scheduler.options_),
+        failures_(scheduler.decode_failures_),
+        st_(*scheduler.state_),
+        dirty_(std::move(dirty)),
+        now_tp_(scheduler.clock_.Now()),
+        now_(FormatRfc3339(now_tp_)),
+        inventory_(*st_.inventory),
+        nodes_(st_.nodes),
+        pods_(st_.pods),
+        claims_(st_.claims),
+        commits_(scheduler.store_) {}
+
+  // A pass cut short by an exception still waits for its commits before any member goes: their
+  // callbacks use this pass's state. A callback that throws is dropped and the rest still run.
+  ~PassRun();
+
+  PassRun(const PassRun&) = delete;
+  PassRun& operator=(const PassRun&) = delete;
+
+  PassStats Run();
+
+ private:
+  using Then = std::function<void(const std::vector<model::Object>*)>;
+
+  // Objects that do not decode are never dropped silently: each version is logged and counted
+  // once and gets a DecodeFailed Event, which says what the scheduler does about it.
+  void ReportUndecodable();
+  void Report(const model::Object& obj, const std::string& reason);
+
+  double MsSince(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(clock_.Monotonic() - t).count();
+  }
+
+  // scheduler_claims.cc: the claim controllers.
+
+  // 1. Releases claims whose consumers are gone: prunes reservedFor, deallocates what the
+  // scheduler allocated once nothing uses it, deletes generated claims whose pod is gone.
+  void ReleaseClaims();
+
+  // Prunes one claim's reservedFor and releases or deletes it as ReleaseClaims says.
+  void ReleaseClaim(const model::ResourceKey& key, ClaimView& c);
+
+  // 2. Claims from templates and extended resources, for the pods that changed and the waiting
+  // pods about to be tried again (a claim refused before, by quota, may fit now).
+  void CreateClaims();
+
+  // Creates the claims one pod still lacks from its templates and extended resources, and
+  // records them in its status.
+  void CreateClaimsFor(const std::string& uid, PodView& pod);
+
+  // 4. ResourceQuota status: hard and used, when pods or claims may have changed.
+  void UpdateQuotaStatus();
+
+  // The claims `uid` owns.
+  std::vector<ClaimView*> OwnedBy(const std::string& uid);
+
+  // A new object's metadata as the object service would fill it in.
+  model::Object NewObject(const char* resource, const std::string& ns, std::string name);
+
+  // ResourceQuota: the quotas of a namespace, and its usage by the pods and claims in the views
+  // (claims this pass generates included), computed on first need.
+  std::vector<model::Object> QuotasIn(const std::string& ns);
+  QuotaAmounts& UsedIn(const std::string& ns);
+
+  // A claim generated for `pod`, named <pod><infix><random suffix>, owned by the pod; it joins
+  // the claim map uncommitted. Null when its name is taken or quota admission refuses it.
+  ClaimView* GenerateClaim(PodView& pod, const std::string& infix,
+                           const std::map<std::string, std::string>& labels,
+                           std::map<std::string, std::string> annotations, json body);
+
+  // scheduler_eviction.cc: eviction and graceful deletion.
+
+  // 2b. NoExecute device taints evict the pods that use the device unless the allocation
+  // tolerates them (see EvictionReason); their claims are released on the next pass.
+  void Evict();
+
+  // NoExecute node taints (node.kubernetes.io/unreachable from the node monitor, an admin's)
+  // evict the pods bound to the node that do not tolerate them, or tolerate them for a
+  // tolerationSeconds that has passed (NodeEvictionReason); their claims are released on the
+  // next pass.
+  void EvictFromNodes();
+
+  // An eviction: the pod's deletion as ObjectService::Delete does it with the default grace
+  // period (a pod with finalizers is marked for graceful deletion, one without goes).
+  store::Write DeletePodWrite(const PodView& pod) const;
+
+  // Whether an agent reported devices of the claim (hub JSON) prepared: some status.devices entry
+  // has Ready=True. Entries that failed to prepare hold nothing on the node.
+  static bool PreparedByAgent(const json& claim);
+
+  // Whether the node's agent is heard from: the node exists, is Ready (or says nothing) and has
+  // no unreachable taint.
+  bool Reachable(const std::string& name);
+
+  // 1b. Graceful deletion (graceful_deletion.h): a terminating pod loses the devices-prepared
+  // finalizer, and goes, once none of its claims is held prepared for it (the agent
+  // unprepared it, or it is still prepared for another pod that runs), or, on a node that is
+  // unreachable, once its deletion timestamp has passed.
+  void FinishTerminatingPods();
+
+  // scheduler_queue.cc: which pods a pass tries, and backoff.
+
+  // 3. Schedules pending pods, highest priority first, except those backing off with nothing
+  // changed for them.
+  void Schedule();
+
+  // PodScheduled=False with `message`, a FailedScheduling Event when the message is new, the
+  // pod's claim work, and its next backoff.
+  void Unschedulable(PodView& pod, const std::string& message);
+
+  // An unschedulable pod waits out its backoff, and then until something that may help changed
+  // (or five minutes passed).
+  bool BackingOff(const std::string& uid, const PodView& p) const;
+
+  // scheduler_binder.cc: placing and binding one pod.
+
+  // Finds a node and devices for one pod: binds it, or records why it is unschedulable.
+  void SchedulePod(PodView& pod);
+
+  // Binds `pod` as `placement` says: ledger rows, its claims (new ones created allocated) and
+  // the pod in one transaction, committed in the background.
+  void Bind(PodView& pod, const std::vector<ClaimView*>& pod_claims,
+            const std::vector<ClaimView*>& to_allocate, const Placement& placement);
+
+  // Commits controller work (new claims, the pod's claim statuses) plus `extra` writes for a
+  // pod in one transaction, in that order, the pod write last: `pod_body` (null: no pod write)
+  // is what the pod then has. `then` gets the committed objects, or null when it failed.
+  void CommitPodWork(PodView& pod, std::vector<store::Write> extra,
+                     std::vector<store::DeviceClaim> rows, Body pod_body, Then then);
+
+  IdGenerator& ids_;
+  const Clock& clock_;
+  const SchedulerOptions& options_;
+  DecodeFailures& failures_;
+  State& st_;
+  const Dirty dirty_;
+  const std::chrono::steady_clock::time_point start_ = clock_.Monotonic();
+  const std::chrono::system_clock::time_point now_tp_;
+  const std::string now_;
+  const allocator::Inventory& inventory_;
+  const std::vector<NodeState>& nodes_;
+  std::map<std::string, PodView>& pods_;
+  std::map<model::ResourceKey, ClaimView>& claims_;
+
+  PassStats stats_;
+  CommitQueue commits_;
+  bool relevant_change_ = false;  // a release freed devices
+  bool reset_allocated_ = false;  // a binding failed: resolve the devices in use anew
+  // Claims that another commit of this pass is writing, or that changed under us: nothing below
+  // touches them this pass.
+  std::set<const ClaimView*> busy_;
+  // Claims of terminating pods that wait for their agent (ReleaseClaims), and nodes by name.
+  std::set<model::ResourceKey> terminating_claims_;
+  std::unordered_map<std::string, const NodeState*> node_by_name_;
+  // Claims this pass removes or fails to create; dropped from the views at the end of the pass.
+  std::vector<model::ResourceKey> gone_;
+  std::map<std::string, QuotaAmounts> quota_used_;     // by namespace
+  std::map<std::string, std::string> claim_problems_;  // why a pod's claim was refused, by uid
+  // Placement memos per pod signature, and a version per node bumped by each binding on it.
+  std::map<std::string, PlacementMemo> memos_;
+  std::vector<uint64_t> node_versions_;
+  std::unordered_map<std::string, size_t> node_index_;
+  size_t pending_ = 0;
+  double placement_ms_ = 0;
+};
+
+}  // namespace qm::service

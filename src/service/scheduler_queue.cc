@@ -1,0 +1,110 @@
+// The scheduling queue of a pass: order, backoff, and what an unschedulable pod records.
+
+#include "service/scheduler_pass.h"
+
+namespace qm::service {
+
+namespace {
+
+// The body of the FailedScheduling Event about `pod`.
+json FailedSchedulingEvent(const model::Object& pod, const std::string& message,
+                           const std::string& now, const std::string& component) {
+  return {{"involvedObject",
+           {{"kind", "Pod"},
+            {"namespace", pod.meta.namespace_},
+            {"name", pod.meta.name},
+            {"uid", pod.meta.uid},
+            {"apiVersion", "v1"}}},
+          {"reason", "FailedScheduling"},
+          {"message", message},
+          {"type", "Warning"},
+          {"count", 1},
+          {"firstTimestamp", now},
+          {"lastTimestamp", now},
+          {"source", {{"component", component}}},
+          {"reportingComponent", component}};
+}
+
+}  // namespace
+
+void Scheduler::PassRun::Schedule() {
+  std::vector<PodView*> pending;
+  for (auto& [uid, p] : pods_) {
+    if (!p.node_name.empty() || p.deleting || p.terminal) {
+      st_.backoff.erase(uid);
+      continue;
+    }
+    if (BackingOff(uid, p)) {
+      ++stats_.backing_off;
+      // Its claims are still created (and recorded) now.
+      if (!p.new_claims.empty() || p.status_body != nullptr) {
+        CommitPodWork(p, {}, {}, p.status_body, nullptr);
+      }
+      continue;
+    }
+    pending.push_back(&p);
+  }
+  std::erase_if(st_.backoff, [&](const auto& e) { return !pods_.contains(e.first); });
+  std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
+    if (a->priority != b->priority) return a->priority > b->priority;
+    if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
+      return a->obj.meta.creation_timestamp < b->obj.meta.creation_timestamp;
+    }
+    return a->obj.Key() < b->obj.Key();
+  });
+  pending_ = pending.size();
+  if (pending.empty()) return;
+
+  node_versions_.assign(nodes_.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i) node_index_[nodes_[i].info.name] = i;
+  if (!st_.allocated.has_value()) {
+    std::vector<allocator::AllocatedDevice> in_use;
+    for (const auto& [key, c] : claims_) {
+      if (!c.removed && c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
+      // Devices an allocation that does not decode may hold are never free.
+      if (!c.removed && !c.allocation_error.empty()) {
+        for (auto& d : DevicesPossiblyHeld(c.obj.body, inventory_)) in_use.push_back(std::move(d));
+      }
+    }
+    st_.allocated = inventory_.ResolveAllocated(in_use);
+  }
+  for (PodView* pod : pending) SchedulePod(*pod);
+}
+
+void Scheduler::PassRun::Unschedulable(PodView& pod, const std::string& message) {
+  ++stats_.unschedulable;
+  auto body = std::make_shared<json>(pod.Current());
+  const bool condition_changed =
+      SetCondition(*body, "PodScheduled", "False", "Unschedulable", message, now_);
+  std::vector<store::Write> extra;
+  if (condition_changed) {
+    model::Object event = NewObject(kEvents, pod.obj.meta.namespace_,
+                                    absl::StrCat(pod.obj.meta.name, ".", ids_.NameSuffix(10)));
+    json ebody = FailedSchedulingEvent(pod.obj, message, now_, options_.component);
+    extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
+  }
+  Body pod_body = condition_changed ? Body(body) : pod.status_body;
+  auto backoff_after = [this, p = &pod](const std::vector<model::Object>* committed) {
+    State::Backoff& b = st_.backoff[p->obj.meta.uid];
+    if (b.attempts == 0) b.since = now_tp_;
+    ++b.attempts;
+    auto delay = options_.initial_backoff;
+    for (int i = 1; i < b.attempts && delay < options_.max_backoff; ++i) delay *= 2;
+    b.not_before = now_tp_ + std::min(delay, options_.max_backoff);
+    b.generation = st_.generation;
+    // A failed write is retried at once.
+    b.rv = committed != nullptr ? p->obj.meta.resource_version : 0;
+  };
+  CommitPodWork(pod, std::move(extra), {}, std::move(pod_body), std::move(backoff_after));
+}
+
+bool Scheduler::PassRun::BackingOff(const std::string& uid, const PodView& p) const {
+  auto b = st_.backoff.find(uid);
+  if (b == st_.backoff.end()) return false;
+  const bool changed =
+      b->second.generation != st_.generation || b->second.rv != p.obj.meta.resource_version;
+  const bool due = now_tp_ >= b->second.not_before;
+  return !(changed && due) && now_tp_ - b->second.since < kUnschedulableFlush;
+}
+
+}  // namespace qm::service

@@ -1,0 +1,351 @@
+// The scheduler's views and the helpers its files share (scheduler_pass.h).
+
+#include "service/scheduler_pass.h"
+
+namespace qm::service::scheduling {
+
+namespace {
+
+// The resource type of a storage resource name ("pods", "resourceclaims.resource.k8s.io").
+const model::ResourceType& TypeOf(const std::string& resource) {
+  for (const auto& t : model::AllResourceTypes()) {
+    if (t.GroupResource() == resource) return t;
+  }
+  static const model::ResourceType* unknown = new model::ResourceType();
+  return *unknown;
+}
+
+}  // namespace
+
+json Parse(const std::string& text) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return body.is_object() ? body : json::object();
+}
+
+// The whole object JSON the model/json decoders take.
+json Whole(const model::Object& obj, const json& body) {
+  json whole = body;
+  whole["metadata"] = {
+      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
+  return whole;
+}
+
+// `obj` with a new body, and the spec digest and field-selector values that go with it,
+// computed as the REST codecs compute them.
+model::Object WithBody(const model::Object& obj, const json& body) {
+  model::Object out = obj;
+  out.body = body.dump();
+  const json& spec = At(body, "spec");
+  out.spec_digest = spec.is_null() ? "" : spec.dump();
+  out.fields = model::json::SelectableFields(TypeOf(out.resource), body);
+  out.fields["metadata.name"] = out.meta.name;
+  out.fields["metadata.namespace"] = out.meta.namespace_;
+  return out;
+}
+
+bool HasFinalizer(const model::Object& obj, const char* finalizer) {
+  return std::find(obj.meta.finalizers.begin(), obj.meta.finalizers.end(), finalizer) !=
+         obj.meta.finalizers.end();
+}
+
+// Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
+// changed (the transition time moves only when the status does).
+bool SetCondition(json& body, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, const std::string& now) {
+  json& conditions = body["status"]["conditions"];
+  if (!conditions.is_array()) conditions = json::array();
+  for (auto& c : conditions) {
+    if (Str(c, "type") != type) continue;
+    if (Str(c, "status") == status && Str(c, "reason") == reason && Str(c, "message") == message) {
+      return false;
+    }
+    if (Str(c, "status") != status) c["lastTransitionTime"] = now;
+    c["status"] = status;
+    c["reason"] = reason;
+    c["message"] = message;
+    c["lastProbeTime"] = nullptr;
+    return true;
+  }
+  json c = {
+      {"type", type}, {"status", status}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now}};
+  if (!reason.empty()) c["reason"] = reason;
+  if (!message.empty()) c["message"] = message;
+  conditions.push_back(std::move(c));
+  return true;
+}
+
+// The devices of allocation results, as the allocator counts them.
+void AppendAllocated(const model::AllocationResult& allocation,
+                     std::vector<allocator::AllocatedDevice>& out) {
+  for (const auto& r : allocation.results) {
+    out.push_back({r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, r.admin_access});
+  }
+}
+
+// What placement needs of a pod's spec: node selector, required node affinity, tolerations, and
+// whether it asked to be spread.
+PodPlacementSpec PlacementSpecOf(const json& spec, const model::ObjectMeta& meta) {
+  PodPlacementSpec out;
+  for (const auto& [k, v] : At(spec, "nodeSelector").items()) {
+    if (v.is_string()) out.node_selector[k] = v.get<std::string>();
+  }
+  const json& required = At(At(At(spec, "affinity"), "nodeAffinity"),
+                            "requiredDuringSchedulingIgnoredDuringExecution");
+  if (required.is_object()) {
+    auto sel = model::json::DecodeNodeSelector(required, "spec.affinity");
+    if (sel.ok()) out.required_affinity = std::move(*sel);
+  }
+  const json& tolerations = At(spec, "tolerations");
+  for (size_t i = 0; tolerations.is_array() && i < tolerations.size(); ++i) {
+    const json& t = tolerations[i];
+    PodToleration tol{Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")};
+    if (const json& secs = At(t, "tolerationSeconds"); secs.is_number_integer()) {
+      tol.toleration_seconds = secs.get<int64_t>();
+    }
+    out.tolerations.push_back(std::move(tol));
+  }
+  out.spread = meta.annotations.contains(kSpreadAnnotation);
+  return out;
+}
+
+}  // namespace qm::service::scheduling
+
+namespace qm::service {
+namespace {
+
+// The uids of an object's owners.
+std::vector<std::string> OwnerUids(const model::Object& obj) {
+  std::vector<std::string> out;
+  if (obj.meta.owner_references.empty()) return out;
+  json refs = json::parse(obj.meta.owner_references, nullptr, false);
+  if (!refs.is_array()) return out;
+  for (const auto& r : refs) {
+    if (r.is_object() && r.contains("uid") && r["uid"].is_string()) out.push_back(r["uid"]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<model::ResourceKey> Scheduler::State::ClaimsOf(const model::Object& pod,
+                                                           const json& body) {
+  std::vector<model::ResourceKey> out;
+  auto add = [&](const std::string& name) {
+    if (!name.empty()) out.push_back({kClaims, pod.meta.namespace_, name});
+  };
+  const json& rcs = At(At(body, "spec"), "resourceClaims");
+  for (size_t i = 0; rcs.is_array() && i < rcs.size(); ++i) {
+    add(Str(rcs[i], "resourceClaimName"));
+  }
+  const json& status = At(body, "status");
+  const json& statuses = At(status, "resourceClaimStatuses");
+  for (size_t i = 0; statuses.is_array() && i < statuses.size(); ++i) {
+    add(Str(statuses[i], "resourceClaimName"));
+  }
+  add(Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName"));
+  return out;
+}
+
+PodView Scheduler::State::MakePod(model::Object o) {
+  PodView p;
+  p.body = ParseBody(o);
+  const json& spec = At(*p.body, "spec");
+  const std::string phase = Str(At(*p.body, "status"), "phase");
+  p.terminal = phase == "Succeeded" || phase == "Failed";
+  p.deleting = o.meta.deletion_timestamp.has_value();
+  p.node_name = Str(spec, "nodeName");
+  const json& priority = At(spec, "priority");
+  p.priority = priority.is_number_integer() ? priority.get<int64_t>() : 0;
+  p.obj = std::move(o);
+  return p;
+}
+
+ClaimView Scheduler::State::MakeClaim(model::Object o) {
+  ClaimView c;
+  c.body = ParseBody(o);
+  std::optional<model::AllocationResult> result;
+  const json& a = At(At(*c.body, "status"), "allocation");
+  if (a.is_object()) {
+    auto decoded = model::json::DecodeAllocationResult(a, "status.allocation");
+    if (decoded.ok()) {
+      result = std::move(*decoded);
+    } else {
+      c.allocation_error = std::string(decoded.status().message());
+    }
+  } else if (!a.is_null()) {
+    c.allocation_error = "status.allocation: must be an object";
+  }
+  c.allocation = std::make_shared<const std::optional<model::AllocationResult>>(std::move(result));
+  c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
+                o.meta.annotations.contains(kExtendedClaimAnnotation);
+  c.owners = OwnerUids(o);
+  c.obj = std::move(o);
+  return c;
+}
+
+void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
+  const std::string resource = ev.object.resource;  // ev.object is moved below
+  const int64_t rv = ev.object.meta.resource_version;
+  const bool deleted = ev.type == model::EventType::kDeleted;
+  if (resource == kPods) {
+    auto it = pods.find(ev.object.meta.uid);
+    if (it != pods.end() && it->second.obj.meta.resource_version >= rv) return;
+    if (it != pods.end()) {
+      // Its claims may lose a consumer.
+      for (auto& key : ClaimsOf(it->second.obj, *it->second.body)) d.claims.insert(key);
+    }
+    if (deleted) {
+      if (it != pods.end()) pods.erase(it);
+      backoff.erase(ev.object.meta.uid);
+      return;
+    }
+    PodView view = MakePod(std::move(ev.object));
+    for (auto& key : ClaimsOf(view.obj, *view.body)) d.claims.insert(key);
+    d.pods.insert(view.obj.meta.uid);
+    const std::string uid = view.obj.meta.uid;
+    pods.insert_or_assign(uid, std::move(view));
+    return;
+  }
+  if (resource == kClaims) {
+    const model::ResourceKey key = ev.object.Key();
+    auto it = claims.find(key);
+    const bool same = it != claims.end() && it->second.obj.meta.uid == ev.object.meta.uid;
+    if (same && it->second.obj.meta.resource_version >= rv) return;
+    if (it != claims.end()) Disown(it->second);
+    if (deleted) {
+      if (!same) return;
+      if (it->second.Holds()) {
+        d.relevant = true;  // devices freed
+        allocated.reset();
+      }
+      for (const auto& owner : it->second.owners) d.pods.insert(owner);
+      claims.erase(it);
+      return;
+    }
+    ClaimView view = MakeClaim(std::move(ev.object));
+    if (!view.allocation_error.empty()) undecodable.emplace_back(view.obj, view.allocation_error);
+    if (!same || (it->second.Holds() && !view.Holds())) {
+      d.relevant = true;  // a new claim, or devices freed
+    }
+    // Devices in use changed by someone else (this replica's bindings are already counted).
+    auto allocation_of = [](const ClaimView& c) -> const json& {
+      return At(At(*c.body, "status"), "allocation");
+    };
+    if (it == claims.end() ? view.allocation->has_value()
+                           : allocation_of(it->second) != allocation_of(view)) {
+      allocated.reset();
+    }
+    for (const auto& owner : view.owners) d.pods.insert(owner);
+    d.claims.insert(key);
+    Own(view);
+    claims.insert_or_assign(key, std::move(view));
+    return;
+  }
+  if (resource == kEvents) return;
+  auto& objects = others[resource];
+  const model::ResourceKey key = ev.object.Key();
+  auto it = objects.find(key);
+  if (it != objects.end() && it->second.meta.resource_version >= rv) return;
+  if (deleted) {
+    if (it == objects.end() || it->second.meta.uid != ev.object.meta.uid) return;
+    objects.erase(it);
+  } else {
+    objects.insert_or_assign(key, std::move(ev.object));
+  }
+  d.relevant = true;
+  if (resource == kSlices || resource == kClasses || resource == kTaintRules) {
+    inventory_dirty = true;
+    d.all = true;  // extended-resource classes may have changed
+  } else if (resource == kNodes) {
+    nodes_dirty = true;
+  } else if (resource == kTemplates) {
+    const auto& o = objects.find(key);
+    if (o == objects.end()) {
+      templates.erase({key.namespace_, key.name});
+    } else {
+      templates[{key.namespace_, key.name}] = ParseBody(o->second);
+    }
+    d.all = true;  // pods may have been waiting for it
+  }
+}
+
+void Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
+  if (inventory_dirty) {
+    allocator::InventoryInput input;
+    extended_classes.clear();
+    for (const auto& [key, o] : Others(kClasses)) {
+      auto cls = model::json::DecodeDeviceClass(Whole(o, Parse(o.body)));
+      if (!cls.ok()) {
+        undecodable.emplace_back(o, std::string(cls.status().message()));
+        continue;
+      }
+      extended_classes[std::string(kImplicitExtendedPrefix) + cls->name] = cls->name;
+      input.classes.push_back(std::move(*cls));
+    }
+    // An explicit extendedResourceName wins over the implicit one; on a tie the class whose name
+    // sorts first wins (classes are kept in name order).
+    std::map<std::string, std::string> explicit_names;
+    for (const auto& cls : input.classes) {
+      if (!cls.extended_resource_name.empty() &&
+          !explicit_names.contains(cls.extended_resource_name)) {
+        explicit_names[cls.extended_resource_name] = cls.name;
+      }
+    }
+    for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
+    for (const auto& [key, o] : Others(kSlices)) {
+      auto slice = model::json::DecodeResourceSlice(Whole(o, Parse(o.body)));
+      if (slice.ok()) {
+        input.slices.push_back(std::move(*slice));
+      } else {
+        undecodable.emplace_back(o, std::string(slice.status().message()));
+      }
+    }
+    for (const auto& [key, o] : Others(kTaintRules)) {
+      auto rule = model::json::DecodeDeviceTaintRule(Whole(o, Parse(o.body)));
+      if (rule.ok()) {
+        input.taint_rules.push_back(std::move(*rule));
+      } else {
+        undecodable.emplace_back(o, std::string(rule.status().message()));
+        input.taint_rules.push_back(FailSafeTaintRule(o));
+      }
+    }
+    inventory = allocator::Inventory::Build(std::move(input), programs);
+    allocated.reset();
+    any_no_execute = false;
+    for (const auto& d : inventory->devices()) {
+      for (const auto& t : d.taints) any_no_execute |= t.effect == "NoExecute";
+    }
+    inventory_dirty = false;
+  }
+  if (nodes_dirty) {
+    nodes.clear();
+    any_node_no_execute = false;
+    for (const auto& [key, o] : Others(kNodes)) {
+      const json body = Parse(o.body);
+      NodeState n;
+      n.info = model::NodeInfo{o.meta.name, o.meta.labels};
+      const json& spec = At(body, "spec");
+      const json& unschedulable = At(spec, "unschedulable");
+      n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
+      const json& taints = At(spec, "taints");
+      for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
+        NodeTaint t{Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")};
+        std::chrono::system_clock::time_point added;
+        if (const std::string ta = Str(taints[i], "timeAdded");
+            !ta.empty() && ParseRfc3339(ta, &added)) {
+          t.time_added = added;
+        }
+        any_node_no_execute |= t.effect == "NoExecute";
+        n.taints.push_back(std::move(t));
+      }
+      const json& conditions = At(At(body, "status"), "conditions");
+      for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+        if (Str(conditions[i], "type") == "Ready") n.ready = Str(conditions[i], "status") == "True";
+      }
+      nodes.push_back(std::move(n));
+    }
+    nodes_dirty = false;
+  }
+}
+
+}  // namespace qm::service
