@@ -60,6 +60,12 @@ async function shot(name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 }
 
+// The viewport only (a full-page shot makes the window as tall as the page, and a virtualized
+// table then draws every row).
+async function shotView(name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
 async function signIn(token) {
   await page.goto(URL + '/');
   await page.getByLabel('Token').fill(token);
@@ -107,7 +113,8 @@ await step('sign in as admin: the overview counts the sample inventory', async (
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   await page.getByTestId('count-devices').filter({ hasText: /^18$/ }).waitFor();
   firstRenderMs = Date.now() - t0;
-  expect((await page.getByTestId('count-nodes').textContent()) === '3', 'three nodes');
+  // The node card counts the node list as it arrives (the device counts do not wait for it).
+  await page.getByTestId('count-nodes').filter({ hasText: /^3$/ }).waitFor();
   expect((await page.evaluate(() => Object.keys(sessionStorage))).includes('quartermaster.token'),
     'the token is kept in sessionStorage');
   expect((await page.evaluate(() => localStorage.length)) === 0, 'nothing in localStorage');
@@ -588,6 +595,81 @@ await step('Assignments by device: who holds each device now, and the changes se
   await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 1 shown$/ }).waitFor();
   expect((await page.getByLabel('Filter').inputValue()) === second, 'filtered by the device');
   await page.locator(`tr[data-device="${second}"] [data-holder="mig-test/mig-claim-2"]`).waitFor();
+});
+
+const SCALE_NODES = 1000;
+
+await step(`Inventory at scale: ${SCALE_NODES} more nodes load page by page, a window of rows is drawn, arrow keys move the focus, events update one row`, async () => {
+  // Created through the API from the page (the admin's token), 16 requests at a time.
+  await page.evaluate(async (count) => {
+    const token = sessionStorage.getItem('quartermaster.token');
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < count; i = next++) {
+        const name = `ui-scale-${String(i).padStart(4, '0')}`;
+        const res = await fetch('/api/v1/nodes', {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'kubernetes.io/hostname': name } }, spec: {} }),
+        });
+        if (res.status !== 201) throw new Error(`${name}: ${res.status}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, worker));
+  }, SCALE_NODES);
+  const total = SCALE_NODES + 4; // the three sample nodes and mig-node
+  await nav('Inventory');
+  const rows = page.locator('table.nodes tr[data-node]');
+  await page.locator('tr[data-node="gpu-node-a"]').waitFor();
+  // Only the first page is loaded, and only the rows in view (and a few more) are drawn.
+  const first = await inventoryCount().textContent();
+  expect(/^100 of 100\+ nodes/.test(first), `the first page only: ${first}`);
+  const drawn = await rows.count();
+  expect(drawn > 5 && drawn < 60, `rows drawn at first: ${drawn}`);
+  expect((await page.locator('table.nodes').getAttribute('aria-rowcount')) === '-1', 'the row count is unknown while pages remain');
+  await shotView('inventory-scale');
+  // Scrolling to the end loads the next pages.
+  let countText = '';
+  await eventually(async () => {
+    await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+    countText = await inventoryCount().textContent();
+    return countText.startsWith(`${total} of ${total} nodes`);
+  }, 60_000);
+  expect(countText.startsWith(`${total} of ${total} nodes`), `after scrolling to the end: ${countText}`);
+  await page.locator(`tr[data-node="ui-scale-${String(SCALE_NODES - 1).padStart(4, '0')}"]`).waitFor();
+  const drawnAtEnd = await rows.count();
+  expect(drawnAtEnd < 60, `rows drawn at the end: ${drawnAtEnd} of ${total}`);
+  expect((await page.locator('table.nodes').getAttribute('aria-rowcount')) === String(total + 1), 'aria-rowcount counts every row');
+  expect((await page.locator('tr[data-node="gpu-node-a"]').count()) === 0, 'the first rows are no longer drawn');
+  await shotView('inventory-scale-end');
+  // Keyboard: from the first row's Cordon button, ArrowDown moves to the same button of the
+  // next rows (drawn as the focus moves), with the focus visible.
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.getByRole('button', { name: 'Cordon gpu-node-a' }).focus();
+  for (let i = 0; i < 40; i++) await page.keyboard.press('ArrowDown');
+  let focused = '';
+  await eventually(async () => {
+    focused = await page.evaluate(() => document.activeElement?.getAttribute('aria-label'));
+    return focused === 'Cordon ui-scale-0036';
+  }, 5_000);
+  expect(focused === 'Cordon ui-scale-0036', `focus after 40 x ArrowDown: ${focused}`);
+  const inView = await page.evaluate(() => {
+    const r = document.activeElement.getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight && document.activeElement.matches(':focus-visible');
+  });
+  expect(inView, 'the focused button is in view and its focus visible');
+  await page.keyboard.press('ArrowUp');
+  expect((await page.evaluate(() => document.activeElement?.getAttribute('aria-label'))) === 'Cordon ui-scale-0035', 'ArrowUp moves back');
+  await shotView('inventory-scale-keyboard');
+  // A watch event updates its row (kubectl cordon of a loaded node).
+  kubectl('cordon', 'ui-scale-0035');
+  await page.locator('tr[data-node="ui-scale-0035"]').getByText('SchedulingDisabled').waitFor();
+  expect((await page.locator('tr[data-node="ui-scale-0034"]').getByText('Schedulable', { exact: true }).count()) === 1, 'its neighbour unchanged');
+  kubectl('uncordon', 'ui-scale-0035');
+  // The text filter covers every node (the pages are loaded while it is set).
+  await page.getByLabel('Filter', { exact: true }).fill('ui-scale-09');
+  await inventoryCount().filter({ hasText: new RegExp(`^100 of ${total} nodes`) }).waitFor();
+  await page.getByLabel('Filter', { exact: true }).fill('');
 });
 
 await step('sign out returns to the form and forgets the token', async () => {

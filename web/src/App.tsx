@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { clearToken, errorText, getToken, onUnauthorized, setToken, whoAmI } from './api';
 import { Link } from './components';
 import { navigate, usePath } from './router';
+import { resetPaged } from './paged';
 import { resetCollections } from './store';
 import { AssignmentsPage } from './pages/Assignments';
 import { AuditPage } from './pages/Audit';
@@ -65,6 +66,7 @@ export function App() {
   const signOut = useCallback((why = '') => {
     clearToken();
     resetCollections();
+    resetPaged();
     setUser(null);
     setMessage(why);
   }, []);

@@ -1,4 +1,4 @@
-import { ButtonHTMLAttributes, ReactNode, useState } from 'react';
+import { ButtonHTMLAttributes, ReactNode } from 'react';
 import { Permission } from './store';
 import { navigate } from './router';
 
@@ -69,33 +69,6 @@ export function LoadState({ loaded, error }: { loaded: boolean; error: string })
   }
   if (!loaded) return <p className="loading">Loading…</p>;
   return null;
-}
-
-// Renders at most `step` rows more each time "Show more" is pressed, so a 5,000-node inventory
-// does not put 5,000 rows into the page at once.
-export function useRowLimit(step = 200): [number, () => void, () => void] {
-  const [limit, setLimit] = useState(step);
-  return [limit, () => setLimit((l) => l + step), () => setLimit(step)];
-}
-
-export function ShowMore({
-  shown,
-  total,
-  onMore,
-}: {
-  shown: number;
-  total: number;
-  onMore: () => void;
-}) {
-  if (shown >= total) return null;
-  return (
-    <p className="more">
-      Showing {shown} of {total}.{' '}
-      <button type="button" onClick={onMore}>
-        Show more
-      </button>
-    </p>
-  );
 }
 
 export function Badge({ kind, children }: { kind: 'ok' | 'warn' | 'bad' | 'info'; children: ReactNode }) {

@@ -30,6 +30,36 @@ export function deviceModel(attributes: Record<string, Json>, driver: string): s
   return driver;
 }
 
+// The devices of one slice, computed once per slice object (a watch event replaces the object,
+// so unchanged slices keep their rows, and rows memoized on them do not re-render).
+const sliceDevices = new WeakMap<K8sObject, DeviceRow[]>();
+
+function devicesOfSlice(s: K8sObject): DeviceRow[] {
+  let out = sliceDevices.get(s);
+  if (out) return out;
+  out = [];
+  const spec = s.spec || {};
+  const pool = spec.pool?.name || '';
+  for (const d of spec.devices || []) {
+    const attributes = d.attributes || {};
+    out.push({
+      id: `${spec.driver}/${pool}/${d.name}`,
+      driver: spec.driver,
+      pool,
+      name: d.name,
+      node: spec.perDeviceNodeSelection ? d.nodeName || '' : spec.nodeName || '',
+      slice: s.metadata.name,
+      attributes,
+      capacity: d.capacity || {},
+      taints: d.taints || [],
+      model: deviceModel(attributes, spec.driver),
+      consumes: d.consumesCounters || [],
+    });
+  }
+  sliceDevices.set(s, out);
+  return out;
+}
+
 // Devices of the newest generation of every pool.
 export function devicesOf(slices: K8sObject[]): DeviceRow[] {
   const newest = new Map<string, number>();
@@ -42,22 +72,7 @@ export function devicesOf(slices: K8sObject[]): DeviceRow[] {
     const spec = s.spec || {};
     const pool = spec.pool?.name || '';
     if ((spec.pool?.generation ?? 0) < (newest.get(`${spec.driver}/${pool}`) ?? 0)) continue;
-    for (const d of spec.devices || []) {
-      const attributes = d.attributes || {};
-      out.push({
-        id: `${spec.driver}/${pool}/${d.name}`,
-        driver: spec.driver,
-        pool,
-        name: d.name,
-        node: spec.perDeviceNodeSelection ? d.nodeName || '' : spec.nodeName || '',
-        slice: s.metadata.name,
-        attributes,
-        capacity: d.capacity || {},
-        taints: d.taints || [],
-        model: deviceModel(attributes, spec.driver),
-        consumes: d.consumesCounters || [],
-      });
-    }
+    for (const d of devicesOfSlice(s)) out.push(d);
   }
   return out;
 }
@@ -87,6 +102,39 @@ export function allocationsOf(claims: K8sObject[]): Map<string, Holder[]> {
     }
   }
   return out;
+}
+
+const allocationCache = new WeakMap<K8sObject[], Map<string, Holder[]>>();
+let lastAllocations = new Map<string, Holder[]>();
+
+function sameHolders(a: Holder[], b: Holder[]): boolean {
+  return (
+    a.length === b.length &&
+    a.every(
+      (h, i) =>
+        h.claim === b[i].claim &&
+        h.request === b[i].request &&
+        h.shareId === b[i].shareId &&
+        JSON.stringify(h.consumedCapacity) === JSON.stringify(b[i].consumedCapacity),
+    )
+  );
+}
+
+// allocationsOf, computed once per published list of claims (the rows that ask share it); a
+// device whose holders did not change keeps the same array, so its memoized row does not
+// re-render.
+export function allocationsFor(claims: K8sObject[]): Map<string, Holder[]> {
+  let m = allocationCache.get(claims);
+  if (!m) {
+    m = allocationsOf(claims);
+    for (const [id, holders] of m) {
+      const before = lastAllocations.get(id);
+      if (before && sameHolders(before, holders)) m.set(id, before);
+    }
+    allocationCache.set(claims, m);
+    lastAllocations = m;
+  }
+  return m;
 }
 
 export function nodeReady(node: K8sObject): 'True' | 'False' | 'Unknown' {

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { memo, useEffect, useMemo, useRef, useState } from 'react';
 import {
   DeviceHistoryClaim,
   DeviceHistoryStatus,
@@ -8,9 +8,10 @@ import {
   paths,
   reviewDeviceHistory,
 } from '../api';
-import { Badge, Link, LoadState, ShowMore, age, useRowLimit } from '../components';
-import { DeviceRow, Holder, allocationNode, allocationsOf, devicesOf } from '../model';
-import { useCollection } from '../store';
+import { Badge, Link, LoadState, age } from '../components';
+import { DeviceRow, Holder, allocationNode, allocationsFor, devicesOf } from '../model';
+import { useCollection, useCollectionSelect } from '../store';
+import { VirtualTable } from '../VirtualTable';
 
 interface LogEntry {
   time: Date;
@@ -134,6 +135,116 @@ function DeviceHistory({ device }: { device: DeviceRow }) {
   );
 }
 
+const podsOf = (c?: K8sObject): string[] =>
+  (c?.status?.reservedFor || [])
+    .filter((r: Json) => !r.resource || r.resource === 'pods')
+    .map((r: Json) => r.name);
+
+const claimIndex = new WeakMap<K8sObject[], Map<string, K8sObject>>();
+
+// namespace/name -> claim, once per published list of claims.
+function claimsByKeyFor(claims: K8sObject[]): Map<string, K8sObject> {
+  let m = claimIndex.get(claims);
+  if (!m) {
+    m = new Map(claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
+    claimIndex.set(claims, m);
+  }
+  return m;
+}
+
+// One holder of a device: re-renders when its own claim changes only.
+function HolderItem({ h }: { h: Holder }) {
+  const c = useCollectionSelect(paths.claims, (s) => claimsByKeyFor(s.items).get(h.claim));
+  const pods = podsOf(c);
+  return (
+    <li data-holder={h.claim}>
+      <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge>
+      claim {h.claim} <span className="muted">(request {h.request})</span>
+      {h.consumedCapacity &&
+        Object.entries(h.consumedCapacity).map(([k, v]) => (
+          <span key={k} className="muted">
+            {' '}
+            {k}: {String(v)}
+          </span>
+        ))}
+      <div>
+        {pods.length ? `pods ${pods.join(', ')}` : 'no pod uses it'}
+        {c?.metadata.creationTimestamp && (
+          <span className="muted">; claim created {age(c.metadata.creationTimestamp)} ago</span>
+        )}
+      </div>
+    </li>
+  );
+}
+
+const NO_HOLDERS: Holder[] = [];
+const NO_ENTRIES: LogEntry[] = [];
+
+// One device's row, memoized: its props (the device, its holders, its log) keep their identity
+// while they do not change.
+const DeviceHoldersRow = memo(function DeviceHoldersRow({
+  d,
+  index,
+  holders,
+  entries,
+}: {
+  d: DeviceRow;
+  index: number;
+  holders: Holder[];
+  entries: LogEntry[];
+}) {
+  return (
+    <tr data-device={d.id} aria-rowindex={index + 2}>
+      <th scope="row">
+        <code>{d.id}</code>
+        <div className="muted">{d.model}</div>
+      </th>
+      <td>
+        {d.node ? (
+          <Link to={`/inventory/${encodeURIComponent(d.node)}`}>{d.node}</Link>
+        ) : (
+          <span className="muted">any</span>
+        )}
+      </td>
+      <td data-testid="holders">
+        {holders.length === 0 ? (
+          <Badge kind="ok">free</Badge>
+        ) : (
+          <ul className="plain">
+            {holders.map((h) => (
+              <HolderItem key={h.claim + (h.shareId || '')} h={h} />
+            ))}
+          </ul>
+        )}
+      </td>
+      <td>
+        {entries.length > 0 && (
+          <ul className="plain" data-testid="history" aria-label="Seen on this page">
+            {entries.map((e, i) => (
+              <li key={i}>
+                <time dateTime={e.time.toISOString()}>{clock(e.time)}</time>{' '}
+                {e.change === 'allocated' ? 'allocated to' : 'released by'} {e.claim}
+              </li>
+            ))}
+          </ul>
+        )}
+        <DeviceHistory device={d} />
+      </td>
+    </tr>
+  );
+});
+
+const BY_DEVICE_HEAD = (
+  <thead>
+    <tr>
+      <th scope="col">Device</th>
+      <th scope="col">Node</th>
+      <th scope="col">Held by now</th>
+      <th scope="col">History</th>
+    </tr>
+  </thead>
+);
+
 // Every device with who holds it now (claims, their requests, shares and pods) and the changes
 // seen since the page opened.
 function ByDevice({
@@ -149,21 +260,13 @@ function ByDevice({
   log: LogEntry[];
   filter: string;
 }) {
-  const [limit, more] = useRowLimit();
   const [heldOnly, setHeldOnly] = useState(true);
-  const claimsByKey = useMemo(
-    () => new Map(claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c])),
-    [claims],
-  );
+  const claimsByKey = claimsByKeyFor(claims);
   const logByDevice = useMemo(() => {
     const m = new Map<string, LogEntry[]>();
     for (const e of log) m.set(e.device, [...(m.get(e.device) || []), e]);
     return m;
   }, [log]);
-  const podsOf = (c?: K8sObject): string[] =>
-    (c?.status?.reservedFor || [])
-      .filter((r: Json) => !r.resource || r.resource === 'pods')
-      .map((r: Json) => r.name);
 
   const rows = useMemo(() => {
     const f = filter.trim().toLowerCase();
@@ -184,11 +287,12 @@ function ByDevice({
     });
     return out.sort(
       (a, b) =>
-        Number(allocations.has(b.id)) - Number(allocations.has(a.id)) || a.id.localeCompare(b.id),
+        Number(allocations.has(b.id)) - Number(allocations.has(a.id)) ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
     );
-  }, [devices, allocations, filter, heldOnly, logByDevice, claimsByKey]); // eslint-disable-line
+  }, [devices, allocations, filter, heldOnly, logByDevice, claimsByKey]);
 
-  const held = devices.filter((d) => allocations.has(d.id)).length;
+  const held = useMemo(() => devices.filter((d) => allocations.has(d.id)).length, [devices, allocations]);
   return (
     <>
       <div className="toolbar">
@@ -207,88 +311,112 @@ function ByDevice({
       {rows.length === 0 ? (
         <p>No device is held.</p>
       ) : (
-        <table data-testid="devices-by-device">
-          <thead>
-            <tr>
-              <th scope="col">Device</th>
-              <th scope="col">Node</th>
-              <th scope="col">Held by now</th>
-              <th scope="col">History</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.slice(0, limit).map((d) => {
-              const holders = allocations.get(d.id) || [];
-              const entries = logByDevice.get(d.id) || [];
-              return (
-                <tr key={d.id} data-device={d.id}>
-                  <th scope="row">
-                    <code>{d.id}</code>
-                    <div className="muted">{d.model}</div>
-                  </th>
-                  <td>
-                    {d.node ? (
-                      <Link to={`/inventory/${encodeURIComponent(d.node)}`}>{d.node}</Link>
-                    ) : (
-                      <span className="muted">any</span>
-                    )}
-                  </td>
-                  <td data-testid="holders">
-                    {holders.length === 0 ? (
-                      <Badge kind="ok">free</Badge>
-                    ) : (
-                      <ul className="plain">
-                        {holders.map((h) => {
-                          const c = claimsByKey.get(h.claim);
-                          const pods = podsOf(c);
-                          return (
-                            <li key={h.claim + (h.shareId || '')} data-holder={h.claim}>
-                              <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge>
-                              claim {h.claim} <span className="muted">(request {h.request})</span>
-                              {h.consumedCapacity &&
-                                Object.entries(h.consumedCapacity).map(([k, v]) => (
-                                  <span key={k} className="muted">
-                                    {' '}
-                                    {k}: {String(v)}
-                                  </span>
-                                ))}
-                              <div>
-                                {pods.length ? `pods ${pods.join(', ')}` : 'no pod uses it'}
-                                {c?.metadata.creationTimestamp && (
-                                  <span className="muted">
-                                    ; claim created {age(c.metadata.creationTimestamp)} ago
-                                  </span>
-                                )}
-                              </div>
-                            </li>
-                          );
-                        })}
-                      </ul>
-                    )}
-                  </td>
-                  <td>
-                    {entries.length > 0 && (
-                      <ul className="plain" data-testid="history" aria-label="Seen on this page">
-                        {entries.map((e, i) => (
-                          <li key={i}>
-                            <time dateTime={e.time.toISOString()}>{clock(e.time)}</time>{' '}
-                            {e.change === 'allocated' ? 'allocated to' : 'released by'} {e.claim}
-                          </li>
-                        ))}
-                      </ul>
-                    )}
-                    <DeviceHistory device={d} />
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+        <VirtualTable
+          data-testid="devices-by-device"
+          aria-label="Devices and their holders"
+          items={rows}
+          itemKey={(d) => d.id}
+          columns={4}
+          estimate={70}
+          head={BY_DEVICE_HEAD}
+          renderItem={(d, i) => (
+            <DeviceHoldersRow
+              d={d}
+              index={i}
+              holders={allocations.get(d.id) || NO_HOLDERS}
+              entries={logByDevice.get(d.id) || NO_ENTRIES}
+            />
+          )}
+        />
       )}
-      <ShowMore shown={Math.min(limit, rows.length)} total={rows.length} onMore={more} />
     </>
   );
 }
+
+interface ClaimRowData {
+  key: string;
+  node: string;
+  results: Json[];
+  consumers: Json[];
+}
+
+const claimRows = new WeakMap<K8sObject, ClaimRowData>();
+
+// A claim's row data, once per claim object (and node): unchanged claims keep it.
+function claimRowOf(c: K8sObject, devices: Map<string, DeviceRow>): ClaimRowData {
+  const node = allocationNode(c, devices);
+  const cached = claimRows.get(c);
+  if (cached && cached.node === node) return cached;
+  const row = {
+    key: `${c.metadata.namespace}/${c.metadata.name}`,
+    node,
+    results: c.status.allocation.devices?.results || [],
+    consumers: (c.status.reservedFor || []).filter((r: Json) => !r.resource || r.resource === 'pods'),
+  };
+  claimRows.set(c, row);
+  return row;
+}
+
+const ClaimRow = memo(function ClaimRow({ r, index }: { r: ClaimRowData; index: number }) {
+  return (
+    <tr data-claim={r.key} aria-rowindex={index + 2}>
+      <th scope="row">{r.key}</th>
+      <td>
+        <ul className="plain">
+          {r.results.map((x, i) => (
+            <li key={i}>
+              <code>
+                {x.driver}/{x.pool}/{x.device}
+              </code>{' '}
+              <span className="muted">({x.request})</span>
+              {x.shareID && <Badge kind="info">share {String(x.shareID).slice(0, 8)}</Badge>}
+              {x.consumedCapacity &&
+                Object.entries(x.consumedCapacity).map(([k, v]) => (
+                  <span key={k} className="muted">
+                    {' '}
+                    {k}: {String(v)}
+                  </span>
+                ))}
+              {x.adminAccess && <Badge kind="warn">admin access</Badge>}
+            </li>
+          ))}
+        </ul>
+      </td>
+      <td>
+        {r.node ? (
+          <Link to={`/inventory/${encodeURIComponent(r.node)}`}>{r.node}</Link>
+        ) : (
+          <span className="muted">any</span>
+        )}
+      </td>
+      <td>
+        {r.consumers.length === 0 ? (
+          <span className="muted">none</span>
+        ) : (
+          <>
+            {r.consumers.length > 1 && <Badge kind="info">shared by {r.consumers.length}</Badge>}
+            <ul className="plain">
+              {r.consumers.map((p) => (
+                <li key={p.uid || p.name}>pod {p.name}</li>
+              ))}
+            </ul>
+          </>
+        )}
+      </td>
+    </tr>
+  );
+});
+
+const BY_CLAIM_HEAD = (
+  <thead>
+    <tr>
+      <th scope="col">Claim</th>
+      <th scope="col">Devices</th>
+      <th scope="col">Node</th>
+      <th scope="col">Consumers</th>
+    </tr>
+  </thead>
+);
 
 export function AssignmentsPage() {
   const claims = useCollection(paths.claims);
@@ -299,28 +427,12 @@ export function AssignmentsPage() {
   const [view, setView] = useState<'claim' | 'device'>(
     query.get('view') === 'device' || query.get('device') ? 'device' : 'claim',
   );
-  const [limit, more] = useRowLimit();
-
   const deviceList = useMemo(() => devicesOf(slices.items), [slices.items]);
   const devices = useMemo(() => new Map(deviceList.map((d) => [d.id, d])), [deviceList]);
-  const allocations = useMemo(() => allocationsOf(claims.items), [claims.items]);
+  const allocations = useMemo(() => allocationsFor(claims.items), [claims.items]);
   const log = useAllocationLog(allocations, claims.complete);
   const rows = useMemo(() => {
-    const out = claims.items
-      .filter((c) => c.status?.allocation)
-      .map((c) => {
-        const results: Json[] = c.status.allocation.devices?.results || [];
-        const consumers: Json[] = (c.status.reservedFor || []).filter(
-          (r: Json) => !r.resource || r.resource === 'pods',
-        );
-        return {
-          claim: c,
-          key: `${c.metadata.namespace}/${c.metadata.name}`,
-          node: allocationNode(c, devices),
-          results,
-          consumers,
-        };
-      });
+    const out = claims.items.filter((c) => c.status?.allocation).map((c) => claimRowOf(c, devices));
     const f = filter.trim().toLowerCase();
     if (!f) return out;
     return out.filter((r) =>
@@ -388,68 +500,15 @@ export function AssignmentsPage() {
       )}
       {view === 'claim' && claims.loaded && rows.length === 0 && <p>No claim is allocated.</p>}
       {view === 'claim' && rows.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Claim</th>
-              <th scope="col">Devices</th>
-              <th scope="col">Node</th>
-              <th scope="col">Consumers</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.slice(0, limit).map((r) => (
-              <tr key={r.key} data-claim={r.key}>
-                <th scope="row">{r.key}</th>
-                <td>
-                  <ul className="plain">
-                    {r.results.map((x, i) => (
-                      <li key={i}>
-                        <code>
-                          {x.driver}/{x.pool}/{x.device}
-                        </code>{' '}
-                        <span className="muted">({x.request})</span>
-                        {x.shareID && <Badge kind="info">share {String(x.shareID).slice(0, 8)}</Badge>}
-                        {x.consumedCapacity &&
-                          Object.entries(x.consumedCapacity).map(([k, v]) => (
-                            <span key={k} className="muted">
-                              {' '}
-                              {k}: {String(v)}
-                            </span>
-                          ))}
-                        {x.adminAccess && <Badge kind="warn">admin access</Badge>}
-                      </li>
-                    ))}
-                  </ul>
-                </td>
-                <td>
-                  {r.node ? (
-                    <Link to={`/inventory/${encodeURIComponent(r.node)}`}>{r.node}</Link>
-                  ) : (
-                    <span className="muted">any</span>
-                  )}
-                </td>
-                <td>
-                  {r.consumers.length === 0 ? (
-                    <span className="muted">none</span>
-                  ) : (
-                    <>
-                      {r.consumers.length > 1 && <Badge kind="info">shared by {r.consumers.length}</Badge>}
-                      <ul className="plain">
-                        {r.consumers.map((p) => (
-                          <li key={p.uid || p.name}>pod {p.name}</li>
-                        ))}
-                      </ul>
-                    </>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      {view === 'claim' && (
-        <ShowMore shown={Math.min(limit, rows.length)} total={rows.length} onMore={more} />
+        <VirtualTable
+          aria-label="Allocated claims"
+          items={rows}
+          itemKey={(r) => r.key}
+          columns={4}
+          estimate={60}
+          head={BY_CLAIM_HEAD}
+          renderItem={(r, i) => <ClaimRow r={r} index={i} />}
+        />
       )}
     </section>
   );

@@ -1,9 +1,10 @@
 import {
   FormEvent,
-  Fragment,
   Suspense,
   createContext,
   lazy,
+  memo,
+  useCallback,
   useContext,
   useEffect,
   useMemo,
@@ -29,8 +30,6 @@ import {
   Link,
   LoadState,
   ReadOnlyNotice,
-  ShowMore,
-  useRowLimit,
 } from '../components';
 import {
   CounterSetRow,
@@ -38,7 +37,7 @@ import {
   Holder,
   RuleTaint,
   Taint,
-  allocationsOf,
+  allocationsFor,
   counterSetsOf,
   devicesOf,
   formatQuantityLike,
@@ -47,7 +46,10 @@ import {
   ruleTaintsOf,
   taintRuleName,
 } from '../model';
-import { Permission, useCan, useCollection } from '../store';
+import { useNodeSliceChanges, useNodeSlices, usePagedCollection } from '../paged';
+import { Permission, useCan, useCollection, useCollectionSelect } from '../store';
+import { VirtualTable } from '../VirtualTable';
+import { useDeviceSummary } from './Overview';
 
 const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.CelEditor })));
 
@@ -77,7 +79,7 @@ function Taints({ taints }: { taints?: Taint[] }) {
 // one taint form open on the page.
 interface DeviceContext {
   allocations: Map<string, Holder[]>;
-  ruleTaints: Map<string, RuleTaint[]>;
+  rules: K8sObject[]; // DeviceTaintRules
   canCreateRule: Permission;
   canDeleteRule: Permission;
   formFor: string;
@@ -212,11 +214,10 @@ function TaintForm({ device, onDone }: { device: DeviceRow; onDone: () => void }
   );
 }
 
-function DeviceTaints({ device }: { device: DeviceRow }) {
-  const { ruleTaints, canCreateRule, canDeleteRule, formFor, setFormFor } = useDevices();
+function DeviceTaints({ device, fromRules }: { device: DeviceRow; fromRules: RuleTaint[] }) {
+  const { canCreateRule, canDeleteRule, formFor, setFormFor } = useDevices();
   const [busy, setBusy] = useState('');
   const [error, setError] = useState('');
-  const fromRules = ruleTaints.get(device.id) || [];
   const where = `${device.pool}/${device.name}`;
   const addButton = useRef<HTMLDivElement>(null);
   const formOpen = formFor === device.id;
@@ -300,80 +301,103 @@ function DeviceTaints({ device }: { device: DeviceRow }) {
   );
 }
 
-function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string }) {
-  const { allocations } = useDevices();
+const NO_RULES: RuleTaint[] = [];
+
+function DeviceItem({
+  d,
+  holders,
+  fromRules,
+}: {
+  d: DeviceRow;
+  holders: Holder[];
+  fromRules: RuleTaint[];
+}) {
   return (
-    <table aria-label={label}>
-      <thead>
-        <tr>
-          <th scope="col">Device</th>
-          <th scope="col">Attributes</th>
-          <th scope="col">Capacity and counters</th>
-          <th scope="col">Taints</th>
-          <th scope="col">Held by</th>
-        </tr>
-      </thead>
-      <tbody>
-        {devices.map((d) => {
-          const holders = allocations.get(d.id) || [];
-          return (
-            <tr key={d.id} data-device={d.id}>
-              <th scope="row">{d.name}</th>
-              <td>
-                <ul className="attrs">
-                  {Object.entries(d.attributes).map(([k, v]) => (
-                    <li key={k}>
-                      <span className="k">{k}</span> <span className="v">{attributeText(v)}</span>
-                    </li>
-                  ))}
-                </ul>
-              </td>
-              <td>
-                <ul className="attrs">
-                  {Object.entries(d.capacity).map(([k, v]) => (
-                    <li key={k}>
-                      <span className="k">{k}</span> <span className="v">{v.value}</span>
-                    </li>
-                  ))}
-                  {d.consumes.map((c) => (
-                    <li key={c.counterSet} data-testid="consumes">
-                      <span className="k">takes from {c.counterSet}</span>{' '}
-                      <span className="v">
-                        {Object.entries(c.counters)
-                          .map(([k, v]) => `${k} ${v.value}`)
-                          .join(', ')}
-                      </span>
-                    </li>
-                  ))}
-                </ul>
-              </td>
-              <td>
-                <DeviceTaints device={d} />
-              </td>
-              <td>
-                {holders.length === 0 ? (
-                  <Badge kind="ok">free</Badge>
-                ) : (
-                  holders.map((h) => (
-                    <div key={h.claim + (h.shareId || '')}>
-                      <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge> {h.claim}
-                    </div>
-                  ))
-                )}
-                <div>
-                  <Link
-                    to={`/assignments?device=${encodeURIComponent(d.id)}`}
-                    label={`Assignments of ${d.id}`}
-                  >
-                    assignments
-                  </Link>
-                </div>
-              </td>
-            </tr>
-          );
-        })}
-      </tbody>
-    </table>
+    <tr data-device={d.id}>
+      <th scope="row">{d.name}</th>
+      <td>
+        <ul className="attrs">
+          {Object.entries(d.attributes).map(([k, v]) => (
+            <li key={k}>
+              <span className="k">{k}</span> <span className="v">{attributeText(v)}</span>
+            </li>
+          ))}
+        </ul>
+      </td>
+      <td>
+        <ul className="attrs">
+          {Object.entries(d.capacity).map(([k, v]) => (
+            <li key={k}>
+              <span className="k">{k}</span> <span className="v">{v.value}</span>
+            </li>
+          ))}
+          {d.consumes.map((c) => (
+            <li key={c.counterSet} data-testid="consumes">
+              <span className="k">takes from {c.counterSet}</span>{' '}
+              <span className="v">
+                {Object.entries(c.counters)
+                  .map(([k, v]) => `${k} ${v.value}`)
+                  .join(', ')}
+              </span>
+            </li>
+          ))}
+        </ul>
+      </td>
+      <td>
+        <DeviceTaints device={d} fromRules={fromRules} />
+      </td>
+      <td>
+        {holders.length === 0 ? (
+          <Badge kind="ok">free</Badge>
+        ) : (
+          holders.map((h) => (
+            <div key={h.claim + (h.shareId || '')}>
+              <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge> {h.claim}
+            </div>
+          ))
+        )}
+        <div>
+          <Link to={`/assignments?device=${encodeURIComponent(d.id)}`} label={`Assignments of ${d.id}`}>
+            assignments
+          </Link>
+        </div>
+      </td>
+    </tr>
+  );
+}
+
+const NO_HOLDERS: Holder[] = [];
+
+// A node's devices (a GPU node has a handful; a pool of thousands is drawn a window at a time).
+function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string }) {
+  const { allocations, rules } = useDevices();
+  const ruleTaints = useMemo(() => ruleTaintsOf(rules, devices), [rules, devices]);
+  return (
+    <VirtualTable
+      aria-label={label}
+      items={devices}
+      itemKey={(d) => d.id}
+      columns={5}
+      estimate={120}
+      head={
+        <thead>
+          <tr>
+            <th scope="col">Device</th>
+            <th scope="col">Attributes</th>
+            <th scope="col">Capacity and counters</th>
+            <th scope="col">Taints</th>
+            <th scope="col">Held by</th>
+          </tr>
+        </thead>
+      }
+      renderItem={(d) => (
+        <DeviceItem
+          d={d}
+          holders={allocations.get(d.id) || NO_HOLDERS}
+          fromRules={ruleTaints.get(d.id) || NO_RULES}
+        />
+      )}
+    />
   );
 }
 
@@ -476,15 +500,17 @@ function CounterSetBox({
 
 function NodeDevices({
   devices,
+  all,
   counterSets,
-  counterUse,
   filtered,
 }: {
-  devices: DeviceRow[];
+  devices: DeviceRow[]; // those shown (the filter's matches)
+  all: DeviceRow[]; // every device of the node (what the counters count)
   counterSets: CounterSetRow[];
-  counterUse: Map<string, CounterUse>;
   filtered: boolean;
 }) {
+  const { allocations } = useDevices();
+  const counterUse = useMemo(() => counterUseOf(all, allocations), [all, allocations]);
   const bySlice = new Map<string, DeviceRow[]>();
   for (const d of devices) bySlice.set(d.slice, [...(bySlice.get(d.slice) || []), d]);
   const setsById = new Map(counterSets.map((s) => [s.id, s]));
@@ -574,11 +600,161 @@ function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
+const NODE_COLUMNS = 7;
+
+// One node's row (and its details when open). Memoized on stable props: an event for another
+// node, or a page load, does not re-render it. Its devices come from its own ResourceSlices
+// (asked for when the row is first drawn), its "in use" count from the claims, selected as a
+// number so that a claim elsewhere does not re-render it.
+const NodeItem = memo(function NodeItem({
+  node,
+  index,
+  isOpen,
+  busy,
+  matched,
+  matchCount,
+  canPatch,
+  onToggle,
+  onCordon,
+}: {
+  node: K8sObject;
+  index: number;
+  isOpen: boolean;
+  busy: boolean;
+  matched: Set<string> | null; // the CEL filter's device ids
+  matchCount: number;
+  canPatch: Permission;
+  onToggle: (name: string) => void;
+  onCordon: (node: K8sObject, unschedulable: boolean) => void;
+}) {
+  const name = node.metadata.name;
+  const own = useNodeSlices(paths.slices, name);
+  // Slices without spec.nodeName may still bind single devices to this node
+  // (perDeviceNodeSelection).
+  const unbound = useNodeSlices(paths.slices, '');
+  const all = useMemo(
+    () => [...devicesOf(own.items), ...devicesOf(unbound.items).filter((d) => d.node === name)],
+    [own.items, unbound.items, name],
+  );
+  const counterSets = useMemo(() => counterSetsOf(own.items), [own.items]);
+  const used = useCollectionSelect(paths.claims, (s) => heldCount(s.items, all));
+  const list = useMemo(() => (matched ? all.filter((d) => matched.has(d.id)) : all), [all, matched]);
+  const ready = nodeReady(node);
+  const cordoned = !!node.spec?.unschedulable;
+  return (
+    <>
+      <tr data-node={name} aria-rowindex={index + 2}>
+        <th scope="row">
+          <button
+            type="button"
+            className="disclosure"
+            aria-expanded={isOpen}
+            aria-controls={`node-${name}`}
+            onClick={() => onToggle(name)}
+          >
+            <span aria-hidden="true">{isOpen ? '▾' : '▸'}</span> {name}
+          </button>
+        </th>
+        <td>
+          <Badge kind={ready === 'True' ? 'ok' : ready === 'False' ? 'bad' : 'warn'}>
+            {ready === 'True' ? 'Ready' : ready === 'False' ? 'NotReady' : 'Unknown'}
+          </Badge>
+        </td>
+        <td>
+          {cordoned ? (
+            <Badge kind="warn">SchedulingDisabled</Badge>
+          ) : (
+            <Badge kind="ok">Schedulable</Badge>
+          )}
+        </td>
+        <td data-testid="node-devices">
+          {own.loaded ? (
+            <>
+              {all.length} ({used} in use)
+              {matched && <>, {matchCount} match</>}
+            </>
+          ) : (
+            <span className="muted">…</span>
+          )}
+        </td>
+        <td>
+          <Labels labels={node.metadata.labels} />
+        </td>
+        <td>
+          <Taints taints={node.spec?.taints} />
+        </td>
+        <td>
+          <GuardedButton
+            permission={canPatch}
+            disabled={busy}
+            onClick={() => onCordon(node, !cordoned)}
+            aria-label={`${cordoned ? 'Uncordon' : 'Cordon'} ${name}`}
+          >
+            {cordoned ? 'Uncordon' : 'Cordon'}
+          </GuardedButton>
+        </td>
+      </tr>
+      {isOpen && (
+        <tr id={`node-${name}`} className="details">
+          <td colSpan={NODE_COLUMNS}>
+            {matched && (
+              <p className="muted">
+                {list.length} of {all.length} devices match the CEL filter.
+              </p>
+            )}
+            {own.loaded ? (
+              <NodeDevices devices={list} all={all} counterSets={counterSets} filtered={!!matched} />
+            ) : (
+              <p className="loading">Loading the devices…</p>
+            )}
+            <p>
+              <Link to={`/assignments?node=${encodeURIComponent(name)}`}>Assignments on {name}</Link>
+            </p>
+          </td>
+        </tr>
+      )}
+    </>
+  );
+});
+
+// Devices of slices not bound to one node (network-attached, or every node).
+function UnboundDevices({ matched }: { matched: Set<string> | null }) {
+  const slices = useNodeSlices(paths.slices, '');
+  const all = useMemo(() => devicesOf(slices.items).filter((d) => d.node === ''), [slices.items]);
+  const sets = useMemo(() => counterSetsOf(slices.items).filter((s) => s.node === ''), [slices.items]);
+  const list = useMemo(() => (matched ? all.filter((d) => matched.has(d.id)) : all), [all, matched]);
+  if (!list.length && (matched || !sets.length)) return null;
+  return (
+    <>
+      <h2>Devices not bound to one node</h2>
+      <NodeDevices devices={list} all={all} counterSets={sets} filtered={!!matched} />
+    </>
+  );
+}
+
+const NODES_HEAD = (
+  <thead>
+    <tr>
+      <th scope="col">Node</th>
+      <th scope="col">Ready</th>
+      <th scope="col">Scheduling</th>
+      <th scope="col">Devices</th>
+      <th scope="col">Labels</th>
+      <th scope="col">Taints</th>
+      <th scope="col">Actions</th>
+    </tr>
+  </thead>
+);
+
 export function InventoryPage({ node: openNode }: { node?: string }) {
-  const nodes = useCollection(paths.nodes);
-  const slices = useCollection(paths.slices);
+  // Nodes page by page as the table scrolls; each drawn node's slices when it is drawn.
+  const nodes = usePagedCollection(paths.nodes);
   const claims = useCollection(paths.claims);
   const rules = useCollection(paths.taintRules);
+  const slicesChanged = useNodeSliceChanges(paths.slices);
+  // The device total is the server's count (the same review as the Overview's).
+  const summary = useDeviceSummary(String(slicesChanged));
+  const deviceTotal = summary.groups?.reduce((n, g) => n + (g.devices || 0), 0);
   const canPatch = useCan('patch', 'nodes', '');
   const canCreateRule = useCan('create', 'devicetaintrules', 'resource.k8s.io');
   const canDeleteRule = useCan('delete', 'devicetaintrules', 'resource.k8s.io');
@@ -589,17 +765,12 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
   const [busy, setBusy] = useState('');
   const [actionError, setActionError] = useState('');
   const [formFor, setFormFor] = useState('');
-  const [limit, more] = useRowLimit();
 
-  const devices = useMemo(() => devicesOf(slices.items), [slices.items]);
-  const counterSets = useMemo(() => counterSetsOf(slices.items), [slices.items]);
-  const allocations = useMemo(() => allocationsOf(claims.items), [claims.items]);
-  const ruleTaints = useMemo(() => ruleTaintsOf(rules.items, devices), [rules.items, devices]);
-  const counterUse = useMemo(() => counterUseOf(devices, allocations), [devices, allocations]);
+  const allocations = useMemo(() => allocationsFor(claims.items), [claims.items]);
 
   const celExpression = celOpen ? cel : '';
-  // The slices' version says when the matches may have changed (they are listed here anyway).
-  const celState = useCelFilter(celExpression, slices.version);
+  // Any slice change may change the matches.
+  const celState = useCelFilter(celExpression, slicesChanged);
   const celProblems: CelProblem[] =
     celState.expression === celExpression ? celState.status?.errors || [] : [];
   // The matches of the current expression; null while no (valid) filter applies.
@@ -608,44 +779,39 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
     if (!celExpression.trim() || !s || s.errors?.length) return null;
     return new Set((s.devices || []).map((d) => `${d.driver}/${d.pool}/${d.device}`));
   }, [celState, celExpression]);
-
-  const devicesByNode = useMemo(() => {
-    const m = new Map<string, DeviceRow[]>();
-    for (const d of devices) {
-      if (matched && !matched.has(d.id)) continue;
-      m.set(d.node, [...(m.get(d.node) || []), d]);
+  const matchesByNode = useMemo(() => {
+    const m = new Map<string, number>();
+    if (!matched) return m;
+    for (const d of celState.status?.devices || []) {
+      if (d.nodeName) m.set(d.nodeName, (m.get(d.nodeName) || 0) + 1);
     }
     return m;
-  }, [devices, matched]);
-  const allByNode = useMemo(() => {
-    const m = new Map<string, DeviceRow[]>();
-    for (const d of devices) m.set(d.node, [...(m.get(d.node) || []), d]);
-    return m;
-  }, [devices]);
-  const setsByNode = useMemo(() => {
-    const m = new Map<string, CounterSetRow[]>();
-    for (const s of counterSets) m.set(s.node, [...(m.get(s.node) || []), s]);
-    return m;
-  }, [counterSets]);
+  }, [celState, matched]);
+
+  const f = filter.trim().toLowerCase();
+  // The filters see the loaded nodes: while one is set (or a linked node is not loaded yet),
+  // every page is loaded.
+  const needAll =
+    !!f || !!matched || (!!openNode && !nodes.items.some((n) => n.metadata.name === openNode));
+  const { wantAll } = nodes;
+  useEffect(() => (needAll ? wantAll() : undefined), [needAll, wantAll]);
 
   const shown = useMemo(() => {
-    const f = filter.trim().toLowerCase();
     let list = nodes.items;
-    if (matched) list = list.filter((n) => (devicesByNode.get(n.metadata.name) || []).length > 0);
+    if (matched) list = list.filter((n) => matchesByNode.has(n.metadata.name));
     if (!f) return list;
     return list.filter((n) => {
       const text = [
         n.metadata.name,
         ...Object.entries(n.metadata.labels || {}).map(([k, v]) => `${k}=${v}`),
-        ...(allByNode.get(n.metadata.name) || []).map((d) => d.model),
       ]
         .join(' ')
         .toLowerCase();
       return text.includes(f);
     });
-  }, [nodes.items, filter, allByNode, devicesByNode, matched]);
+  }, [nodes.items, f, matched, matchesByNode]);
 
-  const setCordon = async (n: K8sObject, unschedulable: boolean) => {
+  const setCordon = useCallback(async (n: K8sObject, unschedulable: boolean) => {
     setBusy(n.metadata.name);
     setActionError('');
     try {
@@ -659,26 +825,24 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
     } finally {
       setBusy('');
     }
-  };
+  }, []);
 
-  const toggle = (name: string) =>
-    setOpen((s) => {
-      const next = new Set(s);
-      if (next.has(name)) next.delete(name);
-      else next.add(name);
-      return next;
-    });
+  const toggle = useCallback(
+    (name: string) =>
+      setOpen((s) => {
+        const next = new Set(s);
+        if (next.has(name)) next.delete(name);
+        else next.add(name);
+        return next;
+      }),
+    [],
+  );
 
-  const context: DeviceContext = {
-    allocations,
-    ruleTaints,
-    canCreateRule,
-    canDeleteRule,
-    formFor,
-    setFormFor,
-  };
+  const context = useMemo<DeviceContext>(
+    () => ({ allocations, rules: rules.items, canCreateRule, canDeleteRule, formFor, setFormFor }),
+    [allocations, rules.items, canCreateRule, canDeleteRule, formFor],
+  );
   const status = celState.expression === celExpression ? celState.status : null;
-  const unbound = devicesByNode.get('') || [];
 
   return (
     <section aria-labelledby="inventory-title">
@@ -690,7 +854,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
         <input
           id="inventory-filter"
           type="search"
-          placeholder="node name, label or device model"
+          placeholder="node name or label"
           value={filter}
           onChange={(e) => setFilter(e.target.value)}
         />
@@ -704,7 +868,8 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           {celOpen ? 'Remove the CEL filter' : 'Filter by CEL'}
         </button>
         <span className="muted" data-testid="inventory-count">
-          {shown.length} of {nodes.items.length} nodes, {devices.length} devices
+          {shown.length} of {nodes.items.length}
+          {nodes.complete ? '' : '+'} nodes, {deviceTotal ?? '…'} devices
         </span>
       </div>
       {celOpen && (
@@ -761,123 +926,58 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           {actionError}
         </p>
       )}
-      <LoadState loaded={nodes.loaded} error={nodes.error || slices.error || rules.error} />
-      {nodes.loaded && (!nodes.complete || !slices.complete) && (
+      <LoadState loaded={nodes.loaded} error={nodes.error || claims.error || rules.error} />
+      {nodes.loading && (
         <p className="loading" role="status" data-testid="inventory-loading">
-          Loading more: {nodes.items.length} nodes and {slices.items.length} ResourceSlices so far…
+          Loading more nodes: {nodes.items.length} so far…
         </p>
       )}
       <Devices.Provider value={context}>
         {nodes.loaded && (
-          <table className="nodes">
-            <thead>
-              <tr>
-                <th scope="col">Node</th>
-                <th scope="col">Ready</th>
-                <th scope="col">Scheduling</th>
-                <th scope="col">Devices</th>
-                <th scope="col">Labels</th>
-                <th scope="col">Taints</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {shown.slice(0, limit).map((n) => {
-                const name = n.metadata.name;
-                const all = allByNode.get(name) || [];
-                const list = devicesByNode.get(name) || [];
-                const used = all.filter((d) => allocations.has(d.id)).length;
-                const ready = nodeReady(n);
-                const cordoned = !!n.spec?.unschedulable;
-                const isOpen = open.has(name);
-                return (
-                  <Fragment key={name}>
-                    <tr data-node={name}>
-                      <th scope="row">
-                        <button
-                          type="button"
-                          className="disclosure"
-                          aria-expanded={isOpen}
-                          aria-controls={`node-${name}`}
-                          onClick={() => toggle(name)}
-                        >
-                          <span aria-hidden="true">{isOpen ? '▾' : '▸'}</span> {name}
-                        </button>
-                      </th>
-                      <td>
-                        <Badge kind={ready === 'True' ? 'ok' : ready === 'False' ? 'bad' : 'warn'}>
-                          {ready === 'True' ? 'Ready' : ready === 'False' ? 'NotReady' : 'Unknown'}
-                        </Badge>
-                      </td>
-                      <td>
-                        {cordoned ? (
-                          <Badge kind="warn">SchedulingDisabled</Badge>
-                        ) : (
-                          <Badge kind="ok">Schedulable</Badge>
-                        )}
-                      </td>
-                      <td data-testid="node-devices">
-                        {all.length} ({used} in use)
-                        {matched && <>, {list.length} match</>}
-                      </td>
-                      <td>
-                        <Labels labels={n.metadata.labels} />
-                      </td>
-                      <td>
-                        <Taints taints={n.spec?.taints} />
-                      </td>
-                      <td>
-                        <GuardedButton
-                          permission={canPatch}
-                          disabled={busy === name}
-                          onClick={() => setCordon(n, !cordoned)}
-                          aria-label={`${cordoned ? 'Uncordon' : 'Cordon'} ${name}`}
-                        >
-                          {cordoned ? 'Uncordon' : 'Cordon'}
-                        </GuardedButton>
-                      </td>
-                    </tr>
-                    {isOpen && (
-                      <tr id={`node-${name}`} className="details">
-                        <td colSpan={7}>
-                          {matched && (
-                            <p className="muted">
-                              {list.length} of {all.length} devices match the CEL filter.
-                            </p>
-                          )}
-                          <NodeDevices
-                            devices={list}
-                            counterSets={setsByNode.get(name) || []}
-                            counterUse={counterUse}
-                            filtered={!!matched}
-                          />
-                          <p>
-                            <Link to={`/assignments?node=${encodeURIComponent(name)}`}>
-                              Assignments on {name}
-                            </Link>
-                          </p>
-                        </td>
-                      </tr>
-                    )}
-                  </Fragment>
-                );
-              })}
-            </tbody>
-          </table>
+          <VirtualTable
+            className="nodes"
+            aria-label="Nodes"
+            items={shown}
+            itemKey={nodeKey}
+            columns={NODE_COLUMNS}
+            head={NODES_HEAD}
+            rowCount={nodes.complete || f || matched ? shown.length + 1 : -1}
+            onEndReached={nodes.loadMore}
+            renderItem={(n, i) => (
+              <NodeItem
+                node={n}
+                index={i}
+                isOpen={open.has(n.metadata.name)}
+                busy={busy === n.metadata.name}
+                matched={matched}
+                matchCount={matchesByNode.get(n.metadata.name) || 0}
+                canPatch={canPatch}
+                onToggle={toggle}
+                onCordon={setCordon}
+              />
+            )}
+          />
         )}
-        <ShowMore shown={Math.min(limit, shown.length)} total={shown.length} onMore={more} />
-        {(unbound.length > 0 || (!matched && (setsByNode.get('') || []).length > 0)) && (
-          <>
-            <h2>Devices not bound to one node</h2>
-            <NodeDevices
-              devices={unbound}
-              counterSets={setsByNode.get('') || []}
-              counterUse={counterUse}
-              filtered={!!matched}
-            />
-          </>
+        {nodes.loaded && !nodes.complete && !nodes.loading && (
+          <p className="more">
+            {nodes.items.length} nodes loaded; more load as you scroll.{' '}
+            <button type="button" onClick={nodes.loadMore}>
+              Load more
+            </button>
+          </p>
         )}
+        <UnboundDevices matched={matched} />
       </Devices.Provider>
     </section>
   );
+}
+
+const nodeKey = (n: K8sObject) => n.metadata.name;
+
+// How many of `devices` the claims hold now.
+function heldCount(claims: K8sObject[], devices: DeviceRow[]): number {
+  const held = allocationsFor(claims);
+  let n = 0;
+  for (const d of devices) if (held.has(d.id)) n++;
+  return n;
 }
