@@ -162,6 +162,29 @@ TYPED_TEST(StoreConformanceTest, ListOrdersByKeyFiltersNamespaceAndPages) {
   EXPECT_FALSE(p2->more);
 }
 
+TYPED_TEST(StoreConformanceTest, EmptyListsAndReadsAtTheTipStillCarryTheRevision) {
+  ASSERT_TRUE(this->store_->Create(MakeObject("things", "ns", "a")).ok());
+  auto rev = this->store_->CurrentRevision();
+  ASSERT_TRUE(rev.ok());
+  ListOptions none;
+  none.resource = "nothings";
+  auto list = this->store_->List(none);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->items.empty());
+  EXPECT_FALSE(list->more);
+  EXPECT_EQ(list->resource_version, *rev);
+  ListOptions past_the_end;
+  past_the_end.resource = "things";
+  past_the_end.after_namespace = "zz";
+  auto tail = this->store_->List(past_the_end);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  EXPECT_TRUE(tail->items.empty());
+  EXPECT_EQ(tail->resource_version, *rev);
+  auto changes = this->store_->ChangesSince(*rev, 0);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_TRUE(changes->empty());
+}
+
 TYPED_TEST(StoreConformanceTest, ChangeLogRecordsEveryWriteInOrder) {
   auto start = this->store_->CurrentRevision();
   ASSERT_TRUE(start.ok());

@@ -1,6 +1,7 @@
 #include "store/pg/pg_store.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <future>
 #include <limits>
@@ -65,20 +66,22 @@ void DecodeColumns(const std::string& labels, const std::string& meta_text,
   }
 }
 
-model::Object DecodeRow(const pqxx::row& r) {
+// The object in the 13 columns of kSelectColumns, starting at column `at`.
+model::Object DecodeRow(const pqxx::row& r, int at = 0) {
   model::Object obj;
-  obj.resource = r[0].as<std::string>();
-  obj.meta.namespace_ = r[1].as<std::string>();
-  obj.meta.name = r[2].as<std::string>();
-  obj.meta.uid = r[3].as<std::string>();
-  obj.meta.resource_version = r[4].as<int64_t>();
-  obj.meta.generation = r[5].as<int64_t>();
-  obj.meta.creation_timestamp = FromEpoch(r[6].as<int64_t>());
-  int64_t del = r[7].as<int64_t>();
+  obj.resource = r[at].as<std::string>();
+  obj.meta.namespace_ = r[at + 1].as<std::string>();
+  obj.meta.name = r[at + 2].as<std::string>();
+  obj.meta.uid = r[at + 3].as<std::string>();
+  obj.meta.resource_version = r[at + 4].as<int64_t>();
+  obj.meta.generation = r[at + 5].as<int64_t>();
+  obj.meta.creation_timestamp = FromEpoch(r[at + 6].as<int64_t>());
+  int64_t del = r[at + 7].as<int64_t>();
   if (del != 0) obj.meta.deletion_timestamp = FromEpoch(del);
-  DecodeColumns(r[8].as<std::string>(), r[9].as<std::string>(), r[10].as<std::string>(), &obj);
-  obj.spec_digest = r[11].as<std::string>();
-  obj.body = r[12].as<std::string>();
+  DecodeColumns(r[at + 8].as<std::string>(), r[at + 9].as<std::string>(),
+                r[at + 10].as<std::string>(), &obj);
+  obj.spec_digest = r[at + 11].as<std::string>();
+  obj.body = r[at + 12].as<std::string>();
   return obj;
 }
 
@@ -495,7 +498,7 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"delete_object", queries::kDeleteObject},
       {"object_revision", queries::kObjectRevision},
       {"get_object", std::string(queries::kSelectColumns) + queries::kGetObjectWhere},
-      {"list_objects", std::string(queries::kSelectColumns) + queries::kListWhere},
+      {"list_objects", queries::kListObjects},
       {"current_revision", queries::kCurrentRevision},
       {"changes_since", queries::kChangesSince},
       {"notify", queries::kNotify},
@@ -759,20 +762,26 @@ absl::StatusOr<model::Object> PgStore::Get(const model::ResourceKey& key) {
 
 absl::StatusOr<ListResult> PgStore::List(const ListOptions& options) {
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<ListResult> {
-    // One snapshot for the items and the revision they reflect.
-    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
-    ListResult result;
-    result.resource_version = tx.exec_prepared1("current_revision")[0].as<int64_t>();
+    // One statement (one round trip, one snapshot) for the items and the revision they reflect.
+    pqxx::nontransaction tx(c);
     int64_t fetch = options.limit > 0 ? options.limit + 1 : std::numeric_limits<int64_t>::max();
     auto rows = tx.exec_prepared("list_objects", options.resource, options.namespace_,
                                  options.after_namespace, options.after_name, fetch);
+    ListResult result;
+    result.resource_version = rows.at(0)[0].as<int64_t>();
     result.items.reserve(rows.size());
     for (const auto& row : rows) {
-      if (options.limit > 0 && static_cast<int64_t>(result.items.size()) == options.limit) {
-        result.more = true;
-        break;
-      }
-      result.items.push_back(DecodeRow(row));
+      if (!row[1].is_null()) result.items.push_back(DecodeRow(row, 1));  // NULL: no match
+    }
+    auto key = [](const model::Object& o) { return std::tie(o.meta.namespace_, o.meta.name); };
+    if (!std::is_sorted(result.items.begin(), result.items.end(),
+                        [&](const auto& a, const auto& b) { return key(a) < key(b); })) {
+      std::sort(result.items.begin(), result.items.end(),
+                [&](const auto& a, const auto& b) { return key(a) < key(b); });
+    }
+    if (options.limit > 0 && static_cast<int64_t>(result.items.size()) > options.limit) {
+      result.more = true;
+      result.items.resize(options.limit);
     }
     return result;
   });
@@ -801,25 +810,31 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
                                                                      int64_t limit) {
   using Result = absl::StatusOr<std::vector<model::WatchEvent>>;
   return WithConnection(*pool_, [&](pqxx::connection& c) -> Result {
-    pqxx::transaction<pqxx::repeatable_read, pqxx::readwrite_policy::read_only> tx(c);
-    int64_t compacted = tx.exec1(queries::kCompactedThrough)[0].as<int64_t>();
+    // One statement (one round trip, one snapshot) for the compaction point and the changes.
+    pqxx::nontransaction tx(c);
+    auto rows = tx.exec_prepared("changes_since", after_rv,
+                                 limit > 0 ? limit : std::numeric_limits<int64_t>::max());
+    const int64_t compacted = rows.at(0)[0].as<int64_t>();
     if (after_rv < compacted) {
       return absl::OutOfRangeError("too old resource version: " + std::to_string(after_rv) + " (" +
                                    std::to_string(compacted + 1) + ")");
     }
-    auto rows = tx.exec_prepared("changes_since", after_rv,
-                                 limit > 0 ? limit : std::numeric_limits<int64_t>::max());
     std::vector<model::WatchEvent> out;
     out.reserve(rows.size());
     for (const auto& row : rows) {
-      std::string type = row[13].as<std::string>();
+      if (row[1].is_null()) continue;  // no change after after_rv
+      std::string type = row[14].as<std::string>();
       model::WatchEvent ev;
       ev.type = type == "ADDED"     ? model::EventType::kAdded
                 : type == "DELETED" ? model::EventType::kDeleted
                                     : model::EventType::kModified;
-      ev.object = DecodeRow(row);
+      ev.object = DecodeRow(row, 1);
       out.push_back(std::move(ev));
     }
+    auto by_rv = [](const model::WatchEvent& a, const model::WatchEvent& b) {
+      return a.object.meta.resource_version < b.object.meta.resource_version;
+    };
+    if (!std::is_sorted(out.begin(), out.end(), by_rv)) std::sort(out.begin(), out.end(), by_rv);
     return out;
   });
 }

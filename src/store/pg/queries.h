@@ -82,22 +82,38 @@ inline constexpr char kGetObjectWhere[] = "WHERE resource = $1 AND namespace = $
 
 inline constexpr char kListAllOrder[] = "ORDER BY resource, namespace, name";
 
-inline constexpr char kListWhere[] = R"sql(
-WHERE resource = $1 AND ($2::text = '' OR namespace = $2::text) AND (namespace, name) > ($3, $4)
-ORDER BY namespace, name
-LIMIT $5)sql";
+// One statement, so one snapshot: the newest revision, then a page of objects of one resource
+// (all namespaces when $2 is ''), the first $5 after ($3, $4) in (namespace, name) order. Always at
+// least one row; when no object matches, the object columns (from the second on) are NULL. Row
+// order as for kChangesSince: the caller checks it.
+inline constexpr char kListObjects[] = R"sql(
+SELECT r.rv, o.* FROM (SELECT COALESCE(MAX(rv), 0) AS rv FROM change_log) r LEFT JOIN LATERAL (
+  SELECT resource, namespace, name, uid, resource_version, generation,
+         extract(epoch FROM creation_timestamp)::bigint AS created,
+         COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0) AS deleted,
+         labels::text AS labels, meta::text AS meta, fields::text AS fields, spec_digest,
+         body::text AS body
+  FROM objects
+  WHERE resource = $1 AND ($2::text = '' OR namespace = $2::text) AND (namespace, name) > ($3, $4)
+  ORDER BY namespace, name
+  LIMIT $5) o ON true)sql";
 
 inline constexpr char kNotify[] = "SELECT pg_notify('qm_changes', $1::text)";
 
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
-inline constexpr char kCompactedThrough[] = "SELECT compacted_through FROM store_state";
 
+// One statement, so one snapshot: the compaction point and the first $2 changes after $1.
+// Always at least one row; when no change follows, the change columns (from the second on) are
+// NULL. The rows come in the subquery's order as PostgreSQL runs this plan, which SQL does not
+// promise: the caller checks it (an outer ORDER BY would sort every row once more).
 inline constexpr char kChangesSince[] = R"sql(
-SELECT resource, namespace, name, uid, rv, generation,
-       extract(epoch FROM creation_timestamp)::bigint,
-       COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0),
-       labels::text, meta::text, fields::text, spec_digest, body::text, event_type
-FROM change_log WHERE rv > $1 ORDER BY rv LIMIT $2)sql";
+SELECT s.compacted_through, c.* FROM store_state s LEFT JOIN LATERAL (
+  SELECT resource, namespace, name, uid, rv, generation,
+         extract(epoch FROM creation_timestamp)::bigint AS created,
+         COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0) AS deleted,
+         labels::text AS labels, meta::text AS meta, fields::text AS fields, spec_digest,
+         body::text AS body, event_type
+  FROM change_log WHERE rv > $1 ORDER BY rv LIMIT $2) c ON true)sql";
 
 inline constexpr char kCompactDelete[] = R"sql(
 DELETE FROM change_log WHERE rv <= $1 AND rv < (SELECT MAX(rv) FROM change_log))sql";
