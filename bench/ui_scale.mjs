@@ -1,5 +1,7 @@
 // Driven by bench/ui_scale.sh: loads the inventory, then times each page's first meaningful
-// render in headless Chromium (navigation start to the page's numbers on screen).
+// render in headless Chromium (navigation start to the page's numbers on screen); then, on
+// Inventory: the rows in the DOM, scrolling through every node (two frames per 1,200 px step)
+// and which node rows one watch event re-renders (a React fiber walk through the devtools hook).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -109,6 +111,78 @@ for (const [name, route, ready] of pages) {
   times.sort((a, b) => a - b);
   results.push(`${name} ${(times[Math.floor(times.length / 2)] / 1000).toFixed(2)} s (runs: ${times.join(', ')} ms)`);
 }
+
+// Which node rows re-render: a row component re-rendered when its props or its hook state
+// object changed since the last commit (keyed by the row's <tr>).
+await context.addInitScript(() => {
+  const seen = new WeakMap();
+  window.__rowRenders = {};
+  window.__REACT_DEVTOOLS_GLOBAL_HOOK__ = {
+    supportsFiber: true, renderers: new Map(), inject() { return 1; }, checkDCE() {},
+    onCommitFiberUnmount() {}, onPostCommitFiberRoot() {}, onScheduleFiberRoot() {},
+    onCommitFiberRoot(_, root) {
+      const stack = [root.current];
+      while (stack.length) {
+        const f = stack.pop();
+        if (f.child) stack.push(f.child);
+        if (f.sibling) stack.push(f.sibling);
+        if (![0, 11, 14, 15].includes(f.tag)) continue;
+        let h = f.child;
+        while (h && h.tag !== 5) h = h.child;
+        if (!h || h.type !== 'tr' || !h.memoizedProps['data-node']) continue;
+        if (h.return !== f && h.return?.return !== f) continue;
+        const prev = seen.get(h.stateNode);
+        if (!prev || prev.p !== f.memoizedProps || prev.s !== f.memoizedState) {
+          const n = h.memoizedProps['data-node'];
+          window.__rowRenders[n] = (window.__rowRenders[n] || 0) + 1;
+        }
+        seen.set(h.stateNode, { p: f.memoizedProps, s: f.memoizedState });
+      }
+    },
+  };
+});
+const page = await context.newPage();
+await page.goto(URL + '/inventory');
+const target = 'scale-node-00005';
+await page.locator(`tr[data-node="${target}"]`).waitFor();
+await page.waitForTimeout(2000);
+const rowsDrawn = await page.locator('tr').count();
+await page.evaluate(() => { window.__rowRenders = {}; });
+const res = await fetch(`${URL}/api/v1/nodes/${target}`, {
+  method: 'PATCH',
+  headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/merge-patch+json' },
+  body: JSON.stringify({ spec: { unschedulable: true } }),
+});
+if (res.status !== 200) throw new Error(`cordon: ${res.status}`);
+await page.locator(`tr[data-node="${target}"]`).getByText('SchedulingDisabled').waitFor();
+await page.waitForTimeout(1000);
+const renders = await page.evaluate(() => window.__rowRenders);
+// Every page loaded (a filter set and cleared), then scrolled through from the top.
+await page.getByLabel('Filter', { exact: true }).fill('node');
+await page.getByTestId('inventory-count').filter({ hasText: new RegExp(`of ${NODES + 3} nodes`) }).waitFor();
+await page.getByLabel('Filter', { exact: true }).fill('');
+await page.waitForTimeout(1000);
+const scroll = await page.evaluate(async () => {
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+  const times = [];
+  let rows = 0;
+  window.scrollTo(0, 0);
+  await frame();
+  while (window.scrollY + window.innerHeight < document.documentElement.scrollHeight - 10) {
+    const t0 = performance.now();
+    window.scrollBy(0, 1200);
+    await frame();
+    await frame();
+    times.push(performance.now() - t0);
+    rows = Math.max(rows, document.querySelectorAll('tr').length);
+  }
+  times.sort((a, b) => a - b);
+  const at = (q) => times[Math.min(times.length - 1, Math.floor(q * times.length))].toFixed(0);
+  return `${times.length} steps: median ${at(0.5)} ms, p95 ${at(0.95)} ms, max ${at(1)} ms; at most ${rows} rows in the DOM`;
+});
 await browser.close();
 console.log(`first meaningful render with ${NODES} nodes x 8 devices (${devices} devices):`);
 for (const r of results) console.log(`  ${r}`);
+console.log(`Inventory: ${rowsDrawn} table rows in the DOM after the first page`);
+console.log(`Inventory: one cordon of ${target} re-rendered the node rows ${JSON.stringify(renders)}`);
+console.log(`Inventory: scrolling through all ${NODES + 3} nodes, two frames per 1,200 px: ${scroll}`);
