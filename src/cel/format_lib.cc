@@ -196,6 +196,12 @@ bool IsFormatName(std::string_view name) {
   return false;
 }
 
+std::vector<std::string_view> FormatNames() {
+  std::vector<std::string_view> names;
+  for (const FormatInfo& f : kFormats) names.push_back(f.name);
+  return names;
+}
+
 uint64_t FormatRegexSize(std::string_view name) {
   for (const FormatInfo& f : kFormats) {
     if (f.name == name) return f.regex_size;

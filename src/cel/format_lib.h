@@ -19,6 +19,8 @@ namespace qm::cel {
 
 // True when `name` is one of the format names above (without "format.").
 bool IsFormatName(std::string_view name);
+// Every format name above (without "format."), in the order listed.
+std::vector<std::string_view> FormatNames();
 // The validation errors of `value` under format `name` (empty when valid).
 // REQUIRES: IsFormatName(name).
 std::vector<std::string> ValidateFormat(std::string_view name, std::string_view value);

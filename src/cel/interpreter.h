@@ -33,6 +33,11 @@
 // EvalOptions::cost_limit, evaluation stops at once with the error
 // "operation cancelled: actual cost limit exceeded", which no `&&`/`||` can absorb.
 //
+// Layout: this file's evaluator walks the tree, handles the operators that do not evaluate all
+// their operands (`&&`, `||`, `?:`), comprehensions, literals, selections and indexing, and
+// calls every other function through the function registry (cel/function_registry.h), filled by
+// the libraries in cel/functions.h.
+//
 // Thread-safety: Evaluate() keeps no state beyond the call, so the same Ast and Activation can be
 // evaluated from many threads at once. The optional RegexCache is internally synchronized.
 
@@ -49,6 +54,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "cel/ast.h"
+#include "cel/function_registry.h"
 #include "cel/value.h"
 #include "common/mutex.h"
 
@@ -96,7 +102,8 @@ class RegexCache {
 };
 
 // How the evaluator runs a call node, resolved once from its function name and shape so that
-// evaluation does not compare function names. kGeneric calls are resolved by name when they run.
+// evaluation does not compare function names. kGeneric calls run the function registry's
+// overload that accepts their argument kinds (cel/function_registry.h).
 enum class CallPlan : uint8_t {
   kGeneric,
   kAnd,               // `_&&_`
@@ -106,15 +113,34 @@ enum class CallPlan : uint8_t {
   kEquals,            // `_==_`, two arguments, no target
   kNotEquals,         // `_!=_`, two arguments, no target
   kIndex,             // `_[_]`, two arguments, no target
+  // `_+_` and `cel.@mapInsert` without target whose first argument is the comprehension
+  // accumulator (kAccumulatorVar), as the map/filter/transform macros expand: the accumulator
+  // is extended in place when nothing else shares it.
+  kAccumulateList,
+  kAccumulateMap,
   // A global parsing function (quantity, semver, isQuantity, isSemver, ip, isIP, cidr, isCIDR,
   // url, isURL, timestamp, duration) with literal arguments: its value is computed once (only
   // ConstantTable assigns this plan; PlanCall never returns it).
   kFolded,
 };
 
+// A call node's plan and its function's overload candidates in the standard registry
+// (StandardFunctions(), cel/functions.h), resolved once per call site.
+struct CallSite {
+  CallPlan plan = CallPlan::kGeneric;
+  // The function as written: a receiver function when the call has a target, else global.
+  Candidates candidates;
+  // For `ns.f(...)` where `ns` is an identifier naming one of the function namespaces
+  // (optional, sets, strings, lists, cel, ip, format): the global function "ns.f", called
+  // instead when no variable named `ns` is bound.
+  bool namespaced = false;
+  std::string qualified_name;
+  Candidates qualified;
+};
+
 // An Ast's evaluation plan, built once per compiled expression so that evaluation does not redo
 // (and allocate for) it on every run: the values of the literal nodes, the field names of
-// selections as map keys, and the CallPlan of every call. Immutable; safe to share across
+// selections as map keys, and the CallSite of every call. Immutable; safe to share across
 // threads. It describes the Ast it was built from and no other.
 class ConstantTable {
  public:
@@ -128,7 +154,11 @@ class ConstantTable {
     return InRange(id) && fields_[id].has_value() ? &*fields_[id] : nullptr;
   }
   // The plan of call node `id`; kGeneric for any other id.
-  CallPlan call_plan(int64_t id) const { return InRange(id) ? plans_[id] : CallPlan::kGeneric; }
+  CallPlan call_plan(int64_t id) const {
+    return InRange(id) ? calls_[id].plan : CallPlan::kGeneric;
+  }
+  // The call site of call node `id`, or nullptr when `id` is not a node of this Ast.
+  const CallSite* call_site(int64_t id) const { return InRange(id) ? &calls_[id] : nullptr; }
   // For a kFolded call node: its value (an error value when the call fails), or nullptr.
   const Value* FoldedValue(int64_t id) const {
     return InRange(id) && folded_[id].has_value() ? &*folded_[id] : nullptr;
@@ -142,7 +172,7 @@ class ConstantTable {
   // All indexed by node id, with the same size.
   std::vector<std::optional<Value>> values_;
   std::vector<std::optional<Value>> fields_;
-  std::vector<CallPlan> plans_;
+  std::vector<CallSite> calls_;
   std::vector<std::optional<Value>> folded_;
   std::vector<uint64_t> folded_costs_;
 };
