@@ -9,7 +9,7 @@ packages=(
   libpqxx-dev libpq-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libabsl-dev libre2-dev prometheus-cpp-dev libcurl4-openssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libyaml-cpp-dev
-  libboost-dev libboost-system-dev libssl-dev openssl jq
+  libboost-dev libboost-system-dev libssl-dev openssl jq libjemalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15
   chromium
