@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   hub.Start();
   qm::service::ObjectService objects(**store, clock, ids, &hub);
   qm::api::RestApi api(objects, hub, clock);
+  api.PrewarmAdminViews();
   if (auto st = api.EnsureDefaultNamespace(); !st.ok()) return Fail("default namespace", st);
   if (auto st = api.ApplyManifests(qm::api::BootstrapRbacManifests()); !st.ok()) {
     return Fail("default RBAC roles", st);

@@ -6,6 +6,7 @@
 #include "model/json/dra_json.h"
 #include "nlohmann/json.hpp"
 #include "service/decode_failures.h"
+#include "spdlog/spdlog.h"
 
 namespace qm::service {
 namespace {
@@ -14,6 +15,11 @@ using nlohmann::json;
 
 constexpr const char* kKinds[] = {"resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io",
                                   "devicetaintrules.resource.k8s.io"};
+
+const std::vector<std::string>& KindNames() {
+  static const auto* names = new std::vector<std::string>(std::begin(kKinds), std::end(kKinds));
+  return *names;
+}
 
 // The hub-shape JSON the model decoders read: the body plus the metadata they use.
 json Whole(const model::Object& obj) {
@@ -31,7 +37,63 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 
 }  // namespace
 
+InventoryCache::~InventoryCache() {
+  {
+    qm::MutexLock lock(&prewarm_mu_);
+    stopping_ = true;
+  }
+  prewarm_cv_.SignalAll();
+  if (prewarm_.joinable()) prewarm_.join();
+}
+
+void InventoryCache::StartPrewarming(std::chrono::milliseconds settle, std::chrono::minutes idle) {
+  prewarm_ = std::thread([this, settle, idle] { PrewarmLoop(settle, idle); });
+}
+
+void InventoryCache::PrewarmLoop(std::chrono::milliseconds settle, std::chrono::minutes idle) {
+  std::vector<int64_t> previous;
+  while (true) {
+    {
+      qm::MutexLock lock(&prewarm_mu_);
+      const auto deadline = std::chrono::steady_clock::now() + settle;
+      while (!stopping_ && prewarm_cv_.WaitUntil(&prewarm_mu_, deadline)) {
+      }
+      if (stopping_) return;
+    }
+    auto revisions = objects_.LastChanges(KindNames());
+    if (!revisions.ok()) continue;
+    const bool settled = *revisions == previous;
+    previous = *revisions;
+    bool wanted = false;
+    {
+      qm::MutexLock lock(&mu_);
+      wanted = snapshot_ != nullptr && *revisions != revisions_ &&
+               std::chrono::steady_clock::now() - last_get_ < idle;
+    }
+    if (!settled || !wanted) continue;
+    try {
+      (void)Refresh(revisions);
+    } catch (const std::exception& e) {
+      spdlog::warn("inventory cache: building ahead failed: {}", e.what());
+    }
+  }
+}
+
 absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
+  auto revisions = objects_.LastChanges(KindNames());
+  {
+    qm::MutexLock lock(&mu_);
+    last_get_ = std::chrono::steady_clock::now();
+    if (revisions.ok() && snapshot_ != nullptr && *revisions == revisions_) return snapshot_;
+  }
+  return Refresh(revisions);
+}
+
+absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh(
+    const absl::StatusOr<std::vector<int64_t>>& revisions) {
+  // `revisions` were read before the listing below: a change in between leaves them older than
+  // the snapshot, and the next Get lists again.
+  const std::vector<int64_t> seen = revisions.ok() ? *revisions : std::vector<int64_t>{};
   std::vector<model::Object> listed[3];
   uint64_t fingerprint = 0;
   for (int k = 0; k < 3; ++k) {
@@ -48,7 +110,10 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
     listed[k] = std::move(r->items);
   }
   qm::MutexLock lock(&mu_);
-  if (snapshot_ != nullptr && fingerprint == fingerprint_) return snapshot_;
+  if (snapshot_ != nullptr && fingerprint == fingerprint_) {
+    revisions_ = seen;
+    return snapshot_;
+  }
 
   allocator::InventoryInput input;
   auto snapshot = std::make_shared<InventorySnapshot>();
@@ -76,6 +141,7 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Get() {
   snapshot->inventory = allocator::Inventory::Build(std::move(input), &programs_);
   snapshot_ = std::move(snapshot);
   fingerprint_ = fingerprint;
+  revisions_ = seen;
   ++builds_;
   return snapshot_;
 }

@@ -5,9 +5,11 @@
 // built once and reused until one of those objects changes, so that a page asking for the
 // counts of every class does not decode and index the whole inventory once per class.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,27 +27,50 @@ struct InventorySnapshot {
   std::vector<std::string> class_names;  // sorted
 };
 
-// Thread-safe. Each Get lists the three kinds from the object cache (no decoding) and compares
-// their keys and resourceVersions with those the current inventory was built from: any create,
-// update or delete of one of them builds a new inventory; other writes (claims, pods) do not.
-// Snapshots stay valid for as long as callers hold them, also after a rebuild.
+// Thread-safe. Any create, update or delete of a ResourceSlice, DeviceClass or DeviceTaintRule
+// builds a new inventory; other writes (claims, pods) do not. Each Get first asks the object
+// cache for the revisions of the three kinds' newest changes (ObjectService::LastChanges, no
+// listing): unchanged, it returns the current inventory at once. Otherwise (or without a cache)
+// it lists the three kinds (no decoding) and compares their keys and resourceVersions with those
+// the inventory was built from. Snapshots stay valid for as long as callers hold them, also
+// after a rebuild.
 class InventoryCache {
  public:
   explicit InventoryCache(ObjectService& objects) : objects_(objects) {}
+  ~InventoryCache();  // stops prewarming
 
   // Errors only when the object cache cannot be read.
   absl::StatusOr<std::shared_ptr<const InventorySnapshot>> Get();
+
+  // Builds the next inventory ahead of the Get that needs it, on a thread of its own: every
+  // `settle`, once the three kinds have not changed for one period, when Get was called in the
+  // last `idle` (nobody is looking: nothing is built). Building 40,000 devices takes about a
+  // second, which the first admin view after a change of the inventory would otherwise wait.
+  // Call once.
+  void StartPrewarming(std::chrono::milliseconds settle, std::chrono::minutes idle);
 
   // How many inventories have been built (for tests and metrics).
   uint64_t builds() const;
 
  private:
+  absl::StatusOr<std::shared_ptr<const InventorySnapshot>> Refresh(
+      const absl::StatusOr<std::vector<int64_t>>& revisions);
+  void PrewarmLoop(std::chrono::milliseconds settle, std::chrono::minutes idle);
+
   ObjectService& objects_;
   cel::ProgramCache programs_{1024};  // selectors compiled once across rebuilds
   mutable qm::Mutex mu_;
   uint64_t fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
+  // LastChanges of the three kinds when the snapshot was found current (empty: unknown).
+  std::vector<int64_t> revisions_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const InventorySnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
   uint64_t builds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point last_get_ ABSL_GUARDED_BY(mu_);
+
+  qm::Mutex prewarm_mu_;
+  qm::CondVar prewarm_cv_;
+  bool stopping_ ABSL_GUARDED_BY(prewarm_mu_) = false;
+  std::thread prewarm_;
 };
 
 }  // namespace qm::service

@@ -393,6 +393,12 @@ absl::StatusOr<store::ListResult> ObjectService::ListCached(const ListRequest& r
   return List(request);
 }
 
+absl::StatusOr<std::vector<int64_t>> ObjectService::LastChanges(
+    const std::vector<std::string>& resources) {
+  if (hub_ == nullptr) return absl::FailedPreconditionError("no object cache");
+  return hub_->LastChanges(resources, store_.LastCommittedRevision());
+}
+
 absl::StatusOr<store::ListResult> ObjectService::List(const ListRequest& request) {
   if (hub_ != nullptr) {
     auto current = store_.CurrentRevision();

@@ -100,6 +100,9 @@ class ObjectService {
   // for admission checks that, like Kubernetes' informers, accept that. Falls back to List
   // without a cache.
   absl::StatusOr<store::ListResult> ListCached(const ListRequest& request);
+  // WatchHub::LastChanges of `resources`, with ListCached's view of the cache (this process's
+  // own writes included). FailedPrecondition without a cache.
+  absl::StatusOr<std::vector<int64_t>> LastChanges(const std::vector<std::string>& resources);
 
   store::Store& store() { return store_; }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "common/status.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::service {
@@ -87,6 +88,8 @@ void WatchHub::Reload(const absl::Status& expired) {
     qm::MutexLock lock(&mu_);
     cache_.swap(fresh);
     cache_ready_ = all.ok();
+    last_change_.clear();
+    loaded_rv_ = rv;
     last_rv_ = rv;
     queued_rv_ = rv;
     ended.swap(watchers_);
@@ -235,8 +238,7 @@ std::optional<int64_t> WatchHub::ResourceVersionOf(const model::ResourceKey& key
   return it->second.meta.resource_version;
 }
 
-absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
-  qm::MutexLock lock(&mu_);
+absl::Status WatchHub::AwaitLocked(int64_t min_rv) {
   if (!cache_ready_) return absl::FailedPreconditionError("no object cache");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (last_rv_.load() < min_rv && cache_ready_ && dispatched_.WaitUntil(&mu_, deadline)) {
@@ -244,6 +246,25 @@ absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int
   if (last_rv_.load() < min_rv || !cache_ready_) {
     return absl::DeadlineExceededError("object cache is behind the store");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> WatchHub::LastChanges(
+    const std::vector<std::string>& resources, int64_t min_rv) {
+  qm::MutexLock lock(&mu_);
+  QM_RETURN_IF_ERROR(AwaitLocked(min_rv));
+  std::vector<int64_t> out;
+  out.reserve(resources.size());
+  for (const auto& r : resources) {
+    auto it = last_change_.find(r);
+    out.push_back(it == last_change_.end() ? loaded_rv_ : it->second);
+  }
+  return out;
+}
+
+absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
+  qm::MutexLock lock(&mu_);
+  QM_RETURN_IF_ERROR(AwaitLocked(min_rv));
   store::ListResult result;
   result.resource_version = last_rv_.load();
   const store::ListOptions& o = request.store;
@@ -315,6 +336,12 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
       cache_.erase(ev->object.Key());
     } else {
       cache_[ev->object.Key()] = ev->object;
+    }
+    const std::string& resource = ev->object.resource;
+    if (auto it = last_change_.find(resource); it != last_change_.end()) {
+      it->second = ev->object.meta.resource_version;
+    } else {
+      last_change_.emplace(resource, ev->object.meta.resource_version);
     }
   }
   last_rv_ = newest;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,13 @@ class WatchHub {
   // Its resourceVersion only (no copy of the object).
   std::optional<int64_t> ResourceVersionOf(const model::ResourceKey& key);
 
+  // For each of `resources`, the revision of the newest change to one of its objects that the
+  // cache shows (a create, update or delete; the revision the cache was loaded at when none came
+  // since), once the cache reflects at least `min_rv`. Equal answers mean no object of that
+  // resource changed in between. Errors as List.
+  absl::StatusOr<std::vector<int64_t>> LastChanges(const std::vector<std::string>& resources,
+                                                   int64_t min_rv);
+
   // The newest revision the cache shows.
   int64_t last_dispatched() const { return last_rv_.load(); }
   size_t watcher_count();
@@ -107,6 +115,8 @@ class WatchHub {
   // Gives `events` to the synchronous watchers, queues them for the others, then applies them
   // to the cache.
   void Dispatch(std::vector<model::WatchEvent> events);
+  // Waits (up to a second) until the cache reflects `min_rv`; errors as List.
+  absl::Status AwaitLocked(int64_t min_rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks every watcher for a Tick.
   void TickAll();
   // Calls a synchronous watcher on the follower thread (`call` returns false to unsubscribe).
@@ -127,6 +137,9 @@ class WatchHub {
   qm::CondVar dispatched_;
   std::vector<EntryPtr> watchers_ ABSL_GUARDED_BY(mu_);
   std::map<model::ResourceKey, model::Object> cache_ ABSL_GUARDED_BY(mu_);
+  // The newest change per resource since the cache was loaded (at loaded_rv_).
+  std::map<std::string, int64_t, std::less<>> last_change_ ABSL_GUARDED_BY(mu_);
+  int64_t loaded_rv_ ABSL_GUARDED_BY(mu_) = 0;
   bool cache_ready_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> last_rv_{0};  // written with mu_ held
   // The newest revision given to (or queued for) the watchers, ahead of last_rv_ while a batch

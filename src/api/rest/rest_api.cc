@@ -452,6 +452,11 @@ RestApi::RestApi(service::ObjectService& objects, service::WatchHub& hub, const 
 
 RestApi::~RestApi() = default;
 
+void RestApi::PrewarmAdminViews() {
+  // Settled: unchanged for two seconds. In use: a view asked within ten minutes.
+  admin_->inventories().StartPrewarming(std::chrono::seconds(2), std::chrono::minutes(10));
+}
+
 bool RestApi::IsWatch(const HttpRequest& request) {
   auto it = request.query.find("watch");
   return request.method == "GET" && it != request.query.end() &&

@@ -89,6 +89,11 @@ class RestApi {
   std::optional<HttpResponse> StartWatch(const HttpRequest& request,
                                          std::shared_ptr<WatchSink> sink);
 
+  // Has the admin views' inventory (service::InventoryCache) built ahead of the request that
+  // needs it once ResourceSlices, DeviceClasses or DeviceTaintRules settle after a change, while
+  // the views are in use. The server calls this; tests leave it off.
+  void PrewarmAdminViews();
+
   // Names the verb and resource of a request for metrics ("list", "resourceclaims").
   static std::pair<std::string, std::string> Describe(const HttpRequest& request);
 

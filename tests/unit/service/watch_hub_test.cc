@@ -137,6 +137,33 @@ class WatchHubTest : public ::testing::Test {
   GatedStore store_;
 };
 
+TEST_F(WatchHubTest, LastChangesMoveOnlyForTheResourceThatChanged) {
+  const int64_t loaded = Put("a");
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  const std::vector<std::string> kinds = {"things", "others"};
+  auto at = [&](int64_t rv) {
+    auto r = hub.LastChanges(kinds, rv);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : std::vector<int64_t>{};
+  };
+  // Nothing changed since the cache was loaded: both answer the load's revision.
+  EXPECT_EQ(at(loaded), (std::vector<int64_t>{loaded, loaded}));
+  const int64_t b = Put("b");
+  EXPECT_EQ(at(b), (std::vector<int64_t>{b, loaded}));
+  model::Object other = Thing("x");
+  other.resource = "others";
+  auto created = store_.Create(other);
+  ASSERT_TRUE(created.ok());
+  const int64_t x = created->meta.resource_version;
+  EXPECT_EQ(at(x), (std::vector<int64_t>{b, x}));
+  auto deleted = store_.Delete(model::ResourceKey{"things", "", "a"}, 0);
+  ASSERT_TRUE(deleted.ok());
+  const int64_t gone = deleted->meta.resource_version;
+  EXPECT_EQ(at(gone), (std::vector<int64_t>{gone, x}));
+  hub.Stop();
+}
+
 TEST_F(WatchHubTest, AResumingWatchStuckReadingHistoryStallsNoOne) {
   const int64_t first = Put("a");
   Put("b");
