@@ -15,3 +15,9 @@ cpu_report() {
   hz=$(getconf CLK_TCK)
   echo "$5: server $(( ($3 - $1) * 1000 / hz )) ms, postgres $(( ($4 - $2) * 1000 / hz )) ms"
 }
+# memory_report PID: the server's resident memory now and at its peak (VmRSS, VmHWM).
+memory_report() {
+  awk '/^VmRSS:/ {rss = $2} /^VmHWM:/ {hwm = $2}
+       END {printf "memory: server resident %d MiB, peak %d MiB\n", rss / 1024, hwm / 1024}' \
+    "/proc/$1/status"
+}

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Starts a fresh quartermaster (embedded PostgreSQL, durable commits) in a temporary directory
 # and runs the scheduler load driver against it. Arguments go to scheduler_load. Prints the CPU
-# time the server and PostgreSQL used during the run.
+# time the server and PostgreSQL used during the run, and the server's resident memory (now and at
+# its peak). QM_BIN runs another server binary (A/B comparisons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/qm-bench-XXXXXX)
 chmod 755 "$work"
-build/server/quartermaster --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" \
+${QM_BIN:-build/server/quartermaster} --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" \
   --log-level "${QM_LOG_LEVEL:-warn}" > "$work/out" 2> "$work/err" &
 pid=$!
 trap 'kill -TERM $pid; wait $pid; rm -rf "$work"' EXIT
@@ -18,3 +19,4 @@ build/bench/scheduler_load --url "$url" --token-file "$work/data/admin.token" \
   --ca-file "$work/data/pki/ca.crt" "$@"
 read -r s1 p1 < <(cpu_ticks "$pid")
 cpu_report "$s0" "$p0" "$s1" "$p1" "cpu"
+memory_report "$pid"

@@ -197,7 +197,9 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   inventory_.AddAllocated(*st_.allocated, taken);
   if (!taken.empty()) {
     if (NodeLocal(placement.allocations)) {
-      ++node_versions_[node_index_[placement.node]];
+      if (auto n = node_index_.find(placement.node); n != node_index_.end()) {
+        ++node_versions_[n->second];
+      }
     } else {
       memos_.clear();
     }

@@ -221,6 +221,7 @@ struct Scheduler::State {
   bool any_no_execute = false;
   bool any_node_no_execute = false;  // some node has a NoExecute taint
   std::vector<NodeState> nodes;
+  std::unordered_map<std::string, size_t> node_index;             // name -> position in `nodes`
   std::map<std::pair<std::string, std::string>, Body> templates;  // (namespace, name)
   // The devices in use, resolved against `inventory`: kept across passes (each binding adds its
   // devices) and resolved anew when the inventory changed or an allocation went away.
@@ -297,6 +298,7 @@ class Scheduler::PassRun {
         now_(FormatRfc3339(now_tp_)),
         inventory_(*st_.inventory),
         nodes_(st_.nodes),
+        node_index_(st_.node_index),
         pods_(st_.pods),
         claims_(st_.claims),
         commits_(scheduler.store_) {}
@@ -450,7 +452,7 @@ class Scheduler::PassRun {
   // Placement memos per pod signature, and a version per node bumped by each binding on it.
   std::map<std::string, PlacementMemo> memos_;
   std::vector<uint64_t> node_versions_;
-  std::unordered_map<std::string, size_t> node_index_;
+  const std::unordered_map<std::string, size_t>& node_index_;
   size_t pending_ = 0;
   double placement_ms_ = 0;
 };

@@ -56,7 +56,6 @@ void Scheduler::PassRun::Schedule() {
   if (pending.empty()) return;
 
   node_versions_.assign(nodes_.size(), 0);
-  for (size_t i = 0; i < nodes_.size(); ++i) node_index_[nodes_[i].info.name] = i;
   if (!st_.allocated.has_value()) {
     std::vector<allocator::AllocatedDevice> in_use;
     for (const auto& [key, c] : claims_) {

@@ -344,6 +344,9 @@ void Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
       }
       nodes.push_back(std::move(n));
     }
+    node_index.clear();
+    node_index.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) node_index.emplace(nodes[i].info.name, i);
     nodes_dirty = false;
   }
 }
