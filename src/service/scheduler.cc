@@ -99,8 +99,16 @@ void Scheduler::Loop() {
   while (true) {
     {
       qm::MutexLock lock(&mu_);
-      const auto deadline = std::chrono::steady_clock::now() + options_.resync;
-      while (!stopping_ && !dirty_ && wake_.WaitUntil(&mu_, deadline)) {
+      // A snapshot rebuild put off by the last pass (Pass) is due sooner than the resync.
+      const auto wait =
+          refresh_delay_.has_value()
+              ? std::min<std::chrono::steady_clock::duration>(*refresh_delay_, options_.resync)
+              : std::chrono::steady_clock::duration(options_.resync);
+      refresh_delay_.reset();
+      const auto deadline = std::chrono::steady_clock::now() + wait;
+      bool due = false;
+      while (!stopping_ && !dirty_ && !due) {
+        due = !wake_.WaitUntil(&mu_, deadline);
       }
       if (stopping_) return;
       dirty_ = false;
@@ -270,7 +278,22 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   if (start - st.last_sweep >= std::chrono::seconds(10)) dirty.all = true;
   if (dirty.all) st.last_sweep = start;
   if (dirty.relevant) ++st.generation;
-  st.RefreshSnapshot(&programs_);
+  // While slices or nodes stream in (a fleet joining) and no pod waits, each rebuild of the
+  // inventory and node list would start over with one more node: the loop puts the next one off
+  // until twice the last one's time has passed. What runs meanwhile (releases, evictions) sees
+  // the previous snapshot, as it would have a moment earlier. RunOnce always rebuilds.
+  if (!read_your_writes && (st.inventory_dirty || st.nodes_dirty) && st.inventory != nullptr) {
+    const auto due = st.snapshot_built + 2 * st.snapshot_cost;
+    if (start < due && !st.AnyPending()) {
+      refresh_delay_ = std::chrono::duration_cast<std::chrono::milliseconds>(due - start) +
+                       std::chrono::milliseconds(1);
+      return PassRun(*this, std::move(dirty)).Run();
+    }
+  }
+  if (st.RefreshSnapshot(&programs_)) {
+    st.snapshot_built = clock_.Monotonic();
+    st.snapshot_cost = st.snapshot_built - start;
+  }
   return PassRun(*this, std::move(dirty)).Run();
 }
 

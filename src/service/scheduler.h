@@ -32,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -116,6 +117,9 @@ class Scheduler {
   bool dirty_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<Feed> feed_;  // used by the pass thread; Close() detaches it
+  // Set by a loop pass that put off rebuilding the snapshot: run the next pass this soon.
+  // Used by the pass thread only.
+  std::optional<std::chrono::milliseconds> refresh_delay_;
   std::atomic<uint64_t> unexpected_errors_{0};
   std::thread thread_;
 };

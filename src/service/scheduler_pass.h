@@ -204,6 +204,9 @@ struct Scheduler::State {
 
   bool synced = false;
   std::chrono::steady_clock::time_point last_sweep;
+  // When the inventory or node list was last rebuilt, and what that took (Clock::Monotonic).
+  std::chrono::steady_clock::time_point snapshot_built;
+  std::chrono::steady_clock::duration snapshot_cost{};
 
   // Views of every pod and claim, and the other objects scheduling reads, as of the changes
   // applied so far (plus this replica's own writes).
@@ -276,7 +279,11 @@ struct Scheduler::State {
   void Apply(model::WatchEvent ev, Dirty& d);
 
   // Rebuilds the inventory and the node list when their objects changed since the last pass.
-  void RefreshSnapshot(cel::ProgramCache* programs);
+  // True when it rebuilt either.
+  bool RefreshSnapshot(cel::ProgramCache* programs);
+
+  // Whether a pod waits to be scheduled (not bound, not deleting, not finished).
+  bool AnyPending() const;
 
   const std::map<model::ResourceKey, model::Object>& Others(const char* resource) {
     return others[resource];

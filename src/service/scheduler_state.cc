@@ -269,7 +269,15 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   }
 }
 
-void Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
+bool Scheduler::State::AnyPending() const {
+  for (const auto& [uid, p] : pods) {
+    if (p.node_name.empty() && !p.deleting && !p.terminal) return true;
+  }
+  return false;
+}
+
+bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
+  const bool rebuild = inventory_dirty || nodes_dirty;
   if (inventory_dirty) {
     allocator::InventoryInput input;
     extended_classes.clear();
@@ -349,6 +357,7 @@ void Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
     for (size_t i = 0; i < nodes.size(); ++i) node_index.emplace(nodes[i].info.name, i);
     nodes_dirty = false;
   }
+  return rebuild;
 }
 
 }  // namespace qm::service
