@@ -50,17 +50,7 @@ void Scheduler::PassRun::Evict() {
     for (const auto& consumer : reserved) {
       auto it = pods_.find(Str(consumer, "uid"));
       if (it == pods_.end() || it->second.deleting) continue;
-      PodView& pod = it->second;
-      pod.deleting = true;
-      commits_.Submit(store::Transaction{{DeletePodWrite(pod)}, {}, {}}, [this, p = &pod, reason](
-                                                                             CommitResult deleted) {
-        if (!deleted.ok()) {
-          ++stats_.conflicts;
-          return;
-        }
-        spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name, reason);
-        ++stats_.evicted;
-      });
+      EvictPod(it->second, reason);
     }
   }
 }
@@ -90,18 +80,22 @@ void Scheduler::PassRun::EvictFromNodes() {
     }
     std::string reason = NodeEvictionReason(spec.tolerations, it->second->taints, now_tp_);
     if (reason.empty()) continue;
-    pod.deleting = true;
-    reason = absl::StrCat("node ", pod.node_name, ": ", reason);
-    commits_.Submit(store::Transaction{{DeletePodWrite(pod)}, {}, {}}, [this, p = &pod, reason](
-                                                                           CommitResult deleted) {
-      if (!deleted.ok()) {
-        ++stats_.conflicts;
-        return;
-      }
-      spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name, reason);
-      ++stats_.evicted;
-    });
+    EvictPod(pod, absl::StrCat("node ", pod.node_name, ": ", reason));
   }
+}
+
+void Scheduler::PassRun::EvictPod(PodView& pod, std::string reason) {
+  pod.deleting = true;
+  commits_.Submit(store::Transaction{{DeletePodWrite(pod)}, {}, {}},
+                  [this, p = &pod, reason = std::move(reason)](CommitResult deleted) {
+                    if (!deleted.ok()) {
+                      ++stats_.conflicts;
+                      return;
+                    }
+                    spdlog::info("evicted pod {}/{}: {}", p->obj.meta.namespace_, p->obj.meta.name,
+                                 reason);
+                    ++stats_.evicted;
+                  });
 }
 
 store::Write Scheduler::PassRun::DeletePodWrite(const PodView& pod) const {

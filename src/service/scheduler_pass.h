@@ -380,6 +380,9 @@ class Scheduler::PassRun {
   // next pass.
   void EvictFromNodes();
 
+  // Evicts `pod` (DeletePodWrite, committed in the background) and logs `reason`.
+  void EvictPod(PodView& pod, std::string reason);
+
   // An eviction: the pod's deletion as ObjectService::Delete does it with the default grace
   // period (a pod with finalizers is marked for graceful deletion, one without goes).
   store::Write DeletePodWrite(const PodView& pod) const;
