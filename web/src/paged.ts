@@ -26,9 +26,8 @@ import {
   watch,
   withQuery,
 } from './api';
-import { compareKeys } from './store';
+import { compareKeys, Debounce, PUBLISH_DELAY_MS } from './store';
 
-const PUBLISH_DELAY_MS = 100;
 const IDLE_STOP_MS = 1_500;
 export const FIRST_PAGE = 100;
 export const PAGE = 500;
@@ -81,7 +80,7 @@ class PagedCollection {
     version: 0,
   };
   private abort: AbortController | null = null;
-  private publishTimer: number | undefined;
+  private readonly publisher = new Debounce(PUBLISH_DELAY_MS);
   private stopTimer: number | undefined;
 
   constructor(path: string) {
@@ -121,13 +120,11 @@ class PagedCollection {
     this.abort?.abort();
     this.abort = null;
     this.loading = false;
-    window.clearTimeout(this.publishTimer);
-    this.publishTimer = undefined;
+    this.publisher.cancel();
   }
 
   private publish(now = false): void {
     const run = () => {
-      this.publishTimer = undefined;
       if (this.membershipChanged) {
         this.keys = Array.from(this.objects.keys()).sort(compareKeys);
         this.membershipChanged = false;
@@ -142,12 +139,7 @@ class PagedCollection {
       };
       for (const l of this.listeners) l();
     };
-    if (now) {
-      window.clearTimeout(this.publishTimer);
-      run();
-    } else if (this.publishTimer === undefined) {
-      this.publishTimer = window.setTimeout(run, PUBLISH_DELAY_MS);
-    }
+    this.publisher.schedule(run, now);
   }
 
   private fail(e: unknown, signal?: AbortSignal): void {
@@ -288,7 +280,7 @@ class Partitioned {
   private ready: Promise<void> | null = null;
   private queue: string[] = [];
   private active = 0;
-  private publishTimer: number | undefined;
+  private readonly publisher = new Debounce(PUBLISH_DELAY_MS);
   private stopTimer: number | undefined;
   private users = 0;
 
@@ -351,8 +343,7 @@ class Partitioned {
     this.partOfKey.clear();
     this.tombstones.clear();
     this.queue = [];
-    window.clearTimeout(this.publishTimer);
-    this.publishTimer = undefined;
+    this.publisher.cancel();
   }
 
   private enqueue(name: string): void {
@@ -413,7 +404,6 @@ class Partitioned {
 
   private publish(now = false): void {
     const run = () => {
-      this.publishTimer = undefined;
       for (const p of this.parts.values()) {
         if (!p.dirty) continue;
         p.dirty = false;
@@ -425,12 +415,7 @@ class Partitioned {
       }
       for (const l of this.changeListeners) l();
     };
-    if (now) {
-      window.clearTimeout(this.publishTimer);
-      run();
-    } else if (this.publishTimer === undefined) {
-      this.publishTimer = window.setTimeout(run, PUBLISH_DELAY_MS);
-    }
+    this.publisher.schedule(run, now);
   }
 
   private applyEvent(type: string, o: K8sObject): void {

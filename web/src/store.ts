@@ -29,7 +29,32 @@ export interface CollectionState {
   version: number;
 }
 
-const PUBLISH_DELAY_MS = 100;
+// Changes are published at most this often (a burst of watch events re-renders once).
+export const PUBLISH_DELAY_MS = 100;
+
+// Runs a function now, or once `delayMs` after the first of several requests that can wait.
+export class Debounce {
+  private timer: number | undefined;
+
+  constructor(private readonly delayMs: number) {}
+
+  schedule(run: () => void, now = false): void {
+    if (now) {
+      this.cancel();
+      run();
+    } else if (this.timer === undefined) {
+      this.timer = window.setTimeout(() => {
+        this.timer = undefined;
+        run();
+      }, this.delayMs);
+    }
+  }
+
+  cancel(): void {
+    window.clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
 // Browsers open at most 6 HTTP/1.1 connections to one server and every watch holds one, so a
 // collection nobody shows stops soon (the short delay survives a remount, not a page change).
 const IDLE_STOP_MS = 1_500;
@@ -49,7 +74,7 @@ class Collection {
     version: 0,
   };
   private abort: AbortController | null = null;
-  private publishTimer: number | undefined;
+  private readonly publisher = new Debounce(PUBLISH_DELAY_MS);
   private stopTimer: number | undefined;
   // Only count changes: no list, no objects kept (useChanges).
   private readonly signalOnly: boolean;
@@ -80,7 +105,6 @@ class Collection {
 
   private publish(now = false): void {
     const run = () => {
-      this.publishTimer = undefined;
       if (this.membershipChanged || this.keys.length !== this.objects.size) {
         this.keys = Array.from(this.objects.keys()).sort(compareKeys);
         this.membershipChanged = false;
@@ -90,12 +114,7 @@ class Collection {
       this.state = { ...this.state, items, version: this.state.version + 1 };
       for (const l of this.listeners) l();
     };
-    if (now) {
-      window.clearTimeout(this.publishTimer);
-      run();
-    } else if (this.publishTimer === undefined) {
-      this.publishTimer = window.setTimeout(run, PUBLISH_DELAY_MS);
-    }
+    this.publisher.schedule(run, now);
   }
 
   private setError(error: string): void {
