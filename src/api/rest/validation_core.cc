@@ -447,13 +447,19 @@ class CoreValidator : public Validator {
     json munged = spec;
     for (const char* key : {"containers", "initContainers"}) {
       const json* before = Get(old_spec, key);
-      if (before == nullptr || !munged.contains(key) || !munged[key].is_array()) continue;
-      for (size_t i = 0; i < munged[key].size(); ++i) {
-        const json* image = Get((*before)[i], "image");
-        if (image != nullptr) {
-          munged[key][i]["image"] = *image;
-        } else if (munged[key][i].is_object()) {
-          munged[key][i].erase("image");
+      if (before == nullptr || !before->is_array() || !munged.contains(key) ||
+          !munged[key].is_array()) {
+        continue;
+      }
+      for (size_t i = 0; i < munged[key].size() && i < before->size(); ++i) {
+        // A container that is not an object was reported by PodSpec; it stays as sent, so the
+        // comparison below reports the change instead of indexing into it.
+        json& container = munged[key][i];
+        if (!container.is_object()) continue;
+        if (const json* image = Get((*before)[i], "image")) {
+          container["image"] = *image;
+        } else {
+          container.erase("image");
         }
       }
     }

@@ -597,6 +597,29 @@ TEST_F(CoreKindsTest, PodNodeNameIsSetOnceAndSelectable) {
   EXPECT_EQ(Call("GET", pods_, "", "", {{"fieldSelector", "spec.image=x"}}).code, 400);
 }
 
+// A wrongly typed field is the client's error: a 422 Status naming the field, as Kubernetes
+// answers, never an exception (which the HTTP server would turn into a 500).
+TEST_F(CoreKindsTest, MistypedContainerOnUpdateIsA422NotA500) {
+  json pod = json::parse(kPod);
+  pod["spec"]["containers"].erase(1);  // as many containers as the update sends
+  auto created = Call("POST", pods_, pod.dump());
+  ASSERT_EQ(created.code, 201) << created.body;
+  json update = Body(created);
+  update["spec"]["containers"] = json::array({"x"});
+  HttpResponse r;
+  ASSERT_NO_THROW(r = Call("PUT", pods_ + "/pod1", update.dump()));
+  EXPECT_EQ(r.code, 422) << r.body;
+  json st = Body(r);
+  EXPECT_EQ(st["kind"], "Status");
+  EXPECT_EQ(st["reason"], "Invalid");
+  ASSERT_FALSE(st["details"]["causes"].empty()) << r.body;
+  EXPECT_EQ(st["details"]["causes"][0]["field"], "spec.containers[0]");
+  EXPECT_EQ(st["details"]["causes"][0]["reason"], "FieldValueInvalid");
+  EXPECT_EQ(st["details"]["causes"][0]["message"], "Invalid value: \"x\": must be of type object");
+  // Nothing was stored.
+  EXPECT_EQ(Body(Call("GET", pods_ + "/pod1"))["spec"]["containers"][0]["image"], "cuda:1");
+}
+
 TEST_F(CoreKindsTest, ClientSideApplyOfAPodUsesStrategicMerge) {
   ASSERT_EQ(Call("POST", pods_, kPod).code, 201);
   auto patched = Call("PATCH", pods_ + "/pod1",

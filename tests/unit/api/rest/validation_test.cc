@@ -1663,6 +1663,34 @@ TEST(PodValidationTest, ActiveDeadlineCanOnlyDecrease) {
                                       "update from a positive integer to nil value"}));
 }
 
+// The update check compares containers with their stored images put back: a container that is
+// not an object is reported where it is, never indexed into.
+TEST(PodValidationTest, MistypedContainerOnUpdateIsReportedNotThrown) {
+  const json old = Pod();
+  json pod = Pod();
+  pod["spec"]["containers"][0] = "x";
+  Errors errs;
+  ASSERT_NO_THROW(errs = Check(pod, &old));
+  ASSERT_EQ(errs.size(), 5u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "spec.containers[0]: Invalid value: \"x\": must be of type object");
+  EXPECT_EQ(errs[1], "spec.containers[0].name: Required value");
+  EXPECT_EQ(errs[2], "spec.containers[0].image: Required value");
+  EXPECT_EQ(errs[3], "spec.containers[0].image: Required value");
+  EXPECT_EQ(errs[4].rfind("spec: Forbidden: pod updates may not change fields other than ", 0), 0u)
+      << errs[4];
+  EXPECT_NE(errs[4].find("\n  spec.containers: "), std::string::npos) << errs[4];
+
+  json with_init = Pod();
+  with_init["spec"]["initContainers"] = R"([{"name": "init", "image": "busybox"}])"_json;
+  pod = with_init;
+  pod["spec"]["initContainers"][0] = 42;
+  ASSERT_NO_THROW(errs = Check(pod, &with_init));
+  ASSERT_FALSE(errs.empty());
+  EXPECT_EQ(errs[0], "spec.initContainers[0]: Invalid value: 42: must be of type object");
+  EXPECT_TRUE(Contains(errs, "spec.initContainers[0].image: Required value"))
+      << ::testing::PrintToString(errs);
+}
+
 TEST(PodValidationTest, StatusUpdate) {
   json old = Pod();
   old["spec"]["resourceClaims"].push_back(
