@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <functional>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -128,83 +132,158 @@ size_t NodesToFind(size_t nodes) {
   return std::max<size_t>(100, nodes * static_cast<size_t>(percent) / 100);
 }
 
-Placement Place(const PlacementRequest& request) {
-  const auto& nodes = *request.nodes;
-  std::vector<NodeVerdict> local;
-  const bool memo = request.memo != nullptr && request.node_versions != nullptr &&
-                    request.node_versions->size() == nodes.size();
-  std::vector<NodeVerdict>& verdicts = memo ? request.memo->verdicts : local;
-  if (verdicts.size() != nodes.size()) verdicts.assign(nodes.size(), NodeVerdict{});
-  std::vector<char> tried(nodes.size(), 0);
-  const size_t want = request.nodes_to_find == 0 || memo ? nodes.size() : request.nodes_to_find;
-  std::atomic<size_t> feasible{0};
-  int workers = request.parallelism > 0
-                    ? request.parallelism
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  size_t to_evaluate = nodes.size();
-  if (memo) {
-    to_evaluate = 0;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      to_evaluate += !verdicts[i].evaluated || verdicts[i].version != (*request.node_versions)[i];
-    }
-  }
-  workers = std::min<int>(workers, static_cast<int>(std::max<size_t>(to_evaluate / 16, 1)));
-  std::atomic<size_t> next{0};
-  qm::Mutex failure_mu;
-  std::exception_ptr failure;  // the first exception of a helper thread, rethrown here
-  auto work = [&] {
-    for (size_t k = next++; k < nodes.size() && feasible.load() < want; k = next++) {
-      const size_t i = memo ? k : (request.start + k) % nodes.size();
-      tried[i] = 1;
-      if (memo && verdicts[i].evaluated && verdicts[i].version == (*request.node_versions)[i]) {
-        if (verdicts[i].feasible) ++feasible;
-        continue;
-      }
-      verdicts[i] = Evaluate(request, nodes[i]);
-      verdicts[i].evaluated = memo;
-      if (memo) verdicts[i].version = (*request.node_versions)[i];
-      if (verdicts[i].feasible) ++feasible;
-    }
-  };
+namespace {
+
+// Runs `work` on `workers` threads (this one included) and rethrows the first exception any of
+// them threw. Out of threads, the ones started (or this one alone) do the work.
+void RunParallel(int workers, const std::function<void()>& work) {
   if (workers <= 1) {
     work();
-  } else {
-    // An exception must not escape a helper thread (that ends the process): it is handed to
-    // this thread. Out of threads, the ones started (or this one alone) do the work.
-    auto guarded = [&] {
-      try {
-        work();
-      } catch (...) {
-        qm::MutexLock lock(&failure_mu);
-        if (!failure) failure = std::current_exception();
-      }
-    };
-    std::vector<std::thread> threads;
+    return;
+  }
+  qm::Mutex failure_mu;
+  std::exception_ptr failure;
+  // An exception must not escape a helper thread (that ends the process): it is handed to this
+  // thread.
+  auto guarded = [&] {
     try {
-      threads.reserve(static_cast<size_t>(workers));
-      for (int w = 1; w < workers; ++w) threads.emplace_back(guarded);
-    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc
-      spdlog::warn("placement: cannot start more threads ({}); using {}", e.what(),
-                   threads.size() + 1);
+      work();
+    } catch (...) {
+      qm::MutexLock lock(&failure_mu);
+      if (!failure) failure = std::current_exception();
     }
-    guarded();
-    for (auto& t : threads) t.join();
-    if (failure) std::rethrow_exception(failure);
+  };
+  std::vector<std::thread> threads;
+  try {
+    threads.reserve(static_cast<size_t>(workers));
+    for (int w = 1; w < workers; ++w) threads.emplace_back(guarded);
+  } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc
+    spdlog::warn("placement: cannot start more threads ({}); using {}", e.what(),
+                 threads.size() + 1);
+  }
+  guarded();
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+int Workers(const PlacementRequest& request, size_t to_evaluate) {
+  const int workers = request.parallelism > 0
+                          ? request.parallelism
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min<int>(workers, static_cast<int>(std::max<size_t>(to_evaluate / 16, 1)));
+}
+
+// Whether a verdict is the allocator refusing the request itself (the same on every node).
+bool InvalidInput(const NodeVerdict& v) {
+  return v.outcome.kind == allocator::OutcomeKind::kInvalid && !v.feasible && v.cause.empty();
+}
+
+// Pack (fewest free devices left in the pools touched) unless the pod asks to spread: lower
+// keys are better.
+int ScoreKey(const PlacementRequest& request, const NodeVerdict& v) {
+  const int free_after = v.outcome.score.free_after;
+  return request.pod.spread ? -free_after : free_after;
+}
+
+// "0/3 nodes are available: 2 insufficient devices of class gpu, 1 had untolerated taint ...".
+std::string UnavailableMessage(size_t nodes, const std::vector<NodeVerdict>& verdicts) {
+  std::map<std::string, int> causes;
+  for (const auto& v : verdicts) ++causes[v.cause];
+  std::vector<std::pair<std::string, int>> sorted(causes.begin(), causes.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  std::vector<std::string> parts;
+  for (const auto& [cause, count] : sorted) parts.push_back(absl::StrCat(count, " ", cause));
+  return absl::StrCat("0/", nodes, " nodes are available", parts.empty() ? "" : ": ",
+                      absl::StrJoin(parts, ", "), ".");
+}
+
+// Place with a memo: evaluates the nodes whose version moved since their verdict, keeps the
+// ranking of the feasible ones up to date, and takes the best.
+Placement PlaceWithMemo(const PlacementRequest& request) {
+  const auto& nodes = *request.nodes;
+  const auto& versions = *request.node_versions;
+  PlacementMemo& m = *request.memo;
+  if (m.verdicts.size() != nodes.size() || m.seen.size() != nodes.size()) {
+    m = PlacementMemo{};
+    m.verdicts.assign(nodes.size(), NodeVerdict{});
+    m.seen.assign(nodes.size(), PlacementMemo::kUnseen);
+  }
+  std::vector<size_t> stale;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (m.seen[i] != versions[i]) stale.push_back(i);
+  }
+  for (size_t i : stale) {
+    if (m.seen[i] == PlacementMemo::kUnseen) continue;
+    const NodeVerdict& old = m.verdicts[i];
+    if (old.feasible) m.ranked.erase({ScoreKey(request, old), nodes[i].info.name, i});
+    m.invalid.erase(i);
+  }
+  std::atomic<size_t> next{0};
+  RunParallel(Workers(request, stale.size()), [&] {
+    for (size_t k = next++; k < stale.size(); k = next++) {
+      const size_t i = stale[k];
+      m.verdicts[i] = Evaluate(request, nodes[i]);
+    }
+  });
+  for (size_t i : stale) {
+    m.seen[i] = versions[i];
+    const NodeVerdict& v = m.verdicts[i];
+    if (v.feasible) m.ranked.insert({ScoreKey(request, v), nodes[i].info.name, i});
+    if (InvalidInput(v)) m.invalid.insert(i);
   }
 
   Placement out;
   // Invalid input is the same on every node: report the first.
+  if (!m.invalid.empty()) {
+    out.kind = Placement::Kind::kInvalid;
+    out.message = std::string(m.verdicts[*m.invalid.begin()].outcome.error.message());
+    return out;
+  }
+  if (!m.ranked.empty()) {
+    const size_t best = std::get<2>(*m.ranked.begin());
+    out.kind = Placement::Kind::kPlaced;
+    out.node = nodes[best].info.name;
+    out.allocations = m.verdicts[best].outcome.allocations;
+    return out;
+  }
+  out.message = UnavailableMessage(nodes.size(), m.verdicts);
+  return out;
+}
+
+}  // namespace
+
+Placement Place(const PlacementRequest& request) {
+  const auto& nodes = *request.nodes;
+  if (request.memo != nullptr && request.node_versions != nullptr &&
+      request.node_versions->size() == nodes.size()) {
+    return PlaceWithMemo(request);
+  }
+  std::vector<NodeVerdict> verdicts(nodes.size());
+  std::vector<char> tried(nodes.size(), 0);
+  const size_t want = request.nodes_to_find == 0 ? nodes.size() : request.nodes_to_find;
+  std::atomic<size_t> feasible{0};
+  std::atomic<size_t> next{0};
+  RunParallel(Workers(request, nodes.size()), [&] {
+    for (size_t k = next++; k < nodes.size() && feasible.load() < want; k = next++) {
+      const size_t i = (request.start + k) % nodes.size();
+      tried[i] = 1;
+      verdicts[i] = Evaluate(request, nodes[i]);
+      if (verdicts[i].feasible) ++feasible;
+    }
+  });
+
+  Placement out;
+  // Invalid input is the same on every node: report the first.
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeVerdict& v = verdicts[i];
-    if (tried[i] && v.outcome.kind == allocator::OutcomeKind::kInvalid && !v.feasible &&
-        v.cause.empty()) {
+    if (tried[i] && InvalidInput(verdicts[i])) {
       out.kind = Placement::Kind::kInvalid;
-      out.message = std::string(v.outcome.error.message());
+      out.message = std::string(verdicts[i].outcome.error.message());
       return out;
     }
   }
-  // Score: pack (fewest free devices left in the pools touched) unless the pod asks to spread;
-  // ties go to the node that sorts first.
+  // The best score; ties go to the node that sorts first.
   const NodeVerdict* best = nullptr;
   const NodeState* best_node = nullptr;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -215,10 +294,9 @@ Placement Place(const PlacementRequest& request) {
       best_node = &nodes[i];
       continue;
     }
-    const int a = v.outcome.score.free_after;
-    const int b = best->outcome.score.free_after;
-    const bool better = request.pod.spread ? a > b : a < b;
-    if (better || (a == b && nodes[i].info.name < best_node->info.name)) {
+    const int a = ScoreKey(request, v);
+    const int b = ScoreKey(request, *best);
+    if (a < b || (a == b && nodes[i].info.name < best_node->info.name)) {
       best = &v;
       best_node = &nodes[i];
     }
@@ -229,16 +307,7 @@ Placement Place(const PlacementRequest& request) {
     out.allocations = best->outcome.allocations;
     return out;
   }
-  std::map<std::string, int> causes;
-  for (const auto& v : verdicts) ++causes[v.cause];
-  std::vector<std::pair<std::string, int>> sorted(causes.begin(), causes.end());
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  std::vector<std::string> parts;
-  for (const auto& [cause, count] : sorted) parts.push_back(absl::StrCat(count, " ", cause));
-  out.message = absl::StrCat("0/", nodes.size(), " nodes are available", parts.empty() ? "" : ": ",
-                             absl::StrJoin(parts, ", "), ".");
+  out.message = UnavailableMessage(nodes.size(), verdicts);
   return out;
 }
 

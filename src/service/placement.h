@@ -9,7 +9,10 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <chrono>
@@ -68,6 +71,13 @@ struct NodeVerdict {
 // allocation lands on it.
 struct PlacementMemo {
   std::vector<NodeVerdict> verdicts;
+  // Kept by Place: the node version each verdict is of (kUnseen: none yet), the feasible nodes
+  // best first (score key, node name, index), and the nodes whose verdict is invalid input. So a
+  // pod after the first costs the nodes that changed, not a pass over every node.
+  static constexpr uint64_t kUnseen = ~uint64_t{0};
+  std::vector<uint64_t> seen;
+  std::set<std::tuple<int, std::string_view, size_t>> ranked;
+  std::set<size_t> invalid;
 };
 
 struct PlacementRequest {
@@ -87,7 +97,8 @@ struct PlacementRequest {
   size_t nodes_to_find = 0;
   size_t start = 0;
   // With a memo (and one version per node), every node is evaluated once and then only again
-  // when its version changed; nodes_to_find and start are not used.
+  // when its version changed; nodes_to_find and start are not used. A memo serves requests for
+  // one node list (the nodes' names are referenced, not copied).
   PlacementMemo* memo = nullptr;
   const std::vector<uint64_t>* node_versions = nullptr;
 };

@@ -166,6 +166,56 @@ TEST_F(PlacementTest, ManyNodesInParallelAgreeWithOneWorker) {
   EXPECT_EQ(a.node, "n1007");  // 7 of 8 in use: one left, taking it leaves zero free
 }
 
+// A memo answers as a placement from scratch would, pod after pod, while bindings land on nodes
+// (their versions bumped), with packing and with spreading, until the devices run out. Node
+// names are not in index order, so ties are decided by name, not by position.
+TEST_F(PlacementTest, AMemoAgreesWithAFreshPlacementAsBindingsLand) {
+  for (const bool spread : {false, true}) {
+    SCOPED_TRACE(spread ? "spread" : "pack");
+    std::vector<model::ResourceSlice> slices;
+    std::vector<allocator::AllocatedDevice> used;
+    nodes_.clear();
+    for (int n = 0; n < 30; ++n) {
+      const std::string name = "n" + std::to_string(1000 + (n * 7) % 30);
+      slices.push_back(Slice(name, 4));
+      nodes_.push_back({{name, {}}});
+      for (int d = 0; d < n % 3; ++d) {
+        used.push_back({kDriver, name, "gpu-" + std::to_string(d), "", {}, false});
+      }
+    }
+    Build(slices, used);
+    model::ResourceClaim claim = Claim(2);
+    PlacementMemo memo;
+    std::vector<uint64_t> versions(nodes_.size(), 0);
+    int placed = 0;
+    for (int pod = 0; pod < 80; ++pod) {
+      PlacementRequest fresh = Request(claim);
+      fresh.pod.spread = spread;
+      PlacementRequest memoized = fresh;
+      memoized.memo = &memo;
+      memoized.node_versions = &versions;
+      const Placement want = Place(fresh);
+      const Placement got = Place(memoized);
+      ASSERT_EQ(got.kind, want.kind) << "pod " << pod;
+      EXPECT_EQ(got.node, want.node) << "pod " << pod;
+      EXPECT_EQ(got.message, want.message) << "pod " << pod;
+      if (want.kind != Placement::Kind::kPlaced) break;
+      ++placed;
+      std::vector<allocator::AllocatedDevice> taken;
+      for (const auto& r : want.allocations.at(0).results) {
+        taken.push_back({r.driver, r.pool, r.device, r.share_id, r.consumed_capacity, false});
+      }
+      inventory_->AddAllocated(allocated_, taken);
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (nodes_[i].info.name == want.node) ++versions[i];
+      }
+    }
+    // 120 devices, 30 in use, two per pod: 45 pods fit (nodes with 3 free keep one).
+    EXPECT_GE(placed, 30);
+    EXPECT_LE(placed, 45);
+  }
+}
+
 // Kubernetes' taint eviction: an untolerated NoExecute taint evicts at once; a tolerated one
 // after the smallest matching tolerationSeconds, counted from timeAdded; without tolerationSeconds
 // never. NoSchedule taints never evict.
