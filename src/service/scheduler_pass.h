@@ -305,10 +305,10 @@ class Scheduler::PassRun {
         now_(FormatRfc3339(now_tp_)),
         inventory_(*st_.inventory),
         nodes_(st_.nodes),
-        node_index_(st_.node_index),
         pods_(st_.pods),
         claims_(st_.claims),
-        commits_(scheduler.store_) {}
+        commits_(scheduler.store_),
+        node_index_(st_.node_index) {}
 
   // A pass cut short by an exception still waits for its commits before any member goes: their
   // callbacks use this pass's state. A callback that throws is dropped and the rest still run.
