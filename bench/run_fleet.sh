@@ -3,13 +3,14 @@
 # and runs the fleet driver against it: 5,000 simulated agents x 8 GPUs register and publish,
 # heartbeat every 10 s (the server's CPU measured from /proc), then 5,000 pods are scheduled onto
 # them while the agents prepare their claims (bind -> CDI written -> claim Ready). Arguments go
-# to fleet_load (e.g. --nodes 500 --pods 0). After scripts/build.sh.
+# to fleet_load (e.g. --nodes 500 --pods 0). After scripts/build.sh. QM_BIN runs another server
+# binary (A/B comparisons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/qm-fleet-XXXXXX)
 chmod 755 "$work"
 ulimit -n 65536 2>/dev/null || true
-build/server/quartermaster --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" \
+${QM_BIN:-build/server/quartermaster} --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" \
   --log-level "${QM_LOG_LEVEL:-warn}" > "$work/out" 2> "$work/err" &
 pid=$!
 trap 'kill -TERM $pid; wait $pid; rm -rf "$work"' EXIT

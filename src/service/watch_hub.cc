@@ -262,6 +262,18 @@ absl::StatusOr<std::vector<int64_t>> WatchHub::LastChanges(
   return out;
 }
 
+absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> WatchHub::Versions(
+    const std::string& resource, int64_t min_rv) {
+  qm::MutexLock lock(&mu_);
+  QM_RETURN_IF_ERROR(AwaitLocked(min_rv));
+  std::vector<std::pair<model::ResourceKey, int64_t>> out;
+  for (auto it = cache_.lower_bound(model::ResourceKey{resource, "", ""});
+       it != cache_.end() && it->first.resource == resource; ++it) {
+    out.emplace_back(it->first, it->second.meta.resource_version);
+  }
+  return out;
+}
+
 absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
   qm::MutexLock lock(&mu_);
   QM_RETURN_IF_ERROR(AwaitLocked(min_rv));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -80,6 +81,11 @@ class WatchHub {
   // not catch up within a second; FailedPrecondition when it has no snapshot: callers then
   // read the store.
   absl::StatusOr<store::ListResult> List(const ListRequest& request, int64_t min_rv);
+
+  // The key and resourceVersion of every cached object of `resource`, in key order, once the
+  // cache reflects `min_rv` (no copies of the objects). Errors as List.
+  absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> Versions(
+      const std::string& resource, int64_t min_rv);
 
   // The cached object at `key`, if the cache has one (it may lag the store by a few ms).
   std::optional<model::Object> Find(const model::ResourceKey& key);

@@ -1307,9 +1307,23 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
       spdlog::warn("node monitor: cannot read node leases: {}", read.status().ToString());
     }
   }
-  service::ListRequest request;
-  request.store.resource = "nodes";
-  QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(request));
+  // Every Node's name and resourceVersion as of the store's current revision; a Node itself is
+  // read (and decoded) only when its resourceVersion is new to the monitor.
+  QM_ASSIGN_OR_RETURN(const int64_t current, objects_.store().CurrentRevision());
+  auto listed = hub_.Versions("nodes", current);
+  std::vector<std::pair<model::ResourceKey, int64_t>> versions;
+  std::map<std::string, model::Object> fetched;  // without a cache: the store's listing
+  if (listed.ok()) {
+    versions = std::move(*listed);
+  } else {
+    service::ListRequest request;
+    request.store.resource = "nodes";
+    QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(request));
+    for (auto& o : list.items) {
+      versions.emplace_back(o.Key(), o.meta.resource_version);
+      fetched.emplace(o.meta.name, std::move(o));
+    }
+  }
   const auto now = clock_.Now();
   const std::string now_text = FormatRfc3339(now);
   // Writes are the server's own, not a caller's: audited as the node lifecycle controller.
@@ -1319,8 +1333,8 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
   controller.request_id = "node-monitor";
   int changed = 0;
   std::set<std::string> present;
-  for (const model::Object& node : list.items) {
-    const std::string& name = node.meta.name;
+  for (const auto& [key, resource_version] : versions) {
+    const std::string& name = key.name;
     present.insert(name);
     // What the monitor reads of a node, decoded once per resourceVersion.
     MonitoredNode seen;
@@ -1328,14 +1342,21 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
     {
       qm::MutexLock lock(&mu_);
       auto it = monitored_.find(name);
-      if (it != monitored_.end() && it->second.resource_version == node.meta.resource_version) {
+      if (it != monitored_.end() && it->second.resource_version == resource_version) {
         seen = it->second;
         known = true;
       }
     }
     if (!known) {
-      const json obj = FromObject(NodeType(), node);
-      seen.resource_version = node.meta.resource_version;
+      std::optional<model::Object> node;
+      if (auto f = fetched.find(name); f != fetched.end()) {
+        node = std::move(f->second);
+      } else {
+        node = hub_.Find(key);
+      }
+      if (!node.has_value()) continue;  // deleted since
+      const json obj = FromObject(NodeType(), *node);
+      seen.resource_version = node->meta.resource_version;
       const json& conditions = At(At(obj, "status"), "conditions");
       for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
         if (Str(conditions[i], "type") != "Ready") continue;
@@ -1415,8 +1436,7 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
     };
     store::AuditRecord record = Record(controller, "update", "", "nodes", "", "", name);
     store::AuditScope scope(&record);
-    auto written =
-        WriteChange(objects_, controller.user, NodeType(), node.Key(), Scope::kObject, change);
+    auto written = WriteChange(objects_, controller.user, NodeType(), key, Scope::kObject, change);
     if (absl::IsNotFound(written.status())) continue;
     QM_RETURN_IF_ERROR(written.status());
     if (written->has_value()) {

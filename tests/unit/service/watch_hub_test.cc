@@ -161,6 +161,13 @@ TEST_F(WatchHubTest, LastChangesMoveOnlyForTheResourceThatChanged) {
   ASSERT_TRUE(deleted.ok());
   const int64_t gone = deleted->meta.resource_version;
   EXPECT_EQ(at(gone), (std::vector<int64_t>{gone, x}));
+  // Versions: the keys and resourceVersions of one resource, in key order.
+  const int64_t c = Put("c");
+  auto versions = hub.Versions("things", c);
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(*versions, (std::vector<std::pair<model::ResourceKey, int64_t>>{
+                           {model::ResourceKey{"things", "", "b"}, b},
+                           {model::ResourceKey{"things", "", "c"}, c}}));
   hub.Stop();
 }
 
