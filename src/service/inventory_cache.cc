@@ -13,11 +13,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kKinds[] = {"resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io",
-                                  "devicetaintrules.resource.k8s.io"};
-
+// The kinds the inventory is built from, in the order Refresh lists them.
 const std::vector<std::string>& KindNames() {
-  static const auto* names = new std::vector<std::string>(std::begin(kKinds), std::end(kKinds));
+  static const auto* names = new std::vector<std::string>{"resourceslices.resource.k8s.io",
+                                                          "deviceclasses.resource.k8s.io",
+                                                          "devicetaintrules.resource.k8s.io"};
   return *names;
 }
 
@@ -98,7 +98,7 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
   uint64_t fingerprint = 0;
   for (int k = 0; k < 3; ++k) {
     ListRequest request;
-    request.store.resource = kKinds[k];
+    request.store.resource = KindNames()[k];
     auto r = objects_.ListCached(request);
     if (!r.ok()) return r.status();
     fingerprint = Mix(fingerprint, 0x51ed27 + k + r->items.size());
