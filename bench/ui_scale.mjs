@@ -1,7 +1,13 @@
-// Driven by bench/ui_scale.sh: loads the inventory, then times each page's first meaningful
-// render in headless Chromium (navigation start to the page's numbers on screen); then, on
+// Driven by bench/ui_scale.sh: loads the inventory (nodes with 8 GPUs each, one bound pod and
+// one ResourceClaim per node, one pod that cannot be placed), then times each page's first
+// meaningful render in headless Chromium (navigation start to the page's numbers on screen), with
+// the bytes the page fetched by then and 3 s later and its JS heap then (last run); then, on
 // Inventory: the rows in the DOM, scrolling through every node (two frames per 1,200 px step)
 // and which node rows one watch event re-renders (a React fiber walk through the devtools hook).
+// With QM_WEB_BEFORE=<another build of the UI> every page is timed with both builds, runs
+// interleaved, against the same server and data (that build's files are served through
+// Playwright's request interception).
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -12,6 +18,7 @@ const URL = env.QM_URL;
 const TOKEN = env.QM_ADMIN_TOKEN;
 const NODES = Number(env.QM_NODES);
 const RUNS = Number(env.QM_RUNS);
+const BEFORE = env.QM_WEB_BEFORE || '';
 
 async function post(p, body) {
   const res = await fetch(URL + p, {
@@ -60,16 +67,53 @@ async function load() {
         metadata: { name: `${name}-gpu.nvidia.com` },
         spec: { driver: 'gpu.nvidia.com', nodeName: name, pool: { name, generation: 1, resourceSliceCount: 1 }, devices },
       });
+      // A pod running there (bound at creation; it tolerates every taint, so nothing evicts it)
+      // and a claim nobody uses yet: what the Overview, Pending and Inventory must not list whole.
+      await post('/api/v1/namespaces/default/pods', {
+        apiVersion: 'v1', kind: 'Pod',
+        metadata: { name: `${name}-job`, namespace: 'default' },
+        spec: { nodeName: name, tolerations: [{ operator: 'Exists' }], containers: [{ name: 'c', image: 'busybox' }] },
+      });
+      await post('/apis/resource.k8s.io/v1/namespaces/default/resourceclaims', {
+        apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim',
+        metadata: { name: `${name}-claim`, namespace: 'default' },
+        spec: { devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: 'gpu.nvidia.com' } }] } },
+      });
     }
   }
   await Promise.all(Array.from({ length: 16 }, worker));
-  console.log(`loaded ${NODES} nodes x 8 devices in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  // One pod no node can take (9 GPUs of one node): the Pending page's row.
+  await post('/apis/resource.k8s.io/v1/namespaces/default/resourceclaims', {
+    apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim',
+    metadata: { name: 'scale-too-many', namespace: 'default' },
+    spec: { devices: { requests: [{ name: 'gpus', exactly: { deviceClassName: 'gpu.nvidia.com', allocationMode: 'ExactCount', count: 9 } }] } },
+  });
+  await post('/api/v1/namespaces/default/pods', {
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { name: 'scale-waits', namespace: 'default' },
+    spec: {
+      resourceClaims: [{ name: 'gpus', resourceClaimName: 'scale-too-many' }],
+      containers: [{ name: 'c', image: 'busybox', resources: { claims: [{ name: 'gpus' }] } }],
+    },
+  });
+  console.log(`loaded ${NODES} nodes x 8 devices, ${NODES} pods and ${NODES} claims in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
 const devices = String(NODES * 8 + 18);
 const pages = [
   ['Overview', '/', async (page) => {
     await page.getByTestId('count-devices').filter({ hasText: new RegExp(`^${devices}$`) }).waitFor();
+  }],
+  ['Overview (node counts complete)', '/', async (page) => {
+    await page.getByTestId('count-nodes').filter({ hasText: new RegExp(`^${NODES + 3}$`) }).waitFor();
+  }],
+  ['Pending (the waiting pod explained)', '/pending', async (page) => {
+    await page.locator('tr', { hasText: 'scale-waits' }).getByText('Unschedulable').waitFor();
+  }],
+  ['Assignments by device (the seed GPU with its model)', '/assignments?view=device', async (page) => {
+    await page.locator('tr[data-device] [data-holder="dra-test/gpu-claim"]').waitFor();
+    await page.locator('tr[data-device]', { has: page.locator('[data-holder="dra-test/gpu-claim"]') })
+      .locator('th').filter({ hasText: /NVIDIA/ }).waitFor();
   }],
   ['Inventory', '/inventory', async (page) => {
     await page.locator('tr[data-node="gpu-node-a"]').waitFor();
@@ -86,30 +130,65 @@ const pages = [
 await load();
 const browser = await chromium.launch({
   executablePath: env.QM_CHROMIUM,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--enable-precise-memory-info'],
 });
-const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
-context.setDefaultTimeout(60_000);
-await context.addInitScript((t) => sessionStorage.setItem('quartermaster.token', t), TOKEN);
+async function newContext() {
+  const c = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
+  c.setDefaultTimeout(60_000);
+  await c.addInitScript((t) => sessionStorage.setItem('quartermaster.token', t), TOKEN);
+  await c.addInitScript(() => performance.setResourceTimingBufferSize(100000));
+  return c;
+}
+const context = await newContext();
+const variants = [['', context]];
+if (BEFORE) {
+  // The other build's files for every request outside the API (client routes get index.html).
+  const before = await newContext();
+  const api = /^\/(api|apis|openapi|version|healthz|livez|readyz|metrics|logs|debug|\.well-known)(\/|$)/;
+  const types = { '.js': 'text/javascript', '.css': 'text/css', '.html': 'text/html', '.svg': 'image/svg+xml' };
+  await before.route((u) => u.origin === new globalThis.URL(URL).origin && !api.test(u.pathname), async (route) => {
+    const p = new globalThis.URL(route.request().url()).pathname;
+    const file = p.startsWith('/assets/') ? path.join(BEFORE, p) : path.join(BEFORE, 'index.html');
+    route.fulfill({ status: 200, body: await readFile(file), contentType: types[path.extname(file)] || 'application/octet-stream' });
+  });
+  variants.unshift(['before: ', before]);
+  variants[1][0] = 'after:  ';
+}
+// Bytes fetched so far (completed responses; a watch counts once it ends) and the JS heap.
+const fetched = (page) => page.evaluate(() => ({
+  kb: Math.round(performance.getEntriesByType('resource').reduce((n, e) => n + (e.transferSize || e.encodedBodySize || 0), 0) / 1024),
+  heapMb: Math.round((performance.memory?.usedJSHeapSize || 0) / 1048576),
+}));
 const results = [];
 for (const [name, route, ready] of pages) {
-  const times = [];
+  const times = variants.map(() => []);
+  const sizes = variants.map(() => '');
   for (let r = 0; r < RUNS; r++) {
-    const page = await context.newPage();
-    const t0 = Date.now();
-    await page.goto(URL + route);
-    await ready(page);
-    times.push(Date.now() - t0);
-    if (env.QM_TRACE && r === RUNS - 1) {
-      // Where the time went: each request's start and end (ms after navigation).
-      const entries = await page.evaluate(() => performance.getEntriesByType('resource').map((e) =>
-        `${Math.round(e.startTime)}-${Math.round(e.responseEnd)} ${e.name.replace(location.origin, '')}`));
-      console.log(`${name}:\n    ${entries.join('\n    ')}`);
+    for (const [v, [, ctx]] of variants.entries()) {
+      const page = await ctx.newPage();
+      const t0 = Date.now();
+      await page.goto(URL + route);
+      await ready(page);
+      times[v].push(Date.now() - t0);
+      if (r === RUNS - 1) {
+        const atReady = await fetched(page);
+        await page.waitForTimeout(3000);
+        const later = await fetched(page);
+        sizes[v] = `; ${atReady.kb} KB fetched by then, ${later.kb} KB 3 s later, JS heap ${later.heapMb} MB`;
+      }
+      if (env.QM_TRACE && r === RUNS - 1) {
+        // Where the time went: each request's start and end (ms after navigation).
+        const entries = await page.evaluate(() => performance.getEntriesByType('resource').map((e) =>
+          `${Math.round(e.startTime)}-${Math.round(e.responseEnd)} ${e.name.replace(location.origin, '')}`));
+        console.log(`${variants[v][0]}${name}:\n    ${entries.join('\n    ')}`);
+      }
+      await page.close();
     }
-    await page.close();
   }
-  times.sort((a, b) => a - b);
-  results.push(`${name} ${(times[Math.floor(times.length / 2)] / 1000).toFixed(2)} s (runs: ${times.join(', ')} ms)`);
+  for (const [v, [label]] of variants.entries()) {
+    const t = times[v].sort((a, b) => a - b);
+    results.push(`${label}${name} ${(t[Math.floor(t.length / 2)] / 1000).toFixed(2)} s (runs: ${t.join(', ')} ms${sizes[v]})`);
+  }
 }
 
 // Which node rows re-render: a row component re-rendered when its props or its hook state

@@ -5,6 +5,7 @@
 # Overview, Inventory and Device classes pages (from navigation to the numbers on screen), RUNS
 # times each; prints the median.
 # Usage: bench/ui_scale.sh [NODES=5000] [RUNS=3]   (after scripts/build.sh)
+# QM_WEB_BEFORE=<dir of another UI build> times that build too, interleaved, on the same data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-5000}
@@ -15,4 +16,5 @@ start_server --sample-inventory --web-root "$(realpath build/web)"
 export QM_URL="$URL" QM_ADMIN_TOKEN="$(cat "$WORK/data/admin.token")" QM_NODES="$NODES"
 export QM_RUNS="$RUNS" QM_CHROMIUM="${QM_CHROMIUM:-/usr/bin/chromium}"
 export QM_WEB_SRC="$(realpath web)" NODE_EXTRA_CA_CERTS="$WORK/data/pki/ca.crt"
+export QM_WEB_BEFORE="${QM_WEB_BEFORE:+$(realpath "$QM_WEB_BEFORE")}"
 node bench/ui_scale.mjs

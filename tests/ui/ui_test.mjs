@@ -248,6 +248,53 @@ await step('cordon a node from Inventory: kubectl shows it unschedulable', async
   expect(back === true, 'uncordoned');
 });
 
+// API requests the page made (path and query), to check what it lists.
+function recordRequests() {
+  const urls = [];
+  const onRequest = (r) => {
+    const u = new globalThis.URL(r.url());
+    if (/^\/apis?\//.test(u.pathname)) urls.push(decodeURIComponent(u.pathname + u.search));
+  };
+  page.on('request', onRequest);
+  return { urls, stop: () => page.off('request', onRequest) };
+}
+
+await step('Overview counts nodes live without listing pods: a cordon and a NotReady node show up', async () => {
+  const requests = recordRequests();
+  await nav('Overview');
+  const states = page.getByTestId('count-node-states');
+  await states.filter({ hasText: /^\d+ ready, \d+ not ready, \d+ unknown, 0 cordoned$/ }).waitFor();
+  const before = (await states.textContent()).trim();
+  const [, ready, notReady, unknown] = /^(\d+) ready, (\d+) not ready, (\d+) unknown/.exec(before).map(Number);
+  expect(ready + notReady + unknown === 3, `three nodes: ${before}`);
+  kubectl('cordon', 'gpu-node-c');
+  await states.filter({ hasText: new RegExp(`, ${notReady} not ready, .*, 1 cordoned$`) }).waitFor();
+  // NotReady, as a kubelet would report it (the server's node monitor leaves a foreign reason).
+  const conditions = JSON.parse(kubectl('get', 'node', 'gpu-node-c', '-o', 'jsonpath={.status.conditions}') || '[]');
+  const notReadyNow = [
+    ...conditions.filter((c) => c.type !== 'Ready'),
+    { type: 'Ready', status: 'False', reason: 'UiTest', message: 'set by the browser test',
+      lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') },
+  ];
+  kubectl('patch', 'node', 'gpu-node-c', '--subresource=status', '--type=merge', '-p',
+    JSON.stringify({ status: { conditions: notReadyNow } }));
+  await states.filter({ hasText: new RegExp(`, ${notReady + 1} not ready, .*, 1 cordoned$`) }).waitFor();
+  expect((await page.getByTestId('count-nodes').textContent()) === '3', 'still three nodes');
+  await shot('overview-node-not-ready');
+  kubectl('patch', 'node', 'gpu-node-c', '--subresource=status', '--type=merge', '-p',
+    JSON.stringify({ status: { conditions } }));
+  kubectl('uncordon', 'gpu-node-c');
+  await states.filter({ hasText: new RegExp(`^${before}$`) }).waitFor();
+  requests.stop();
+  // (limit=1: the resourceVersion the pods' watch starts from)
+  const podLists = requests.urls.filter((u) => u.startsWith('/api/v1/pods?') && !/watch=1/.test(u));
+  expect(podLists.some((u) => u.includes('fieldSelector=spec.nodeName=&')) &&
+    podLists.every((u) => u.includes('fieldSelector=spec.nodeName=&') || /\?limit=1$/.test(u)),
+    `only unbound pods are listed: ${podLists.join(' ')}`);
+  const nodeLists = requests.urls.filter((u) => u.startsWith('/api/v1/nodes?') && !/watch=1/.test(u));
+  expect(nodeLists.every((u) => /limit=(1|500)(&|$)/.test(u)), `nodes are counted page by page: ${nodeLists.join(' ')}`);
+});
+
 const inventoryCount = () => page.getByTestId('inventory-count');
 
 await step('Inventory: a CEL filter shows the devices it matches, a typo at its position', async () => {
@@ -380,7 +427,37 @@ spec:
   const reason = kubectl('get', 'pod', '-n', 'dra-test', 'waits-for-gpus', '-o',
     'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}');
   expect(text === reason, `UI: ${text}\nkubectl: ${reason}`);
+  // The class the message names is looked up by name and linked (no list of every class or node).
+  expect(/\ba100-80g\b/.test(reason), `the message names the class: ${reason}`);
+  await row.getByRole('link', { name: 'a100-80g' }).waitFor();
   await shot('pending');
+});
+
+await step('Pending: a pod leaves the page when the scheduler binds it', async () => {
+  const requests = recordRequests();
+  kubectlApply(`apiVersion: v1
+kind: Pod
+metadata: {name: waits-for-label, namespace: dra-test}
+spec:
+  nodeSelector: {ui-test/placement: later}
+  containers: [{name: c, image: busybox}]
+`);
+  await nav('Pending');
+  const row = page.locator('tr', { hasText: 'waits-for-label' });
+  await row.getByText('Unschedulable').waitFor();
+  await page.locator('tr', { hasText: 'waits-for-gpus' }).waitFor();
+  kubectl('label', 'node', 'gpu-node-a', 'ui-test/placement=later');
+  const bound = await eventually(() => kubectl('get', 'pod', '-n', 'dra-test', 'waits-for-label', '-o',
+    'jsonpath={.spec.nodeName}') === 'gpu-node-a');
+  expect(bound === true, 'kubectl shows the pod bound to gpu-node-a');
+  await row.waitFor({ state: 'detached' });
+  expect(await page.locator('tr', { hasText: 'waits-for-gpus' }).isVisible(), 'the other pod still waits');
+  requests.stop();
+  const lists = requests.urls.filter((u) => /^\/api\/v1\/(pods|nodes)\?/.test(u) && !/watch=1/.test(u));
+  expect(lists.every((u) => /fieldSelector=(spec\.nodeName=$|spec\.nodeName=&|metadata\.name=)|limit=1$/.test(u)),
+    `Pending lists only unbound pods and looks nodes up by name: ${lists.join(' ')}`);
+  kubectl('delete', 'pod', '-n', 'dra-test', 'waits-for-label', '--grace-period=0', '--force', '--wait=false');
+  kubectl('label', 'node', 'gpu-node-a', 'ui-test/placement-');
 });
 
 await step('Quotas shows used against hard', async () => {
@@ -595,6 +672,13 @@ await step('Assignments by device: who holds each device now, and the changes se
   await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 1 shown$/ }).waitFor();
   expect((await page.getByLabel('Filter').inputValue()) === second, 'filtered by the device');
   await page.locator(`tr[data-device="${second}"] [data-holder="mig-test/mig-claim-2"]`).waitFor();
+  // Every device (the one view that lists every ResourceSlice): the free ones with their models.
+  await page.getByLabel('Filter').fill('');
+  await page.getByLabel('Only devices held now or changed').uncheck();
+  await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 22 shown$/ }).waitFor();
+  await page.locator('tr[data-device="gpu.nvidia.com/gpu-node-a/gpu-1"] th').filter({ hasText: /NVIDIA A100/ }).waitFor();
+  await page.getByLabel('Only devices held now or changed').check();
+  await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 4 shown$/ }).waitFor();
 });
 
 const SCALE_NODES = 1000;

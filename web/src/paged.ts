@@ -9,12 +9,21 @@
 //   for live through one watch of the whole kind; other partitions' events only bump a change
 //   counter.
 //
+// - Tally counts a kind by a few labels of each object (nodes: ready, not ready, cordoned) page by
+//   page and keeps the counts live through a watch, holding one small record per object instead
+//   of the objects.
+//
+// Partitions also serve the Pending page and the Overview: the pods whose spec.nodeName is empty
+// (unbound) are listed with fieldSelector=spec.nodeName= and watched through the whole kind,
+// because this server's filtered watch sends nothing when an object stops matching its selector
+// (Kubernetes sends DELETED): a pod the scheduler binds would otherwise stay pending here.
+//
 // Both keep objects in keyed maps and publish per key range or partition: an event re-publishes
 // the one partition it touches (and unchanged objects keep their identity), so memoized rows of
 // other nodes do not re-render. Stale answers never overwrite newer objects: resourceVersions
 // are compared (this server's are integers) and deletions leave a tombstone.
 
-import { useCallback, useSyncExternalStore } from 'react';
+import { useCallback, useRef, useSyncExternalStore } from 'react';
 import {
   ApiError,
   K8sObject,
@@ -549,10 +558,230 @@ export function useNodeSliceChanges(path: string): number {
   return useSyncExternalStore(p.subscribeChanges, p.snapshotChanges);
 }
 
+// The ResourceSlices of several nodes together (Assignments: the nodes its drawn rows name), live;
+// `loaded` once every one of them arrived. The value keeps its identity while no part changes.
+export function useNodeSlicesOf(path: string, nodes: string[]): PartitionState {
+  const p = nodeSlices(path);
+  const key = nodes.join('\n');
+  const cache = useRef<{ states: PartitionState[]; value: PartitionState } | null>(null);
+  const subscribe = useCallback(
+    (l: () => void) => {
+      const offs = key ? key.split('\n').map((n) => p.subscribePart(n, l)) : [];
+      return () => offs.forEach((off) => off());
+    },
+    [p, key],
+  );
+  const snapshot = useCallback(() => {
+    const states = key ? key.split('\n').map((n) => p.snapshotPart(n)) : [];
+    const c = cache.current;
+    if (c && c.states.length === states.length && c.states.every((s, i) => s === states[i])) {
+      return c.value;
+    }
+    const value = { items: states.flatMap((s) => s.items), loaded: states.every((s) => s.loaded) };
+    cache.current = { states, value };
+    return value;
+  }, [p, key]);
+  return useSyncExternalStore(subscribe, snapshot);
+}
+
+const nodePods = (path: string) => partitionsOf(path, 'spec.nodeName', (o) => o.spec?.nodeName || '');
+
+// The pods not bound to a node yet (spec.nodeName empty: pending or not yet scheduled), live. Only
+// they are listed; a pod leaves when the scheduler binds it.
+export function useUnboundPods(path: string): PartitionState {
+  const p = nodePods(path);
+  const subscribe = useCallback((l: () => void) => p.subscribePart('', l), [p]);
+  const snapshot = useCallback(() => p.snapshotPart(''), [p]);
+  return useSyncExternalStore(subscribe, snapshot);
+}
+
+// --- Tally: counts by label, without the objects ----------------------------------------------
+
+export interface TallyState {
+  counts: Readonly<Record<string, number>>; // label -> objects that have it
+  total: number;
+  loaded: boolean; // the first page arrived
+  complete: boolean; // every page arrived (the counts are exact from then on)
+  error: string;
+}
+
+const NO_COUNTS: TallyState = { counts: {}, total: 0, loaded: false, complete: false, error: '' };
+
+class Tally {
+  // key -> the object's labels (joined) and resourceVersion: all that is kept of an object.
+  private readonly entries = new Map<string, { labels: string; rv: number }>();
+  private readonly tombstones = new Map<string, number>();
+  private readonly counts = new Map<string, number>();
+  private readonly listeners = new Set<() => void>();
+  private state: TallyState = NO_COUNTS;
+  private complete = false;
+  private abort: AbortController | null = null;
+  private readonly publisher = new Debounce(PUBLISH_DELAY_MS);
+  private stopTimer: number | undefined;
+
+  constructor(
+    private readonly path: string,
+    private readonly labelsOf: (o: K8sObject) => string[],
+  ) {}
+
+  subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener);
+    window.clearTimeout(this.stopTimer);
+    if (!this.abort) void this.start();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) {
+        this.stopTimer = window.setTimeout(() => this.stop(), IDLE_STOP_MS);
+      }
+    };
+  };
+
+  snapshot = (): TallyState => this.state;
+
+  stop(): void {
+    this.abort?.abort();
+    this.abort = null;
+    this.publisher.cancel();
+  }
+
+  private count(labels: string, by: number): void {
+    if (!labels) return;
+    for (const l of labels.split(',')) this.counts.set(l, (this.counts.get(l) || 0) + by);
+  }
+
+  // Applies one object (a page's or an event's); older versions never replace newer ones.
+  private apply(o: K8sObject, deleted: boolean): boolean {
+    const key = objectKey(o);
+    const rv = rvOf(o);
+    const old = this.entries.get(key);
+    if (old && old.rv > rv) return false;
+    if (deleted) {
+      this.tombstones.set(key, Math.max(rv, this.tombstones.get(key) ?? -1));
+      if (!old) return false;
+      this.entries.delete(key);
+      this.count(old.labels, -1);
+      return true;
+    }
+    if ((this.tombstones.get(key) ?? -1) >= rv) return false;
+    const labels = this.labelsOf(o).join(',');
+    this.entries.set(key, { labels, rv });
+    if (old?.labels === labels) return false;
+    if (old) this.count(old.labels, -1);
+    this.count(labels, 1);
+    return true;
+  }
+
+  private publish(now = false): void {
+    this.publisher.schedule(() => {
+      this.state = {
+        counts: Object.fromEntries(this.counts),
+        total: this.entries.size,
+        loaded: true,
+        complete: this.complete,
+        error: '',
+      };
+      for (const l of this.listeners) l();
+    }, now);
+  }
+
+  // The pages after the first, one after the other, while the watch runs.
+  private async rest(cont: string, signal: AbortSignal): Promise<void> {
+    while (cont && !signal.aborted) {
+      const page = await request(withQuery(this.path, { limit: String(PAGE), continue: cont }), {
+        signal,
+      });
+      for (const o of (page.items || []) as K8sObject[]) this.apply(o, false);
+      cont = page.metadata?.continue || '';
+      this.complete = !cont;
+      this.publish(true);
+    }
+  }
+
+  private async start(): Promise<void> {
+    const abort = new AbortController();
+    this.abort = abort;
+    let backoff = 500;
+    while (!abort.signal.aborted) {
+      // One attempt: pages and watch together; a 410 ends both and starts over.
+      const attempt = new AbortController();
+      const end = () => attempt.abort();
+      abort.signal.addEventListener('abort', end);
+      const failure: { error?: unknown } = {};
+      try {
+        this.entries.clear();
+        this.tombstones.clear();
+        this.counts.clear();
+        this.complete = false;
+        const first = await request(withQuery(this.path, { limit: String(PAGE) }), {
+          signal: attempt.signal,
+        });
+        for (const o of (first.items || []) as K8sObject[]) this.apply(o, false);
+        const cont = first.metadata?.continue || '';
+        this.complete = !cont;
+        this.publish(true);
+        const pages = this.rest(cont, attempt.signal).catch((e) => {
+          if (attempt.signal.aborted) return;
+          failure.error = e; // ends the watch too
+          attempt.abort();
+        });
+        let rv: string = first.metadata?.resourceVersion || '';
+        let relist = false;
+        while (!attempt.signal.aborted && !relist) {
+          await watch(
+            this.path,
+            rv,
+            (e) => {
+              if (e.type === 'ERROR') {
+                relist = true; // 410 Gone: count again from the first page
+                return;
+              }
+              const o = e.object as K8sObject;
+              if (o?.metadata?.resourceVersion) rv = o.metadata.resourceVersion;
+              if (e.type === 'BOOKMARK') return;
+              if (this.apply(o, e.type === 'DELETED')) this.publish();
+            },
+            attempt.signal,
+          );
+          backoff = 500;
+        }
+        attempt.abort();
+        await pages;
+        if (failure.error) throw failure.error;
+      } catch (thrown) {
+        attempt.abort();
+        const e = failure.error ?? thrown;
+        if (abort.signal.aborted) return;
+        if (e instanceof ApiError && e.code === 401) return;
+        this.state = { ...this.state, error: errorText(e) };
+        for (const l of this.listeners) l();
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 10_000);
+      } finally {
+        abort.signal.removeEventListener('abort', end);
+      }
+    }
+  }
+}
+
+const tallies = new Map<string, Tally>();
+
+// Counts of the kind at `path` by the labels `labelsOf` gives each object (one function per path:
+// the first caller's is kept), live.
+export function useTally(path: string, labelsOf: (o: K8sObject) => string[]): TallyState {
+  let t = tallies.get(path);
+  if (!t) {
+    t = new Tally(path, labelsOf);
+    tallies.set(path, t);
+  }
+  return useSyncExternalStore(t.subscribe, t.snapshot);
+}
+
 // Stops and forgets everything (sign-out).
 export function resetPaged(): void {
   for (const c of pagedCollections.values()) c.stop();
   pagedCollections.clear();
   for (const p of partitioned.values()) p.stop();
   partitioned.clear();
+  for (const t of tallies.values()) t.stop();
+  tallies.clear();
 }

@@ -217,6 +217,19 @@ export function useCollection(path: string): CollectionState {
   return useSyncExternalStore(c.subscribe, c.snapshot);
 }
 
+const NOT_ASKED: CollectionState = { items: [], loaded: false, complete: false, error: '', version: 0 };
+const NO_SUBSCRIPTION = () => () => {};
+const NOT_ASKED_SNAPSHOT = () => NOT_ASKED;
+
+// useCollection while `enabled` (the kind is listed and watched only then); an empty state else.
+export function useCollectionWhen(path: string, enabled: boolean): CollectionState {
+  const c = collection(path);
+  return useSyncExternalStore(
+    enabled ? c.subscribe : NO_SUBSCRIPTION,
+    enabled ? c.snapshot : NOT_ASKED_SNAPSHOT,
+  );
+}
+
 // A value derived from the collection (`select` must return the same value, e.g. a number, while
 // what it reads is unchanged): the component re-renders only when that value changes.
 export function useCollectionSelect<T>(path: string, select: (s: CollectionState) => T): T {

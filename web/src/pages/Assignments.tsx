@@ -10,8 +10,10 @@ import {
 } from '../api';
 import { Badge, Link, LoadState, age } from '../components';
 import { DeviceRow, Holder, allocationNode, allocationsFor, devicesOf } from '../model';
-import { useCollection, useCollectionSelect } from '../store';
+import { useNodeSliceChanges, useNodeSlices } from '../paged';
+import { useCollection, useCollectionSelect, useCollectionWhen } from '../store';
 import { VirtualTable } from '../VirtualTable';
+import { useDeviceSummary } from './Overview';
 
 interface LogEntry {
   time: Date;
@@ -177,6 +179,33 @@ function HolderItem({ h }: { h: Holder }) {
   );
 }
 
+// A device known from the claims only (its slice not loaded): id, node, no attributes.
+function stubDevice(id: string, node: string): DeviceRow {
+  const [driver, pool, ...rest] = id.split('/');
+  return {
+    id,
+    driver,
+    pool,
+    name: rest.join('/'),
+    node,
+    slice: '',
+    attributes: {},
+    capacity: {},
+    taints: [],
+    model: '',
+    consumes: [],
+  };
+}
+
+// The model of a device known from the claims only: from its node's ResourceSlices
+// (fieldSelector=spec.nodeName), asked for when its row is drawn.
+function LazyModel({ d }: { d: DeviceRow }) {
+  const slices = useNodeSlices(paths.slices, d.node);
+  const found = useMemo(() => devicesOf(slices.items).find((x) => x.id === d.id), [slices.items, d.id]);
+  if (!slices.loaded) return <>…</>;
+  return <>{found?.model ?? ''}</>;
+}
+
 const NO_HOLDERS: Holder[] = [];
 const NO_ENTRIES: LogEntry[] = [];
 
@@ -197,7 +226,7 @@ const DeviceHoldersRow = memo(function DeviceHoldersRow({
     <tr data-device={d.id} aria-rowindex={index + 2}>
       <th scope="row">
         <code>{d.id}</code>
-        <div className="muted">{d.model}</div>
+        <div className="muted">{d.slice ? d.model : <LazyModel d={d} />}</div>
       </th>
       <td>
         {d.node ? (
@@ -249,18 +278,23 @@ const BY_DEVICE_HEAD = (
 // seen since the page opened.
 function ByDevice({
   devices,
+  total,
   claims,
   allocations,
   log,
   filter,
+  heldOnly,
+  setHeldOnly,
 }: {
   devices: DeviceRow[];
+  total: number | undefined; // every device of the inventory
   claims: K8sObject[];
   allocations: Map<string, Holder[]>;
   log: LogEntry[];
   filter: string;
+  heldOnly: boolean;
+  setHeldOnly: (heldOnly: boolean) => void;
 }) {
-  const [heldOnly, setHeldOnly] = useState(true);
   const claimsByKey = claimsByKeyFor(claims);
   const logByDevice = useMemo(() => {
     const m = new Map<string, LogEntry[]>();
@@ -292,7 +326,7 @@ function ByDevice({
     );
   }, [devices, allocations, filter, heldOnly, logByDevice, claimsByKey]);
 
-  const held = useMemo(() => devices.filter((d) => allocations.has(d.id)).length, [devices, allocations]);
+  const held = allocations.size;
   return (
     <>
       <div className="toolbar">
@@ -305,7 +339,7 @@ function ByDevice({
           Only devices held now or changed
         </label>
         <span className="muted" data-testid="device-count">
-          {held} of {devices.length} devices held; {rows.length} shown
+          {held} of {total ?? '…'} devices held; {rows.length} shown
         </span>
       </div>
       {rows.length === 0 ? (
@@ -420,17 +454,43 @@ const BY_CLAIM_HEAD = (
 
 export function AssignmentsPage() {
   const claims = useCollection(paths.claims);
-  const slices = useCollection(paths.slices);
   const query = new URLSearchParams(window.location.search);
   const initial = query.get('node') || query.get('device') || '';
   const [filter, setFilter] = useState(initial);
   const [view, setView] = useState<'claim' | 'device'>(
     query.get('view') === 'device' || query.get('device') ? 'device' : 'claim',
   );
-  const deviceList = useMemo(() => devicesOf(slices.items), [slices.items]);
-  const devices = useMemo(() => new Map(deviceList.map((d) => [d.id, d])), [deviceList]);
+  const [heldOnly, setHeldOnly] = useState(true);
+  // No ResourceSlice is listed whole unless every device is asked for (By device, "Only devices
+  // held now or changed" unticked): a claim names its node and devices; the slices without a node
+  // (devices bound per device, or to no node) say where those are; a drawn device row asks for
+  // its node's slices for the model.
+  const every = view === 'device' && !heldOnly;
+  const allSlices = useCollectionWhen(paths.slices, every);
+  const unbound = useNodeSlices(paths.slices, '');
+  const slicesChanged = useNodeSliceChanges(paths.slices);
+  const summary = useDeviceSummary(String(slicesChanged));
+  const known = useMemo(
+    () => devicesOf(allSlices.loaded ? allSlices.items : unbound.items),
+    [allSlices.loaded, allSlices.items, unbound.items],
+  );
+  const devices = useMemo(() => new Map(known.map((d) => [d.id, d])), [known]);
   const allocations = useMemo(() => allocationsFor(claims.items), [claims.items]);
   const log = useAllocationLog(allocations, claims.complete);
+  // The node of each device a claim held while the page is open (a released one keeps it).
+  const nodeOf = useRef(new Map<string, string>());
+  const deviceList = useMemo(() => {
+    if (allSlices.complete) return known;
+    const byKey = claimsByKeyFor(claims.items);
+    for (const [id, holders] of allocations) {
+      const c = byKey.get(holders[0].claim);
+      if (c) nodeOf.current.set(id, devices.get(id)?.node || allocationNode(c, devices));
+    }
+    const ids = new Set([...allocations.keys(), ...log.map((e) => e.device)]);
+    return Array.from(ids, (id) => devices.get(id) || stubDevice(id, nodeOf.current.get(id) || ''));
+  }, [allSlices.complete, known, claims.items, allocations, devices, log]);
+  const summaryTotal = summary.groups?.reduce((n, g) => n + (g.devices || 0), 0);
+  const total = allSlices.complete ? known.length : summaryTotal;
   const rows = useMemo(() => {
     const out = claims.items.filter((c) => c.status?.allocation).map((c) => claimRowOf(c, devices));
     const f = filter.trim().toLowerCase();
@@ -488,14 +548,22 @@ export function AssignmentsPage() {
           </span>
         )}
       </div>
-      <LoadState loaded={claims.loaded} error={claims.error || slices.error} />
+      <LoadState loaded={claims.loaded} error={claims.error || allSlices.error} />
+      {every && !allSlices.complete && (
+        <p className="loading" role="status">
+          Loading every device: {known.length} so far…
+        </p>
+      )}
       {view === 'device' && claims.loaded && (
         <ByDevice
           devices={deviceList}
+          total={total}
           claims={claims.items}
           allocations={allocations}
           log={log}
           filter={filter}
+          heldOnly={heldOnly}
+          setHeldOnly={setHeldOnly}
         />
       )}
       {view === 'claim' && claims.loaded && rows.length === 0 && <p>No claim is allocated.</p>}

@@ -1,8 +1,9 @@
 import { Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
-import { UtilizationGroup, errorText, paths, reviewUtilization } from '../api';
+import { K8sObject, UtilizationGroup, errorText, paths, reviewUtilization } from '../api';
 import { Link, LoadState } from '../components';
 import { nodeReady, pendingPods } from '../model';
-import { useChanges, useCollection } from '../store';
+import { useTally, useUnboundPods } from '../paged';
+import { useChanges } from '../store';
 
 // uPlot is loaded with the chart, after the counts are on screen.
 const UtilizationChart = lazy(() =>
@@ -39,9 +40,18 @@ export function useDeviceSummary(changeKey: string) {
 
 const REFRESH_MS = 500;
 
+// What the node card counts of each Node (one small record per node is kept, not the Node).
+function nodeLabels(n: K8sObject): string[] {
+  const ready = nodeReady(n);
+  const out = [ready === 'True' ? 'ready' : ready === 'False' ? 'notReady' : 'unknown'];
+  if (n.spec?.unschedulable) out.push('cordoned');
+  return out;
+}
+
 export function OverviewPage() {
-  const nodes = useCollection(paths.nodes);
-  const pods = useCollection(paths.pods);
+  // Nodes are counted page by page and kept live as counts; only unbound pods are listed.
+  const nodes = useTally(paths.nodes, nodeLabels);
+  const pods = useUnboundPods(paths.pods);
   const slicesChanged = useChanges(paths.slices);
   const claimsChanged = useChanges(paths.claims);
   const devices = useDeviceSummary(`${slicesChanged}/${claimsChanged}`);
@@ -63,9 +73,6 @@ export function OverviewPage() {
       tainted += m.tainted;
     }
     byModel.sort((a, b) => a[0].localeCompare(b[0]));
-    const ready = nodes.items.filter((n) => nodeReady(n) === 'True').length;
-    const notReady = nodes.items.filter((n) => nodeReady(n) === 'False').length;
-    const cordoned = nodes.items.filter((n) => n.spec?.unschedulable).length;
     const pending = pendingPods(pods.items);
     const reasons = new Map<string, number>();
     for (const p of pending) reasons.set(p.reason, (reasons.get(p.reason) || 0) + 1);
@@ -74,18 +81,16 @@ export function OverviewPage() {
       allocated,
       tainted,
       byModel,
-      ready,
-      notReady,
-      cordoned,
       pending: pending.length,
       reasons: Array.from(reasons.entries()),
     };
-  }, [nodes.items, devices.groups, pods.items]);
+  }, [devices.groups, pods.items]);
+  const count = (label: string) => nodes.counts[label] || 0;
 
   // The device counts do not wait for the node list: at 5,000 nodes its ten pages arrive after
   // the counts, and the node card counts them as they come.
-  const loaded = pods.complete && devices.groups !== null;
-  const error = nodes.error || pods.error || devices.error;
+  const loaded = pods.loaded && devices.groups !== null;
+  const error = nodes.error || devices.error;
   return (
     <section aria-labelledby="overview-title">
       <h1 id="overview-title">Overview</h1>
@@ -96,14 +101,13 @@ export function OverviewPage() {
             <div className="card">
               <dt>Nodes</dt>
               <dd data-testid="count-nodes" aria-busy={!nodes.complete}>
-                {nodes.items.length}
-                {nodes.complete ? '' : '+'}
+                {nodes.loaded ? nodes.total : '…'}
+                {nodes.loaded && !nodes.complete ? '+' : ''}
               </dd>
-              <dd className="sub">
+              <dd className="sub" data-testid="count-node-states">
                 {nodes.complete ? '' : 'counting so far: '}
-                {summary.ready} ready, {summary.notReady} not ready,{' '}
-                {nodes.items.length - summary.ready - summary.notReady} unknown, {summary.cordoned}{' '}
-                cordoned
+                {count('ready')} ready, {count('notReady')} not ready, {count('unknown')} unknown,{' '}
+                {count('cordoned')} cordoned
               </dd>
             </div>
             <div className="card">
