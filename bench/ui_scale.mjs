@@ -1,5 +1,6 @@
-// Driven by bench/ui_scale.sh: loads the inventory (nodes with 8 GPUs each, one bound pod and
-// one ResourceClaim per node, one pod that cannot be placed), then times each page's first
+// Driven by bench/ui_scale.sh (which applies the seed claim and its pod): loads the inventory
+// (nodes with 8 GPUs each, one bound pod and one ResourceClaim per node, one pod that cannot be
+// placed), then times each page's first
 // meaningful render in headless Chromium (navigation start to the page's numbers on screen), with
 // the bytes the page fetched by then and 3 s later and its JS heap then (last run); then, on
 // Inventory: the rows in the DOM, scrolling through every node (two frames per 1,200 px step)
@@ -154,11 +155,24 @@ if (BEFORE) {
   variants.unshift(['before: ', before]);
   variants[1][0] = 'after:  ';
 }
-// Bytes fetched so far (completed responses; a watch counts once it ends) and the JS heap.
-const fetched = (page) => page.evaluate(() => ({
-  kb: Math.round(performance.getEntriesByType('resource').reduce((n, e) => n + (e.transferSize || e.encodedBodySize || 0), 0) / 1024),
-  heapMb: Math.round((performance.memory?.usedJSHeapSize || 0) / 1048576),
-}));
+// Bytes fetched so far (completed responses; a watch counts once it ends), the API's by kind
+// (the largest three), and the JS heap.
+const fetched = (page) => page.evaluate(() => {
+  const entries = performance.getEntriesByType('resource');
+  const size = (e) => e.transferSize || e.encodedBodySize || 0;
+  const kinds = {};
+  for (const e of entries) {
+    const m = /\/apis?\/(?:[^?]*\/)?([a-z]+)(?:\?|$)/.exec(new URL(e.name).pathname + '?');
+    if (m && /\/apis?\//.test(e.name)) kinds[m[1]] = (kinds[m[1]] || 0) + size(e);
+  }
+  const top = Object.entries(kinds).sort((a, b) => b[1] - a[1]).slice(0, 3)
+    .map(([k, n]) => `${k} ${Math.round(n / 1024)}`).join(', ');
+  return {
+    kb: Math.round(entries.reduce((n, e) => n + size(e), 0) / 1024),
+    top,
+    heapMb: Math.round((performance.memory?.usedJSHeapSize || 0) / 1048576),
+  };
+});
 const results = [];
 for (const [name, route, ready] of pages) {
   const times = variants.map(() => []);
@@ -174,7 +188,7 @@ for (const [name, route, ready] of pages) {
         const atReady = await fetched(page);
         await page.waitForTimeout(3000);
         const later = await fetched(page);
-        sizes[v] = `; ${atReady.kb} KB fetched by then, ${later.kb} KB 3 s later, JS heap ${later.heapMb} MB`;
+        sizes[v] = `; ${atReady.kb} KB fetched by then, ${later.kb} KB 3 s later (${later.top} KB), JS heap ${later.heapMb} MB`;
       }
       if (env.QM_TRACE && r === RUNS - 1) {
         // Where the time went: each request's start and end (ms after navigation).

@@ -13,6 +13,10 @@ RUNS=${2:-3}
 export QM_BIN=$(realpath build/server/quartermaster)
 source tests/e2e/lib.sh qm-ui-scale
 start_server --sample-inventory --web-root "$(realpath build/web)"
+# The seed claim and its pod (allocated before the fleet arrives): what Assignments shows.
+for f in 01-namespace.yaml 04-resourceclaim-v1beta1.yaml 05-pod-shared-claim.yaml; do
+  kubectl apply -f "tests/testdata/seeds/$f" >/dev/null
+done
 export QM_URL="$URL" QM_ADMIN_TOKEN="$(cat "$WORK/data/admin.token")" QM_NODES="$NODES"
 export QM_RUNS="$RUNS" QM_CHROMIUM="${QM_CHROMIUM:-/usr/bin/chromium}"
 export QM_WEB_SRC="$(realpath web)" NODE_EXTRA_CA_CERTS="$WORK/data/pki/ca.crt"

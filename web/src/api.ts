@@ -129,8 +129,10 @@ export interface ListResult {
   resourceVersion: string;
 }
 
-// Lists every object under `path`, page by page (limit/continue); `onPage` sees each page as it
-// arrives (with `more` while pages remain), so a page can render before the last one.
+// Lists every object under `path`, page by page (limit/continue: 500, then 2,000 at a time, as
+// each request costs the browser more than the server's work for a larger page); `onPage` sees
+// each page as it arrives (with `more` while pages remain), so a page can render before the last
+// one.
 export async function listAll(
   path: string,
   signal?: AbortSignal,
@@ -140,7 +142,7 @@ export async function listAll(
   let cont = '';
   let resourceVersion = '';
   for (;;) {
-    const page = await request(withQuery(path, { limit: '500', continue: cont || undefined }), {
+    const page = await request(withQuery(path, { limit: cont ? '2000' : '500', continue: cont || undefined }), {
       signal,
     });
     const got: K8sObject[] = page.items || [];

@@ -164,17 +164,29 @@ export interface PendingPod {
   message: string;
 }
 
+// Once per pod object: an unchanged pod keeps its entry (and a memoized row of it its props).
+const pendingOf = new WeakMap<K8sObject, PendingPod | null>();
+
+function pendingPod(p: K8sObject): PendingPod | null {
+  if (p.spec?.nodeName) return null;
+  if (p.metadata && (p.metadata as Json).deletionTimestamp) return null;
+  const c = (p.status?.conditions || []).find((x: Json) => x.type === 'PodScheduled');
+  if (c && c.status === 'False') {
+    return { pod: p, reason: c.reason || 'Unschedulable', message: c.message || '' };
+  }
+  if (!c) return { pod: p, reason: 'NotYetScheduled', message: 'waiting for the scheduler' };
+  return null;
+}
+
 export function pendingPods(pods: K8sObject[]): PendingPod[] {
   const out: PendingPod[] = [];
   for (const p of pods) {
-    if (p.spec?.nodeName) continue;
-    if (p.metadata && (p.metadata as Json).deletionTimestamp) continue;
-    const c = (p.status?.conditions || []).find((x: Json) => x.type === 'PodScheduled');
-    if (c && c.status === 'False') {
-      out.push({ pod: p, reason: c.reason || 'Unschedulable', message: c.message || '' });
-    } else if (!c) {
-      out.push({ pod: p, reason: 'NotYetScheduled', message: 'waiting for the scheduler' });
+    let entry = pendingOf.get(p);
+    if (entry === undefined) {
+      entry = pendingPod(p);
+      pendingOf.set(p, entry);
     }
+    if (entry) out.push(entry);
   }
   return out;
 }

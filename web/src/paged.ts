@@ -605,6 +605,11 @@ export interface TallyState {
   error: string;
 }
 
+// After the first page, the nodes are counted 5,000 at a time: the server answers a page of 5,000
+// in about 40 ms, and each request costs the browser far more than that (about 100 ms with the
+// page's watches open, measured at 5,000 nodes).
+const TALLY_PAGE = 5000;
+
 const NO_COUNTS: TallyState = { counts: {}, total: 0, loaded: false, complete: false, error: '' };
 
 class Tally {
@@ -687,7 +692,7 @@ class Tally {
   // The pages after the first, one after the other, while the watch runs.
   private async rest(cont: string, signal: AbortSignal): Promise<void> {
     while (cont && !signal.aborted) {
-      const page = await request(withQuery(this.path, { limit: String(PAGE), continue: cont }), {
+      const page = await request(withQuery(this.path, { limit: String(TALLY_PAGE), continue: cont }), {
         signal,
       });
       for (const o of (page.items || []) as K8sObject[]) this.apply(o, false);
