@@ -639,6 +639,9 @@ absl::Status Agent::Init() {
         std::make_unique<TimeSlicer>(options_.nvidia_smi, options_.state_dir + "/nvidia-smi.out");
     preparer_->SetTimeSlicer(timeslicer_.get());
   }
+  // MIG instances of placements (the dynamic MIG strategy) are made and destroyed by the source
+  // that publishes them.
+  preparer_->SetMigInstances(source_->mig_instances());
   QM_RETURN_IF_ERROR(preparer_->Recover());
   QM_RETURN_IF_ERROR(checkpoint_.Save(data_));
   spdlog::info("checkpoint {}: {} prepared claims, resource version {}", checkpoint_.path(),

@@ -14,6 +14,30 @@ using nlohmann::json;
 
 constexpr int kVersion = 1;
 
+json MigInstanceJson(const MigInstance& m) {
+  return {{"parentUUID", m.parent_uuid},
+          {"profileID", m.profile_id},
+          {"placementStart", m.start},
+          {"placementSize", m.size},
+          {"gpuInstanceID", m.gpu_instance_id},
+          {"computeInstanceID", m.compute_instance_id},
+          {"uuid", m.uuid},
+          {"deviceNodes", m.device_nodes}};
+}
+
+MigInstance MigInstanceFromJson(const json& j) {
+  MigInstance m;
+  m.parent_uuid = j.at("parentUUID").get<std::string>();
+  m.profile_id = j.at("profileID").get<int64_t>();
+  m.start = j.at("placementStart").get<int64_t>();
+  m.size = j.at("placementSize").get<int64_t>();
+  m.gpu_instance_id = j.at("gpuInstanceID").get<int64_t>();
+  m.compute_instance_id = j.at("computeInstanceID").get<int64_t>();
+  m.uuid = j.value("uuid", "");
+  m.device_nodes = j.value("deviceNodes", std::vector<std::string>{});
+  return m;
+}
+
 }  // namespace
 
 std::string EncodeCheckpoint(const CheckpointData& data) {
@@ -21,11 +45,13 @@ std::string EncodeCheckpoint(const CheckpointData& data) {
   for (const auto& [uid, c] : data.claims) {
     json devices = json::array();
     for (const auto& d : c.devices) {
-      devices.push_back({{"request", d.request},
-                         {"pool", d.pool},
-                         {"device", d.device},
-                         {"shareID", d.share_id},
-                         {"cdiDeviceIDs", d.cdi_device_ids}});
+      json device = {{"request", d.request},
+                     {"pool", d.pool},
+                     {"device", d.device},
+                     {"shareID", d.share_id},
+                     {"cdiDeviceIDs", d.cdi_device_ids}};
+      if (d.mig_instance) device["migInstance"] = MigInstanceJson(*d.mig_instance);
+      devices.push_back(std::move(device));
     }
     claims[uid] = {{"namespace", c.namespace_},
                    {"name", c.name},
@@ -78,6 +104,7 @@ absl::StatusOr<CheckpointData> DecodeCheckpoint(const std::string& text) {
         r.device = d.at("device").get<std::string>();
         r.share_id = d.value("shareID", "");
         r.cdi_device_ids = d.value("cdiDeviceIDs", std::vector<std::string>{});
+        if (d.contains("migInstance")) r.mig_instance = MigInstanceFromJson(d.at("migInstance"));
         claim.devices.push_back(std::move(r));
       }
       data.claims[uid] = std::move(claim);

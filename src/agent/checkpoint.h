@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/mig.h"
 
 namespace qm::agent {
 
@@ -20,6 +22,9 @@ struct PreparedDeviceRecord {
   std::string device;
   std::string share_id;
   std::vector<std::string> cdi_device_ids;
+  // The MIG instance created for the device (a placement published with the dynamic MIG
+  // strategy): destroyed at unprepare, whether or not the agent restarted in between.
+  std::optional<MigInstance> mig_instance = std::nullopt;
   bool operator==(const PreparedDeviceRecord&) const = default;
 };
 

@@ -80,6 +80,9 @@ std::optional<HealthChange> ClassifyEvent(const DeviceEvent& event, const Invent
       continue;
     }
     if (l.parent_uuid != event.gpu_uuid) continue;
+    // A MIG placement without an instance (dynamic MIG strategy) is no MIG device an event with
+    // instance ids can be about.
+    if (event.gpu_instance_id >= 0 && l.mig_placement && l.gpu_instance_id < 0) continue;
     if (event.gpu_instance_id >= 0 && l.gpu_instance_id >= 0 &&
         event.gpu_instance_id != l.gpu_instance_id) {
       continue;

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/mig.h"
 #include "model/dra.h"
 
 namespace qm::agent {
@@ -30,6 +32,15 @@ struct LocalDevice {
   // events carry; -1 when unknown (whole GPUs, simulated MIG devices).
   int64_t gpu_instance_id = -1;
   int64_t compute_instance_id = -1;
+  // A MIG placement published with the dynamic strategy (mig.h): the instance is created at
+  // prepare (MigInstanceManager), so `uuid` is empty until then; `device_nodes` holds the GPU's
+  // device file, the instance's capability files come with the instance.
+  struct MigPlacement {
+    int64_t profile_id = 0;  // NVML's GPU instance profile id
+    int64_t start = 0;       // memory slices
+    int64_t size = 0;
+  };
+  std::optional<MigPlacement> mig_placement = std::nullopt;
 };
 
 struct Inventory {
@@ -81,6 +92,9 @@ class DeviceSource {
     (void)stop;
     return absl::UnimplementedError("this device source reports no events");
   }
+  // Creates and destroys the MIG instances of the placements it publishes with the dynamic MIG
+  // strategy (mig.h); owned by the source. nullptr when it cannot.
+  virtual MigInstanceManager* mig_instances() { return nullptr; }
 };
 
 }  // namespace qm::agent

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -63,6 +64,58 @@ struct nvmlEventData_t {
   unsigned int gpuInstanceId;    // 0xFFFFFFFF: not a MIG device's event
   unsigned int computeInstanceId;
 };
+
+// MIG instance management (the dynamic MIG strategy).
+typedef struct nvmlGpuInstance_st* nvmlGpuInstance_t;
+typedef struct nvmlComputeInstance_st* nvmlComputeInstance_t;
+
+struct nvmlGpuInstancePlacement_t {
+  unsigned int start;
+  unsigned int size;
+};
+
+struct nvmlGpuInstanceProfileInfo_v2_t {
+  unsigned int version;  // nvmlGpuInstanceProfileInfo_v2: sizeof | 2 << 24
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[96];  // NVML_DEVICE_NAME_V2_BUFFER_SIZE: "MIG 1g.5gb"
+};
+
+struct nvmlGpuInstanceInfo_t {
+  nvmlDevice_t device;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;
+};
+
+struct nvmlComputeInstanceProfileInfo_t {
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+
+struct nvmlComputeInstanceInfo_t {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;  // nvmlComputeInstancePlacement_t: the same layout
+};
 }
 
 namespace {
@@ -71,6 +124,15 @@ constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kNotSupported = 3;
 constexpr nvmlReturn_t kNotFound = 6;
 constexpr nvmlReturn_t kTimeout = 10;
+constexpr nvmlReturn_t kInvalidArgument = 2;
+constexpr nvmlReturn_t kInsufficientResources = 23;
+// GPU instance profile ids tried (NVML_GPU_INSTANCE_PROFILE_*: 0 .. COUNT-1, COUNT < 32), and
+// compute instance profile ids (NVML_COMPUTE_INSTANCE_PROFILE_*: 0 .. COUNT-1, COUNT < 16).
+constexpr unsigned int kMaxGpuInstanceProfiles = 32;
+constexpr unsigned int kMaxComputeInstanceProfiles = 16;
+constexpr unsigned int kComputeInstanceEngineProfileShared = 0;
+constexpr unsigned int kGpuInstanceProfileInfoV2 =
+    sizeof(nvmlGpuInstanceProfileInfo_v2_t) | (2u << 24);
 constexpr unsigned int kInvalidInstanceId = 0xFFFFFFFF;
 constexpr unsigned int kMigEnable = 1;       // NVML_DEVICE_MIG_ENABLE
 constexpr unsigned int kNameBuffer = 96;     // NVML_DEVICE_NAME_V2_BUFFER_SIZE
@@ -172,6 +234,15 @@ std::string CapDeviceNode(const std::string& access_file) {
   return "";
 }
 
+// "MIG 1g.5gb" -> "1g.5gb"; computed as MigProfile does when the driver gives no name.
+std::string GpuInstanceProfileName(const nvmlGpuInstanceProfileInfo_v2_t& info) {
+  std::string name(info.name, strnlen(info.name, sizeof(info.name)));
+  if (name.rfind("MIG ", 0) == 0) name = name.substr(4);
+  if (!name.empty()) return name;
+  const unsigned long long gb = (info.memorySizeMB + 1023) / 1024;
+  return std::to_string(info.sliceCount) + "g." + std::to_string(gb) + "gb";
+}
+
 Quantity Mebibytes(unsigned long long mib) {
   return Quantity::FromInt(static_cast<int64_t>(mib) * 1024 * 1024, Quantity::Format::kBinarySI);
 }
@@ -206,6 +277,32 @@ struct NvmlSource::Api {
   nvmlReturn_t (*EventSetWait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
   nvmlReturn_t (*DeviceRegisterEvents)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
   nvmlReturn_t (*DeviceGetSupportedEventTypes)(nvmlDevice_t, unsigned long long*);
+  // MIG instance management: optional (the dynamic MIG strategy needs them).
+  nvmlReturn_t (*DeviceGetHandleByUUID)(const char*, nvmlDevice_t*);
+  nvmlReturn_t (*DeviceGetGpuInstanceProfileInfoV)(nvmlDevice_t, unsigned int,
+                                                   nvmlGpuInstanceProfileInfo_v2_t*);
+  nvmlReturn_t (*DeviceGetGpuInstancePossiblePlacements)(nvmlDevice_t, unsigned int,
+                                                         nvmlGpuInstancePlacement_t*,
+                                                         unsigned int*);
+  nvmlReturn_t (*DeviceGetGpuInstances)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*,
+                                        unsigned int*);
+  nvmlReturn_t (*DeviceGetGpuInstanceById)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*);
+  nvmlReturn_t (*DeviceCreateGpuInstanceWithPlacement)(nvmlDevice_t, unsigned int,
+                                                       const nvmlGpuInstancePlacement_t*,
+                                                       nvmlGpuInstance_t*);
+  nvmlReturn_t (*GpuInstanceGetInfo)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*);
+  nvmlReturn_t (*GpuInstanceGetComputeInstanceProfileInfo)(nvmlGpuInstance_t, unsigned int,
+                                                           unsigned int,
+                                                           nvmlComputeInstanceProfileInfo_t*);
+  nvmlReturn_t (*GpuInstanceCreateComputeInstance)(nvmlGpuInstance_t, unsigned int,
+                                                   nvmlComputeInstance_t*);
+  nvmlReturn_t (*GpuInstanceGetComputeInstanceById)(nvmlGpuInstance_t, unsigned int,
+                                                    nvmlComputeInstance_t*);
+  nvmlReturn_t (*ComputeInstanceGetInfo)(nvmlComputeInstance_t, nvmlComputeInstanceInfo_t*);
+  nvmlReturn_t (*ComputeInstanceDestroy)(nvmlComputeInstance_t);
+  nvmlReturn_t (*GpuInstanceDestroy)(nvmlGpuInstance_t);
+  // The names of the MIG management functions the library lacks (empty: it has them all).
+  std::vector<std::string> missing_mig;
 
   std::string Error(const std::string& call, nvmlReturn_t rc) const {
     const char* text = ErrorString != nullptr ? ErrorString(rc) : nullptr;
@@ -261,6 +358,23 @@ absl::StatusOr<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& 
     spdlog::warn("the NVML library {} lacks event functions; no health events will be watched",
                  library);
   }
+  missing.resize(required);
+  bind(api->DeviceGetHandleByUUID, "nvmlDeviceGetHandleByUUID");
+  bind(api->DeviceGetGpuInstanceProfileInfoV, "nvmlDeviceGetGpuInstanceProfileInfoV");
+  bind(api->DeviceGetGpuInstancePossiblePlacements,
+       "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+  bind(api->DeviceGetGpuInstances, "nvmlDeviceGetGpuInstances");
+  bind(api->DeviceGetGpuInstanceById, "nvmlDeviceGetGpuInstanceById");
+  bind(api->DeviceCreateGpuInstanceWithPlacement, "nvmlDeviceCreateGpuInstanceWithPlacement");
+  bind(api->GpuInstanceGetInfo, "nvmlGpuInstanceGetInfo");
+  bind(api->GpuInstanceGetComputeInstanceProfileInfo,
+       "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+  bind(api->GpuInstanceCreateComputeInstance, "nvmlGpuInstanceCreateComputeInstance");
+  bind(api->GpuInstanceGetComputeInstanceById, "nvmlGpuInstanceGetComputeInstanceById");
+  bind(api->ComputeInstanceGetInfo, "nvmlComputeInstanceGetInfo_v2");
+  bind(api->ComputeInstanceDestroy, "nvmlComputeInstanceDestroy");
+  bind(api->GpuInstanceDestroy, "nvmlGpuInstanceDestroy");
+  api->missing_mig.assign(missing.begin() + static_cast<std::ptrdiff_t>(required), missing.end());
   missing.resize(required);
   if (!missing.empty()) {
     dlclose(handle);
@@ -406,6 +520,133 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
       continue;
     }
 
+    if (mig_strategy_ == MigStrategy::kDynamic) {
+      // MIG mode, dynamic: every placement of every profile, over a counter set of this GPU
+      // with a counter per memory slice (mig.h).
+      any_mig = true;
+      unsigned int max_mig = 0;
+      if (nvmlReturn_t rc = nv.DeviceGetMaxMigDeviceCount(dev, &max_mig); rc != kSuccess) {
+        return fail(at + "nvmlDeviceGetMaxMigDeviceCount", rc);
+      }
+      // The MIG devices that exist, by GPU instance: compute instance and UUID.
+      std::map<int64_t, std::pair<int64_t, std::string>> mig_by_gi;
+      for (unsigned int m = 0; m < max_mig; ++m) {
+        nvmlDevice_t mig = nullptr;
+        nvmlReturn_t rc = nv.DeviceGetMigDeviceHandleByIndex(dev, m, &mig);
+        if (rc == kNotFound) continue;
+        if (rc != kSuccess) return fail(at + "nvmlDeviceGetMigDeviceHandleByIndex", rc);
+        char mig_uuid[kUuidBuffer] = {};
+        unsigned int gi = 0, ci = 0;
+        if (nv.DeviceGetUUID(mig, mig_uuid, sizeof(mig_uuid)) == kSuccess &&
+            nv.DeviceGetGpuInstanceId(mig, &gi) == kSuccess &&
+            nv.DeviceGetComputeInstanceId(mig, &ci) == kSuccess) {
+          mig_by_gi[gi] = {ci, mig_uuid};
+        }
+      }
+      struct Existing {
+        int64_t id, profile_id, start, size;
+      };
+      std::vector<Existing> existing;
+      std::vector<MigPlacementSpec> placements;
+      int64_t memory_slices = 0;
+      for (unsigned int p = 0; p < kMaxGpuInstanceProfiles; ++p) {
+        const std::string pat = at + "GPU instance profile " + std::to_string(p) + ": ";
+        nvmlGpuInstanceProfileInfo_v2_t info{};
+        info.version = kGpuInstanceProfileInfoV2;
+        nvmlReturn_t rc = nv.DeviceGetGpuInstanceProfileInfoV(dev, p, &info);
+        if (rc == kNotSupported || rc == kInvalidArgument || rc == kNotFound) continue;
+        if (rc != kSuccess) return fail(pat + "nvmlDeviceGetGpuInstanceProfileInfoV", rc);
+        if (info.sliceCount == 0) continue;
+        unsigned int n = 0;
+        rc = nv.DeviceGetGpuInstancePossiblePlacements(dev, p, nullptr, &n);
+        if (rc == kNotSupported) continue;
+        if (rc != kSuccess) return fail(pat + "nvmlDeviceGetGpuInstancePossiblePlacements_v2", rc);
+        std::vector<nvmlGpuInstancePlacement_t> found(n);
+        if (n > 0) {
+          rc = nv.DeviceGetGpuInstancePossiblePlacements(dev, p, found.data(), &n);
+          if (rc != kSuccess) {
+            return fail(pat + "nvmlDeviceGetGpuInstancePossiblePlacements_v2", rc);
+          }
+          found.resize(std::min<size_t>(n, found.size()));
+        }
+        const std::string profile = GpuInstanceProfileName(info);
+        for (const auto& pl : found) {
+          // Counters are named per memory slice and a counter set holds at most 32 counters.
+          if (pl.size == 0 || pl.start + pl.size > 30 || pl.start + pl.size < pl.start) {
+            return absl::InternalError(pat + "NVML gave an impossible placement (start " +
+                                       std::to_string(pl.start) + ", size " +
+                                       std::to_string(pl.size) + ")");
+          }
+          memory_slices = std::max<int64_t>(memory_slices, pl.start + pl.size);
+          placements.push_back(MigPlacementSpec{
+              gpu_name, uuid, static_cast<int64_t>(index), profile, p, pl.start, pl.size,
+              Mebibytes(info.memorySizeMB), info.multiprocessorCount, info.sliceCount});
+        }
+        if (info.instanceCount == 0) continue;
+        std::vector<nvmlGpuInstance_t> gis(info.instanceCount);
+        unsigned int have = info.instanceCount;
+        rc = nv.DeviceGetGpuInstances(dev, p, gis.data(), &have);
+        if (rc != kSuccess) return fail(pat + "nvmlDeviceGetGpuInstances", rc);
+        for (unsigned int g = 0; g < std::min<unsigned int>(have, info.instanceCount); ++g) {
+          nvmlGpuInstanceInfo_t gi_info{};
+          if (nvmlReturn_t rc2 = nv.GpuInstanceGetInfo(gis[g], &gi_info); rc2 != kSuccess) {
+            return fail(pat + "nvmlGpuInstanceGetInfo", rc2);
+          }
+          existing.push_back(
+              Existing{gi_info.id, p, gi_info.placement.start, gi_info.placement.size});
+        }
+      }
+      if (placements.empty()) {
+        spdlog::warn(
+            "{} ({}) is in MIG mode but NVML lists no GPU instance placements: nothing "
+            "of it is published",
+            uuid, at.substr(0, at.size() - 2));
+        continue;
+      }
+      inv.shared_counters.push_back(DynamicMigCounterSet(
+          gpu_name,
+          Quantity::FromInt(static_cast<int64_t>(memory.total), Quantity::Format::kBinarySI),
+          max_mig, memory_slices));
+      int left_out = 0;
+      for (const MigPlacementSpec& p : placements) {
+        const Existing* mine = nullptr;
+        bool foreign = false;
+        for (const Existing& e : existing) {
+          if (e.start >= p.start + p.size || p.start >= e.start + e.size) continue;
+          if (!Holds(InstanceKey{uuid, e.id, e.profile_id, e.start})) {
+            foreign = true;
+          } else if (e.profile_id == p.profile_id && e.start == p.start) {
+            mine = &e;
+          }
+        }
+        if (foreign) {
+          ++left_out;
+          continue;
+        }
+        model::Device d = NewMigPlacementDevice(p);
+        common(d);
+        LocalDevice local{"", static_cast<int>(index), uuid, {dev_node}};
+        local.mig_placement = LocalDevice::MigPlacement{p.profile_id, p.start, p.size};
+        if (mine != nullptr) {
+          // The agent's instance of this placement: its ids, which health events carry.
+          local.gpu_instance_id = mine->id;
+          if (auto it = mig_by_gi.find(mine->id); it != mig_by_gi.end()) {
+            local.compute_instance_id = it->second.first;
+            local.uuid = it->second.second;
+          }
+        }
+        inv.local[d.name] = std::move(local);
+        inv.devices.push_back(std::move(d));
+      }
+      if (left_out > 0) {
+        spdlog::info(
+            "{}: {} MIG placements left out: they overlap GPU instances this agent did "
+            "not create",
+            gpu_name, left_out);
+      }
+      continue;
+    }
+
     // MIG mode: the GPU instances that exist, over a counter set of this GPU.
     any_mig = true;
     unsigned int max_mig = 0;
@@ -484,6 +725,244 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
   if (any_mig) l["nvidia.com/mig.strategy"] = "mixed";
   inv.node_capacity["nvidia.com/gpu"] = std::to_string(count);
   return inv;
+}
+
+absl::Status NvmlSource::SetMigStrategy(MigStrategy strategy) {
+  if (strategy == MigStrategy::kDynamic && !api_->missing_mig.empty()) {
+    std::string names;
+    for (const auto& m : api_->missing_mig) names += (names.empty() ? "" : ", ") + m;
+    return absl::FailedPreconditionError(
+        "--mig-strategy=dynamic: the NVML library lacks the MIG functions it needs (driver too "
+        "old?): " +
+        names);
+  }
+  mig_strategy_ = strategy;
+  return absl::OkStatus();
+}
+
+MigInstanceManager* NvmlSource::mig_instances() {
+  return api_->missing_mig.empty() ? this : nullptr;
+}
+
+bool NvmlSource::Holds(const InstanceKey& key) const {
+  qm::MutexLock lock(&mu_);
+  return held_.contains(key);
+}
+
+void NvmlSource::Hold(const MigInstance& instance) {
+  qm::MutexLock lock(&mu_);
+  held_.insert(KeyOf(instance));
+}
+
+absl::StatusOr<MigInstance> NvmlSource::Create(const LocalDevice& device) {
+  const Api& nv = *api_;
+  if (!device.mig_placement) {
+    return absl::FailedPreconditionError("device " + device.uuid + " is no MIG placement");
+  }
+  if (!nv.missing_mig.empty()) {
+    return absl::FailedPreconditionError("the NVML library lacks " + nv.missing_mig.front());
+  }
+  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
+    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
+  }
+  struct ShutdownGuard {
+    const Api& nv;
+    ~ShutdownGuard() { nv.Shutdown(); }
+  } guard{nv};
+  auto fail = [&](const std::string& call, nvmlReturn_t rc) {
+    return absl::UnavailableError(nv.Error(call, rc));
+  };
+  const LocalDevice::MigPlacement& want = *device.mig_placement;
+  nvmlDevice_t dev = nullptr;
+  if (nvmlReturn_t rc = nv.DeviceGetHandleByUUID(device.parent_uuid.c_str(), &dev);
+      rc != kSuccess) {
+    return fail("nvmlDeviceGetHandleByUUID(" + device.parent_uuid + ")", rc);
+  }
+  unsigned int minor = 0, mig_current = 0, mig_pending = 0;
+  if (nvmlReturn_t rc = nv.DeviceGetMinorNumber(dev, &minor); rc != kSuccess) {
+    return fail("nvmlDeviceGetMinorNumber", rc);
+  }
+  if (nvmlReturn_t rc = nv.DeviceGetMigMode(dev, &mig_current, &mig_pending);
+      rc != kSuccess || mig_current != kMigEnable) {
+    return absl::FailedPreconditionError("GPU " + device.parent_uuid + " is not in MIG mode");
+  }
+  const unsigned int profile_id = static_cast<unsigned int>(want.profile_id);
+  nvmlGpuInstanceProfileInfo_v2_t info{};
+  info.version = kGpuInstanceProfileInfoV2;
+  if (nvmlReturn_t rc = nv.DeviceGetGpuInstanceProfileInfoV(dev, profile_id, &info);
+      rc != kSuccess) {
+    return fail("nvmlDeviceGetGpuInstanceProfileInfoV", rc);
+  }
+  const nvmlGpuInstancePlacement_t placement{static_cast<unsigned int>(want.start),
+                                             static_cast<unsigned int>(want.size)};
+  nvmlGpuInstance_t gi = nullptr;
+  if (nvmlReturn_t rc = nv.DeviceCreateGpuInstanceWithPlacement(dev, profile_id, &placement, &gi);
+      rc != kSuccess) {
+    if (rc == kInsufficientResources) {
+      return absl::ResourceExhaustedError(nv.Error("nvmlDeviceCreateGpuInstanceWithPlacement", rc) +
+                                          ": the placement overlaps a GPU instance that exists");
+    }
+    return fail("nvmlDeviceCreateGpuInstanceWithPlacement", rc);
+  }
+  MigInstance out;
+  out.parent_uuid = device.parent_uuid;
+  out.profile_id = want.profile_id;
+  out.start = want.start;
+  out.size = want.size;
+  nvmlComputeInstance_t ci = nullptr;
+  // Whatever fails after the GPU instance exists destroys what was made.
+  auto undo = [&](absl::Status st) {
+    std::string also;
+    if (ci != nullptr) {
+      if (nvmlReturn_t rc = nv.ComputeInstanceDestroy(ci); rc != kSuccess) {
+        also += "; then " + nv.Error("nvmlComputeInstanceDestroy", rc);
+      }
+    }
+    if (nvmlReturn_t rc = nv.GpuInstanceDestroy(gi); rc != kSuccess) {
+      also += "; then " + nv.Error("nvmlGpuInstanceDestroy", rc);
+    }
+    return absl::Status(st.code(), std::string(st.message()) + also);
+  };
+  nvmlGpuInstanceInfo_t gi_info{};
+  if (nvmlReturn_t rc = nv.GpuInstanceGetInfo(gi, &gi_info); rc != kSuccess) {
+    return undo(fail("nvmlGpuInstanceGetInfo", rc));
+  }
+  out.gpu_instance_id = gi_info.id;
+  // One compute instance spanning the GPU instance: the profile with its slice count.
+  nvmlComputeInstanceProfileInfo_t ci_profile{};
+  bool found = false;
+  for (unsigned int cp = 0; cp < kMaxComputeInstanceProfiles && !found; ++cp) {
+    nvmlComputeInstanceProfileInfo_t candidate{};
+    nvmlReturn_t rc = nv.GpuInstanceGetComputeInstanceProfileInfo(
+        gi, cp, kComputeInstanceEngineProfileShared, &candidate);
+    if (rc == kNotSupported || rc == kInvalidArgument || rc == kNotFound) continue;
+    if (rc != kSuccess) return undo(fail("nvmlGpuInstanceGetComputeInstanceProfileInfo", rc));
+    if (candidate.sliceCount == info.sliceCount) {
+      ci_profile = candidate;
+      found = true;
+    }
+  }
+  if (!found) {
+    return undo(
+        absl::FailedPreconditionError("no compute instance profile spans the GPU instance's " +
+                                      std::to_string(info.sliceCount) + " slices"));
+  }
+  if (nvmlReturn_t rc = nv.GpuInstanceCreateComputeInstance(gi, ci_profile.id, &ci);
+      rc != kSuccess) {
+    ci = nullptr;
+    return undo(fail("nvmlGpuInstanceCreateComputeInstance", rc));
+  }
+  nvmlComputeInstanceInfo_t ci_info{};
+  if (nvmlReturn_t rc = nv.ComputeInstanceGetInfo(ci, &ci_info); rc != kSuccess) {
+    return undo(fail("nvmlComputeInstanceGetInfo_v2", rc));
+  }
+  out.compute_instance_id = ci_info.id;
+  // Its MIG device, as the static strategy enumerates them.
+  unsigned int max_mig = 0;
+  if (nvmlReturn_t rc = nv.DeviceGetMaxMigDeviceCount(dev, &max_mig); rc != kSuccess) {
+    return undo(fail("nvmlDeviceGetMaxMigDeviceCount", rc));
+  }
+  for (unsigned int m = 0; m < max_mig && out.uuid.empty(); ++m) {
+    nvmlDevice_t mig = nullptr;
+    unsigned int mgi = 0, mci = 0;
+    if (nv.DeviceGetMigDeviceHandleByIndex(dev, m, &mig) != kSuccess ||
+        nv.DeviceGetGpuInstanceId(mig, &mgi) != kSuccess ||
+        nv.DeviceGetComputeInstanceId(mig, &mci) != kSuccess || mgi != gi_info.id ||
+        mci != ci_info.id) {
+      continue;
+    }
+    char mig_uuid[kUuidBuffer] = {};
+    if (nvmlReturn_t rc = nv.DeviceGetUUID(mig, mig_uuid, sizeof(mig_uuid)); rc != kSuccess) {
+      return undo(fail("nvmlDeviceGetUUID", rc));
+    }
+    out.uuid = mig_uuid;
+  }
+  if (out.uuid.empty()) {
+    return undo(absl::UnavailableError("NVML lists no MIG device of GPU instance " +
+                                       std::to_string(gi_info.id) + ", compute instance " +
+                                       std::to_string(ci_info.id) + " of " + device.parent_uuid));
+  }
+  out.device_nodes = device.device_nodes;
+  const std::string base = proc_root_ + "/driver/nvidia/capabilities/gpu" + std::to_string(minor) +
+                           "/mig/gi" + std::to_string(gi_info.id);
+  for (const std::string& access :
+       {base + "/access", base + "/ci" + std::to_string(ci_info.id) + "/access"}) {
+    if (std::string cap = CapDeviceNode(access); !cap.empty()) out.device_nodes.push_back(cap);
+  }
+  Hold(out);
+  return out;
+}
+
+absl::Status NvmlSource::Destroy(const MigInstance& instance) {
+  const Api& nv = *api_;
+  if (!nv.missing_mig.empty()) {
+    return absl::FailedPreconditionError("the NVML library lacks " + nv.missing_mig.front());
+  }
+  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
+    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
+  }
+  struct ShutdownGuard {
+    const Api& nv;
+    ~ShutdownGuard() { nv.Shutdown(); }
+  } guard{nv};
+  auto fail = [&](const std::string& call, nvmlReturn_t rc) {
+    return absl::UnavailableError(nv.Error(call, rc));
+  };
+  auto forget = [&] {
+    qm::MutexLock lock(&mu_);
+    held_.erase(KeyOf(instance));
+  };
+  nvmlDevice_t dev = nullptr;
+  if (nvmlReturn_t rc = nv.DeviceGetHandleByUUID(instance.parent_uuid.c_str(), &dev);
+      rc != kSuccess) {
+    if (rc == kNotFound) {
+      spdlog::warn("GPU {} is gone, and with it its GPU instance {}", instance.parent_uuid,
+                   instance.gpu_instance_id);
+      forget();
+      return absl::OkStatus();
+    }
+    return fail("nvmlDeviceGetHandleByUUID(" + instance.parent_uuid + ")", rc);
+  }
+  nvmlGpuInstance_t gi = nullptr;
+  nvmlReturn_t rc =
+      nv.DeviceGetGpuInstanceById(dev, static_cast<unsigned int>(instance.gpu_instance_id), &gi);
+  if (rc == kNotFound || rc == kInvalidArgument) {
+    forget();  // destroyed already (by an earlier, interrupted unprepare, or by hand)
+    return absl::OkStatus();
+  }
+  if (rc != kSuccess) return fail("nvmlDeviceGetGpuInstanceById", rc);
+  nvmlGpuInstanceInfo_t info{};
+  if (nvmlReturn_t rc2 = nv.GpuInstanceGetInfo(gi, &info); rc2 != kSuccess) {
+    return fail("nvmlGpuInstanceGetInfo", rc2);
+  }
+  if (static_cast<int64_t>(info.profileId) != instance.profile_id ||
+      static_cast<int64_t>(info.placement.start) != instance.start) {
+    // The id was reused for an instance someone else made after ours went: not ours to destroy.
+    spdlog::warn(
+        "GPU instance {} of {} is no longer the one the agent created (profile {} at {} "
+        "instead of {} at {}); left alone",
+        instance.gpu_instance_id, instance.parent_uuid, info.profileId, info.placement.start,
+        instance.profile_id, instance.start);
+    forget();
+    return absl::OkStatus();
+  }
+  if (instance.compute_instance_id >= 0) {
+    nvmlComputeInstance_t ci = nullptr;
+    nvmlReturn_t crc = nv.GpuInstanceGetComputeInstanceById(
+        gi, static_cast<unsigned int>(instance.compute_instance_id), &ci);
+    if (crc == kSuccess) {
+      if (nvmlReturn_t drc = nv.ComputeInstanceDestroy(ci); drc != kSuccess) {
+        return fail("nvmlComputeInstanceDestroy", drc);
+      }
+    } else if (crc != kNotFound && crc != kInvalidArgument) {
+      return fail("nvmlGpuInstanceGetComputeInstanceById", crc);
+    }
+  }
+  if (nvmlReturn_t drc = nv.GpuInstanceDestroy(gi); drc != kSuccess) {
+    return fail("nvmlGpuInstanceDestroy", drc);
+  }
+  forget();
+  return absl::OkStatus();
 }
 
 absl::Status NvmlSource::WatchEvents(const std::function<void(const DeviceEvent&)>& on_event,

@@ -10,26 +10,37 @@
 // uuid, pcieBusID, resource.kubernetes.io/pcieRoot (from sysfs; left out when sysfs does not
 // know the device), index, minor, type, and capacity memory.
 //
-// A GPU in MIG mode is published as its MIG devices (the GPU instances that exist, as
-// nvidia-smi / mig-parted created them), not as a whole GPU: the whole GPU cannot be handed out
-// while it is partitioned. Each MIG device consumes counters (memory, multiprocessors) of a
-// counter set of its parent GPU (`gpu-<index>-counter-set`), so the pool describes the
-// partitioning as KEP-4815 partitionable devices do. The agent does not create or destroy
-// GPU instances itself. A MIG device's container also needs the capability device files of its
-// GPU and compute instance (/dev/nvidia-caps/nvidia-cap<N>, N from
+// A GPU in MIG mode is not published as a whole GPU (it cannot be handed out while it is
+// partitioned) but, as mig.h describes, either (static MIG strategy, the default) as its MIG
+// devices (the GPU instances that exist, as nvidia-smi / mig-parted created them), or (dynamic)
+// as every placement of every GPU instance profile it supports
+// (nvmlDeviceGetGpuInstanceProfileInfoV, nvmlDeviceGetGpuInstancePossiblePlacements_v2), whose
+// instances this source creates and destroys as the MigInstanceManager of the agent
+// (nvmlDeviceCreateGpuInstanceWithPlacement, nvmlGpuInstanceCreateComputeInstance,
+// nvmlComputeInstanceDestroy, nvmlGpuInstanceDestroy). Either way the devices consume counters of
+// a counter set of their parent GPU (`gpu-<index>-counter-set`), so the pool describes the
+// partitioning as KEP-4815 partitionable devices do. With the dynamic strategy the placements
+// that overlap a GPU instance the agent does not hold (made by someone else) are left out. A MIG
+// device's container also needs the capability device files of its GPU and compute instance
+// (/dev/nvidia-caps/nvidia-cap<N>, N from
 // /proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access).
 
+#include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/status/statusor.h"
 #include "agent/inventory.h"
+#include "agent/mig.h"
+#include "common/mutex.h"
 
 namespace qm::agent {
 
 inline constexpr char kDefaultNvmlLibrary[] = "libnvidia-ml.so.1";
 
-class NvmlSource final : public DeviceSource {
+class NvmlSource final : public DeviceSource, public MigInstanceManager {
  public:
   // Opens `library` and resolves the NVML functions the agent uses. FailedPrecondition naming
   // the library and dlerror() when it cannot be loaded or lacks a function. `sysfs_root` is
@@ -51,15 +62,39 @@ class NvmlSource final : public DeviceSource {
   absl::Status WatchEvents(const std::function<void(const DeviceEvent&)>& on_event,
                            const std::atomic<bool>& stop) override;
 
+  // How MIG-mode GPUs are published (static by default). FailedPrecondition naming the missing
+  // functions when `strategy` is dynamic and the library lacks the MIG management functions.
+  // Call before the first Discover.
+  absl::Status SetMigStrategy(MigStrategy strategy);
+
+  // This source, when the library has the MIG management functions (whatever the strategy, so
+  // that instances a checkpoint holds can be destroyed after a change of strategy); else nullptr.
+  MigInstanceManager* mig_instances() override;
+
+  // MigInstanceManager. Each call initialises NVML and shuts it down again.
+  absl::StatusOr<MigInstance> Create(const LocalDevice& device) override;
+  absl::Status Destroy(const MigInstance& instance) override;
+  void Hold(const MigInstance& instance) override;
+
   struct Api;  // the resolved function pointers (nvml_source.cc)
 
  private:
   NvmlSource(void* handle, std::unique_ptr<Api> api, std::string sysfs_root, std::string proc_root);
 
+  // The agent's instances: GPU UUID, GPU instance id, profile id, placement start.
+  using InstanceKey = std::tuple<std::string, int64_t, int64_t, int64_t>;
+  static InstanceKey KeyOf(const MigInstance& m) {
+    return {m.parent_uuid, m.gpu_instance_id, m.profile_id, m.start};
+  }
+  bool Holds(const InstanceKey& key) const;
+
   void* handle_;
   std::unique_ptr<Api> api_;
   const std::string sysfs_root_;
   const std::string proc_root_;
+  MigStrategy mig_strategy_ = MigStrategy::kStatic;
+  mutable qm::Mutex mu_;
+  std::set<InstanceKey> held_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace qm::agent

@@ -34,6 +34,19 @@ std::string MegabytesLimit(const Quantity& q) {
   return std::to_string(mib) + "M";
 }
 
+// "MIG 1g.5gb at memory slice 3 of GPU-...": a placement in messages.
+std::string DescribePlacement(const LocalDevice& local) {
+  return "placement " + std::to_string(local.mig_placement->start) + "+" +
+         std::to_string(local.mig_placement->size) + " (profile " +
+         std::to_string(local.mig_placement->profile_id) + ") of " + local.parent_uuid;
+}
+
+std::string DescribeInstance(const MigInstance& m) {
+  return "MIG instance " + (m.uuid.empty() ? std::string("?") : m.uuid) + " (GPU instance " +
+         std::to_string(m.gpu_instance_id) + ", compute instance " +
+         std::to_string(m.compute_instance_id) + " of " + m.parent_uuid + ")";
+}
+
 }  // namespace
 
 Preparer::Preparer(std::string node, std::string pool, std::string cdi_dir, CheckpointData* data,
@@ -65,8 +78,25 @@ absl::Status Preparer::Recover() {
     }
     spdlog::info("forgetting claim {}/{}: its CDI spec is gone (an interrupted unprepare)",
                  it->second.namespace_, it->second.name);
+    for (const auto& d : it->second.devices) {
+      if (!d.mig_instance) continue;
+      absl::Status st = mig_ != nullptr ? mig_->Destroy(*d.mig_instance)
+                                        : absl::FailedPreconditionError("no MIG instance manager");
+      if (!st.ok()) {
+        // Left to whoever finds it: its placements are not published while it exists.
+        spdlog::warn("claim {}/{}: cannot destroy {}: {}", it->second.namespace_, it->second.name,
+                     DescribeInstance(*d.mig_instance), st.ToString());
+      }
+    }
     it = data_->claims.erase(it);
     changed = true;
+  }
+  if (mig_ != nullptr) {
+    for (const auto& [uid, claim] : data_->claims) {
+      for (const auto& d : claim.devices) {
+        if (d.mig_instance) mig_->Hold(*d.mig_instance);
+      }
+    }
   }
   // MPS directories (and daemons) of claims no longer held (an interrupted prepare or unprepare).
   std::error_code ec;
@@ -118,6 +148,17 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
   std::vector<std::string> mps_limits;
   std::vector<std::pair<std::string, std::string>> mps_device_limits;  // for the daemon
   std::vector<std::pair<std::string, std::string>> timeslices;         // GPU uuid, interval
+  // MIG instances created for the claim's placements; destroyed when the claim fails.
+  std::vector<MigInstance> created;
+  auto rollback = [&] {
+    for (const MigInstance& m : created) {
+      if (absl::Status st = mig_->Destroy(m); !st.ok()) {
+        spdlog::warn("claim {}/{}: cannot destroy {} again: {}", claim.namespace_, claim.name,
+                     DescribeInstance(m), st.ToString());
+      }
+    }
+    created.clear();
+  };
   for (const auto& d : claim.devices) {
     const std::string id = d.driver + "/" + d.pool + "/" + d.device;
     if (d.driver != inventory_.driver || d.pool != pool_) {
@@ -149,8 +190,29 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
       problems.push_back(id + ": a MigDeviceConfig applies to MIG devices only (use GpuConfig)");
       continue;
     }
+    // A MIG placement: its instance is made now (and destroyed again if the claim fails).
+    LocalDevice dev = local->second;
+    std::optional<MigInstance> instance;
+    if (dev.mig_placement) {
+      if (mig_ == nullptr) {
+        problems.push_back(id + ": a MIG placement, but this agent creates no MIG instances");
+        continue;
+      }
+      auto made = mig_->Create(dev);
+      if (!made.ok()) {
+        problems.push_back(id + ": creating the MIG instance of " + DescribePlacement(dev) + ": " +
+                           std::string(made.status().message()));
+        continue;
+      }
+      spdlog::info("claim {}/{}: created {} for {}", claim.namespace_, claim.name,
+                   DescribeInstance(*made), d.device);
+      created.push_back(*made);
+      instance = *made;
+      dev.uuid = made->uuid;
+      dev.device_nodes = made->device_nodes;
+    }
     const std::string n = std::to_string(spec.devices.size());
-    std::vector<std::string> env = {"QM_DEVICE_" + n + "=" + local->second.uuid};
+    std::vector<std::string> env = {"QM_DEVICE_" + n + "=" + dev.uuid};
     // A consumable-capacity share: its limits, for the workload (and MPS below) to honour.
     std::optional<Quantity> share_memory;
     for (const auto& [capacity, value] : d.consumed_capacity) {
@@ -161,7 +223,7 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     }
     if (config && config->sharing.strategy == SharingConfig::Strategy::kTimeSlicing) {
       env.push_back("QM_DEVICE_" + n + "_TIMESLICE_INTERVAL=" + config->sharing.interval);
-      if (!is_mig) timeslices.emplace_back(local->second.uuid, config->sharing.interval);
+      if (!is_mig) timeslices.emplace_back(dev.uuid, config->sharing.interval);
     }
     if (config && config->sharing.strategy == SharingConfig::Strategy::kMps) {
       const SharingConfig& s = config->sharing;
@@ -178,17 +240,16 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
       // else what a consumable-capacity share of memory took.
       std::optional<Quantity> limit = s.pinned_memory_limit;
       if (!limit) limit = share_memory;
-      if (auto it = s.per_device_pinned_memory_limit.find(local->second.uuid);
+      if (auto it = s.per_device_pinned_memory_limit.find(dev.uuid);
           it != s.per_device_pinned_memory_limit.end()) {
         limit = it->second;
-      } else if (auto by_index =
-                     s.per_device_pinned_memory_limit.find(std::to_string(local->second.index));
+      } else if (auto by_index = s.per_device_pinned_memory_limit.find(std::to_string(dev.index));
                  !is_mig && by_index != s.per_device_pinned_memory_limit.end()) {
         limit = by_index->second;
       }
       if (limit) {
-        mps_limits.push_back(local->second.uuid + "=" + MegabytesLimit(*limit));
-        mps_device_limits.emplace_back(local->second.uuid, MegabytesLimit(*limit));
+        mps_limits.push_back(dev.uuid + "=" + MegabytesLimit(*limit));
+        mps_device_limits.emplace_back(dev.uuid, MegabytesLimit(*limit));
       }
       mps = true;
     }
@@ -203,14 +264,15 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     }
     CdiDevice cdi;
     cdi.name = name;
-    cdi.device_nodes = local->second.device_nodes;
+    cdi.device_nodes = dev.device_nodes;
     cdi.env = std::move(env);
     spec.devices.push_back(std::move(cdi));
-    uuids.push_back(local->second.uuid);
+    uuids.push_back(dev.uuid);
     out.devices.push_back(PreparedDeviceRecord{
-        d.request, d.pool, d.device, d.share_id, {QualifiedDeviceId(spec.kind, name)}});
+        d.request, d.pool, d.device, d.share_id, {QualifiedDeviceId(spec.kind, name)}, instance});
   }
   if (!problems.empty()) {
+    rollback();
     out.devices.clear();
     out.error = absl::StrJoin(problems, "; ");
     return out;
@@ -218,6 +280,7 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
   if (timeslicer_ != nullptr) {
     for (const auto& [uuid, interval] : timeslices) {
       if (absl::Status st = timeslicer_->Apply(uuid, interval); !st.ok()) {
+        rollback();
         out.devices.clear();
         out.error = "setting the time slice of GPU " + uuid + " to " + interval + ": " +
                     std::string(st.message());
@@ -236,7 +299,10 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
     // clients of different claims never share a daemon.
     std::error_code ec;
     std::filesystem::create_directories(pipe_dir, ec);
-    if (ec) return absl::FailedPreconditionError("cannot create " + pipe_dir + ": " + ec.message());
+    if (ec) {
+      rollback();
+      return absl::FailedPreconditionError("cannot create " + pipe_dir + ": " + ec.message());
+    }
     spec.env.push_back(std::string("CUDA_MPS_PIPE_DIRECTORY=") + kMpsContainerDir);
     if (mps_percentage) {
       spec.env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(*mps_percentage));
@@ -249,17 +315,13 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
       MpsDaemonSpec daemon{pipe_dir, log_dir, uuids, mps_percentage, mps_device_limits};
       if (absl::Status st = mps_->Start(daemon); !st.ok()) {
         std::filesystem::remove_all(mps_dir, ec);
+        rollback();
         out.devices.clear();
         out.error =
             "the MPS control daemon of the claim did not start: " + std::string(st.message());
         return out;
       }
     }
-  }
-  mkdir(cdi_dir_.c_str(), 0755);
-  if (absl::Status st = WriteCdiSpec(cdi_dir_, claim.uid, spec); !st.ok()) {
-    if (mps && mps_ != nullptr) (void)mps_->Stop(pipe_dir, log_dir);
-    return st;
   }
   PreparedClaim record;
   record.namespace_ = claim.namespace_;
@@ -268,6 +330,29 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
   record.allocation_id = claim.allocation_id;
   record.devices = out.devices;
   record.mps_daemon = mps && mps_ != nullptr;
+  auto undo = [&] {
+    if (mps && mps_ != nullptr) (void)mps_->Stop(pipe_dir, log_dir);
+    if (!created.empty()) {
+      rollback();
+      data_->claims.erase(claim.uid);
+      if (absl::Status st = Save(); !st.ok()) {
+        spdlog::warn("claim {}/{}: {}", claim.namespace_, claim.name, st.ToString());
+      }
+    }
+  };
+  if (!created.empty()) {
+    // The instances are in the checkpoint before the spec exists (see the header).
+    data_->claims[claim.uid] = record;
+    if (absl::Status st = Save(); !st.ok()) {
+      undo();
+      return st;
+    }
+  }
+  mkdir(cdi_dir_.c_str(), 0755);
+  if (absl::Status st = WriteCdiSpec(cdi_dir_, claim.uid, spec); !st.ok()) {
+    undo();
+    return st;
+  }
   data_->claims[claim.uid] = std::move(record);
   data_->unreported.erase(claim.uid);
   QM_RETURN_IF_ERROR(Save());
@@ -277,6 +362,32 @@ absl::StatusOr<PrepareOutcome> Preparer::Prepare(const ClaimAssignment& claim) {
 absl::Status Preparer::Unprepare(const std::string& uid, const std::string& namespace_,
                                  const std::string& name) {
   if (!IsSafeClaimUid(uid)) return absl::InvalidArgumentError("claim uid is not a UUID");
+  if (auto held = data_->claims.find(uid); held != data_->claims.end()) {
+    // The instances first: one still in use keeps the claim prepared, spec and all.
+    std::vector<std::string> failures;
+    bool destroyed = false;
+    for (auto& d : held->second.devices) {
+      if (!d.mig_instance) continue;
+      absl::Status st = mig_ != nullptr
+                            ? mig_->Destroy(*d.mig_instance)
+                            : absl::FailedPreconditionError(
+                                  "this agent destroys no MIG instances (it was started without "
+                                  "a source that manages them)");
+      if (!st.ok()) {
+        failures.push_back("cannot destroy " + DescribeInstance(*d.mig_instance) + " of " +
+                           d.device + ": " + std::string(st.message()));
+        continue;
+      }
+      spdlog::info("claim {}/{}: destroyed {}", namespace_, name,
+                   DescribeInstance(*d.mig_instance));
+      d.mig_instance.reset();
+      destroyed = true;
+    }
+    if (!failures.empty()) {
+      if (destroyed) QM_RETURN_IF_ERROR(Save());
+      return absl::FailedPreconditionError(absl::StrJoin(failures, "; "));
+    }
+  }
   QM_RETURN_IF_ERROR(RemoveCdiSpec(cdi_dir_, uid));
   const std::string mps_dir = mps_root_ + "/" + uid;
   if (auto held = data_->claims.find(uid);

@@ -8,6 +8,12 @@
 //    it is still assigned).
 //  * Unprepare removes the spec, then the checkpoint entry. A claim whose spec is gone at start is
 //    dropped from the checkpoint by Recover(), so it is prepared again if still assigned.
+//  * MIG placements (the dynamic MIG strategy, mig.h): Prepare creates each placement's instance
+//    first and records the instances in the checkpoint before it writes the spec, so a crash
+//    after that leaves a claim without spec, which Recover() drops after destroying its
+//    instances. Any failure of the prepare destroys what it created. Unprepare destroys the
+//    instances first; when one cannot be destroyed (still in use) nothing else changes and the
+//    error is returned (the claim stays prepared).
 // Not thread-safe: the agent calls it from its session thread only.
 
 #include <map>
@@ -74,10 +80,17 @@ class Preparer {
   // Not owned; nullptr (the default): only the env (QM_DEVICE_<n>_TIMESLICE_INTERVAL).
   void SetTimeSlicer(const TimeSlicer* timeslicer) { timeslicer_ = timeslicer; }
 
+  // Creates the MIG instances of the placements a claim got (dynamic MIG strategy) and destroys
+  // them at unprepare. Not owned; nullptr (the default): a claim with a placement fails, and so
+  // does the unprepare of a claim that holds an instance. Set it before Recover, which tells it
+  // which instances the checkpoint holds.
+  void SetMigInstances(MigInstanceManager* mig) { mig_ = mig; }
+
   // Brings the files and the checkpoint into agreement after a start: specs of ours that the
   // checkpoint does not list are removed; checkpointed claims whose spec is missing are dropped;
   // MPS directories of claims not held are removed, their daemons told to quit (call
-  // SetMpsRoot and SetMpsControl first).
+  // SetMpsRoot and SetMpsControl first); MIG instances of dropped claims are destroyed, those of
+  // held claims handed to MigInstanceManager::Hold.
   absl::Status Recover();
 
   // Prepares `claim`: idempotent for the allocation it is held with; a claim held for another
@@ -86,8 +99,9 @@ class Preparer {
   // the spec or the checkpoint is an error Status (nothing is held then).
   absl::StatusOr<PrepareOutcome> Prepare(const ClaimAssignment& claim);
 
-  // Unprepares claim `uid`: removes its spec and forgets it (and records it as unreported).
-  // OK when it is not held.
+  // Unprepares claim `uid`: destroys its MIG instances, removes its spec and forgets it (and
+  // records it as unreported). OK when it is not held. An instance that cannot be destroyed is an
+  // error, and the claim stays held (without the instances that were destroyed).
   absl::Status Unprepare(const std::string& uid, const std::string& namespace_,
                          const std::string& name);
 
@@ -111,6 +125,7 @@ class Preparer {
   std::string mps_root_ = "/run/qm-agent/mps";
   const MpsControl* mps_ = nullptr;
   const TimeSlicer* timeslicer_ = nullptr;
+  MigInstanceManager* mig_ = nullptr;
 };
 
 }  // namespace qm::agent

@@ -26,6 +26,15 @@ CheckpointData Example() {
   c.reported = true;
   c.devices.push_back({"gpu", "gpu-node-a", "gpu-0", "", {"k8s.gpu.nvidia.com/claim=u1-gpu-0"}});
   c.devices.push_back({"gpu", "gpu-node-a", "gpu-1", "s1", {}});
+  // A MIG placement's device, with the instance the agent created for it.
+  c.devices.push_back(
+      {"mig",
+       "gpu-node-a",
+       "gpu-2-mig-1g-5gb-at-3",
+       "",
+       {"k8s.gpu.nvidia.com/claim=u1-gpu-2-mig-1g-5gb-at-3"},
+       MigInstance{
+           "GPU-2", 0, 3, 1, 7, 0, "MIG-7", {"/dev/nvidia2", "/dev/nvidia-caps/nvidia-cap66"}}});
   d.claims["u1"] = c;
   d.unreported["u2"] = UnpreparedClaim{"ns", "gone", "u2"};
   return d;
@@ -35,6 +44,23 @@ TEST(CheckpointTest, RoundTrips) {
   auto decoded = DecodeCheckpoint(EncodeCheckpoint(Example()));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(*decoded, Example());
+}
+
+TEST(CheckpointTest, RecordsTheMigInstancesOfDevices) {
+  const std::string text = EncodeCheckpoint(Example());
+  EXPECT_THAT(text, HasSubstr(R"("gpuInstanceID": 7)"));
+  EXPECT_THAT(text, HasSubstr(R"("placementStart": 3)"));
+  auto decoded = DecodeCheckpoint(text);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const auto& devices = decoded->claims.at("u1").devices;
+  EXPECT_FALSE(devices[0].mig_instance.has_value());
+  ASSERT_TRUE(devices[2].mig_instance.has_value());
+  EXPECT_EQ(devices[2].mig_instance->uuid, "MIG-7");
+  EXPECT_EQ(devices[2].mig_instance->compute_instance_id, 0);
+  // An instance record without its ids is corrupt, not an instance with made-up ids.
+  std::string broken = text;
+  broken.replace(broken.find(R"("gpuInstanceID": 7)"), 18, R"("gpuInstanceID": "x")");
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodeCheckpoint(broken).status()));
 }
 
 TEST(CheckpointTest, CorruptTextIsInvalid) {

@@ -97,5 +97,29 @@ TEST(HealthTest, ParsesXidLists) {
   EXPECT_EQ(bad.status().message(), "not an XID: \"x1\"");
 }
 
+TEST(HealthTest, AnInstanceEventConcernsOnlyThePlacementWithThatInstance) {
+  // Dynamic MIG: three placements of GPU 1, one with an instance (GI 3, CI 0).
+  Inventory inv;
+  for (const char* name :
+       {"gpu-1-mig-1g-10gb-at-0", "gpu-1-mig-1g-10gb-at-1", "gpu-1-mig-7g-80gb-at-0"}) {
+    model::Device d;
+    d.name = name;
+    inv.devices.push_back(d);
+    LocalDevice l{"", 1, kGpu1, {"/dev/nvidia1"}};
+    l.mig_placement = LocalDevice::MigPlacement{0, 0, 1};
+    inv.local[name] = l;
+  }
+  inv.local["gpu-1-mig-1g-10gb-at-1"].uuid = "MIG-c";
+  inv.local["gpu-1-mig-1g-10gb-at-1"].gpu_instance_id = 3;
+  inv.local["gpu-1-mig-1g-10gb-at-1"].compute_instance_id = 0;
+  auto change = ClassifyEvent(Xid(kGpu1, 79, 3, 0), inv, DefaultIgnoredXids());
+  ASSERT_TRUE(change.has_value());
+  EXPECT_THAT(change->devices, ElementsAre("gpu-1-mig-1g-10gb-at-1"));
+  // An event of the whole GPU concerns every placement.
+  change = ClassifyEvent(Xid(kGpu1, 79), inv, DefaultIgnoredXids());
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->devices.size(), 3u);
+}
+
 }  // namespace
 }  // namespace qm::agent

@@ -17,12 +17,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace qm::agent {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 std::string Str(const model::Device& d, const std::string& key) {
   auto it = d.attributes.find(key);
@@ -316,6 +318,247 @@ TEST_F(NvmlSourceTest, ADriverThatDoesNotInitialiseIsUnavailable) {
   ASSERT_FALSE(inv.ok());
   EXPECT_EQ(inv.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(inv.status().message(), HasSubstr("nvmlInit_v2: Driver Not Loaded"));
+}
+
+// ---- The dynamic MIG strategy ----------------------------------------------------------------
+
+class NvmlDynamicMigTest : public NvmlSourceTest {
+ protected:
+  // An A100-SXM4-40GB in MIG mode (the fake's A100-40GB profiles), plus `extra` JSON fields of
+  // the GPU and of the configuration.
+  std::unique_ptr<NvmlSource> Open(const std::string& gpu_extra = "",
+                                   const std::string& config_extra = "") {
+    const fs::path config = dir_ / "nvml.json";
+    std::ofstream(config) << R"({"migStateFile": ")" << (dir_ / "mig-state.json").string() << "\""
+                          << config_extra << R"(, "gpus": [
+      {"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-eeeeeeee-0000-0000-0000-000000000000",
+       "memoryMiB": 40960, "pciBusId": "00000000:07:00.0", "computeCapability": [8, 0],
+       "architecture": 7, "minor": 0, "migMode": "enabled", "maxMigDevices": 7)"
+                          << gpu_extra << "}]}";
+    setenv("QM_FAKE_NVML_CONFIG", config.c_str(), 1);
+    auto source =
+        NvmlSource::Open(QM_FAKE_NVML_PATH, (dir_ / "sys").string(), (dir_ / "proc").string());
+    EXPECT_TRUE(source.ok()) << source.status();
+    if (!source.ok()) return nullptr;
+    EXPECT_TRUE((*source)->SetMigStrategy(MigStrategy::kDynamic).ok());
+    return std::move(*source);
+  }
+
+  // The GPU instances the fake holds: "<gi>:<profile>@<start>" each.
+  std::vector<std::string> Instances() {
+    std::ifstream in(dir_ / "mig-state.json");
+    if (!in) return {};
+    nlohmann::json j = nlohmann::json::parse(in);
+    std::vector<std::string> out;
+    const nlohmann::json gpus = j.value("gpus", nlohmann::json::object());  // items() refers to it
+    for (const auto& [gpu, list] : gpus.items()) {
+      for (const auto& i : list) {
+        out.push_back(std::to_string(i.value("gi", 0)) + ":" +
+                      std::to_string(i.value("profileId", 0)) + "@" +
+                      std::to_string(i.value("start", 0)));
+      }
+    }
+    return out;
+  }
+
+  static int InitCount() {
+    void* h = dlopen(QM_FAKE_NVML_PATH, RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) return -1;
+    auto count = reinterpret_cast<int (*)()>(dlsym(h, "qmFakeNvmlInitCount"));
+    int n = count();
+    dlclose(h);
+    return n;
+  }
+};
+
+TEST_F(NvmlDynamicMigTest, PublishesEveryPlacementOverPerSliceCounters) {
+  auto source = Open();
+  ASSERT_NE(source, nullptr);
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  std::vector<std::string> names;
+  for (const auto& d : inv->devices) names.push_back(d.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("gpu-0-mig-1g-5gb-at-0", "gpu-0-mig-1g-5gb-at-1",
+                                            "gpu-0-mig-1g-5gb-at-2", "gpu-0-mig-1g-5gb-at-3",
+                                            "gpu-0-mig-1g-5gb-at-4", "gpu-0-mig-1g-5gb-at-5",
+                                            "gpu-0-mig-1g-5gb-at-6", "gpu-0-mig-2g-10gb-at-0",
+                                            "gpu-0-mig-2g-10gb-at-2", "gpu-0-mig-2g-10gb-at-4",
+                                            "gpu-0-mig-3g-20gb-at-0", "gpu-0-mig-3g-20gb-at-4",
+                                            "gpu-0-mig-4g-20gb-at-0", "gpu-0-mig-7g-40gb-at-0"));
+  ASSERT_EQ(inv->shared_counters.size(), 1u);
+  const model::CounterSet& set = inv->shared_counters[0];
+  EXPECT_EQ(set.name, "gpu-0-counter-set");
+  EXPECT_EQ(set.counters.size(), 10u);  // memory, compute-slices, memory-slice-0..7
+  EXPECT_EQ(set.counters.at("memory").String(), "40Gi");
+  EXPECT_EQ(set.counters.at("compute-slices").String(), "7");
+  EXPECT_EQ(set.counters.at("memory-slice-7").String(), "1");
+
+  const model::Device& three = inv->devices[11];  // 3g.20gb at 4: memory slices 4..7
+  EXPECT_EQ(Str(three, "type"), "mig");
+  EXPECT_EQ(Str(three, "profile"), "3g.20gb");
+  EXPECT_EQ(Str(three, "placementStart"), "i4");
+  EXPECT_EQ(Str(three, "placementSize"), "i4");
+  EXPECT_EQ(Str(three, "parentUUID"), "GPU-eeeeeeee-0000-0000-0000-000000000000");
+  EXPECT_EQ(Str(three, "productName"), "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(Str(three, "uuid"), "<missing>");
+  EXPECT_EQ(three.capacity.at("memory").value.String(), "20096Mi");
+  EXPECT_EQ(three.capacity.at("multiprocessors").value.String(), "42");
+  const auto& use = three.consumes_counters.at(0).counters;
+  EXPECT_EQ(use.size(), 6u);
+  EXPECT_EQ(use.at("compute-slices").String(), "3");
+  EXPECT_TRUE(use.contains("memory-slice-4") && use.contains("memory-slice-7"));
+  EXPECT_FALSE(use.contains("memory-slice-3"));
+
+  const LocalDevice& local = inv->local.at("gpu-0-mig-3g-20gb-at-4");
+  ASSERT_TRUE(local.mig_placement.has_value());
+  EXPECT_EQ(local.mig_placement->profile_id, 2);
+  EXPECT_EQ(local.mig_placement->start, 4);
+  EXPECT_EQ(local.mig_placement->size, 4);
+  EXPECT_EQ(local.uuid, "");
+  EXPECT_EQ(local.parent_uuid, "GPU-eeeeeeee-0000-0000-0000-000000000000");
+  EXPECT_EQ(local.device_nodes, std::vector<std::string>{"/dev/nvidia0"});
+  EXPECT_EQ(inv->node_labels.at("nvidia.com/mig.strategy"), "mixed");
+  EXPECT_EQ(InitCount(), 0);
+}
+
+TEST_F(NvmlDynamicMigTest, ProfileNamesComeFromTheDriver) {
+  // 7g on an 80 GB A100 has 80384 MiB, which rounds to 79 GB; the driver calls it 7g.80gb.
+  auto source = Open(R"(, "memoryMiB": 81920)");
+  ASSERT_NE(source, nullptr);
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->devices.back().name, "gpu-0-mig-7g-80gb-at-0");
+  EXPECT_EQ(Str(inv->devices.front(), "profile"), "1g.10gb");
+}
+
+TEST_F(NvmlDynamicMigTest, TheStaticStrategyStillPublishesWhatExists) {
+  auto source = Open(R"(, "mig": [{"slot": 0, "uuid": "MIG-44444444-0000-0000-0000-000000000000",
+      "gpuInstanceSlices": 3, "memoryMiB": 20096, "multiprocessors": 42}])");
+  ASSERT_NE(source, nullptr);
+  ASSERT_TRUE(source->SetMigStrategy(MigStrategy::kStatic).ok());
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_EQ(inv->devices.size(), 1u);
+  EXPECT_EQ(inv->devices[0].name, "gpu-0-mig-3g-20gb-0");
+  EXPECT_EQ(inv->shared_counters[0].counters.size(), 2u);
+}
+
+TEST_F(NvmlDynamicMigTest, CreatesAndDestroysTheInstanceOfAPlacement) {
+  // The driver's capability files of the GPU instance NVML will make (id 1) and its compute
+  // instance 0.
+  const fs::path gi = dir_ / "proc/driver/nvidia/capabilities/gpu0/mig/gi1";
+  fs::create_directories(gi / "ci0");
+  std::ofstream(gi / "access") << "DeviceFileMinor: 21\n";
+  std::ofstream(gi / "ci0/access") << "DeviceFileMinor: 22\n";
+  auto source = Open();
+  ASSERT_NE(source, nullptr);
+  ASSERT_EQ(source->mig_instances(), source.get());
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+
+  auto made = source->Create(inv->local.at("gpu-0-mig-1g-5gb-at-3"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->parent_uuid, "GPU-eeeeeeee-0000-0000-0000-000000000000");
+  EXPECT_EQ(made->profile_id, 0);
+  EXPECT_EQ(made->start, 3);
+  EXPECT_EQ(made->size, 1);
+  EXPECT_EQ(made->gpu_instance_id, 1);
+  EXPECT_EQ(made->compute_instance_id, 0);
+  EXPECT_THAT(made->uuid, ::testing::StartsWith("MIG-"));
+  EXPECT_EQ(made->device_nodes,
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap21",
+                                      "/dev/nvidia-caps/nvidia-cap22"}));
+  EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@3"));
+
+  // An overlapping placement is refused, and leaves nothing behind.
+  auto overlap = source->Create(inv->local.at("gpu-0-mig-2g-10gb-at-2"));
+  EXPECT_EQ(overlap.status().code(), absl::StatusCode::kResourceExhausted) << overlap.status();
+  EXPECT_THAT(overlap.status().message(), HasSubstr("Insufficient resources"));
+  EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@3"));
+
+  // The instance is the agent's: every placement stays published, and the one it fills knows
+  // its MIG device (for health events), as NVML's MIG enumeration shows it.
+  auto again = source->Discover();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->devices.size(), 14u);
+  const LocalDevice& filled = again->local.at("gpu-0-mig-1g-5gb-at-3");
+  EXPECT_EQ(filled.uuid, made->uuid);
+  EXPECT_EQ(filled.gpu_instance_id, 1);
+  EXPECT_EQ(filled.compute_instance_id, 0);
+
+  ASSERT_TRUE(source->Destroy(*made).ok());
+  EXPECT_THAT(Instances(), IsEmpty());
+  // Gone already: nothing to do.
+  EXPECT_TRUE(source->Destroy(*made).ok());
+  EXPECT_EQ(InitCount(), 0);
+}
+
+TEST_F(NvmlDynamicMigTest, InstancesOfOthersHideThePlacementsTheyOverlap) {
+  // A 3g.20gb at memory slices 0-3 made by someone else (nvidia-smi).
+  const std::string foreign =
+      R"(, "mig": [{"slot": 0, "uuid": "MIG-55555555-0000-0000-0000-000000000000",
+      "gpuInstanceSlices": 3, "memoryMiB": 20096, "multiprocessors": 42, "gpuInstanceId": 2,
+      "profileId": 2, "placementStart": 0}])";
+  auto source = Open(foreign);
+  ASSERT_NE(source, nullptr);
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  std::vector<std::string> names;
+  for (const auto& d : inv->devices) names.push_back(d.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("gpu-0-mig-1g-5gb-at-4", "gpu-0-mig-1g-5gb-at-5",
+                                            "gpu-0-mig-1g-5gb-at-6", "gpu-0-mig-2g-10gb-at-4",
+                                            "gpu-0-mig-3g-20gb-at-4"));
+  // Held by the agent (its checkpoint says it made it): all placements again.
+  source->Hold(MigInstance{"GPU-eeeeeeee-0000-0000-0000-000000000000", 2, 0, 4, 2, 0, "", {}});
+  auto held = source->Discover();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->devices.size(), 14u);
+  EXPECT_EQ(held->local.at("gpu-0-mig-3g-20gb-at-0").uuid,
+            "MIG-55555555-0000-0000-0000-000000000000");
+}
+
+TEST_F(NvmlDynamicMigTest, AFailedStepDestroysWhatWasCreated) {
+  auto source = Open("", R"(, "fail": {"nvmlGpuInstanceCreateComputeInstance": 999})");
+  ASSERT_NE(source, nullptr);
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  auto made = source->Create(inv->local.at("gpu-0-mig-4g-20gb-at-0"));
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kUnavailable) << made.status();
+  EXPECT_THAT(made.status().message(),
+              HasSubstr("nvmlGpuInstanceCreateComputeInstance: Unknown Error (999)"));
+  EXPECT_THAT(Instances(), IsEmpty());  // the GPU instance was destroyed again
+  EXPECT_EQ(InitCount(), 0);
+
+  // When even that fails, the error says so.
+  source = Open("", R"(, "fail": {"nvmlGpuInstanceCreateComputeInstance": 999,
+                                  "nvmlGpuInstanceDestroy": 19})");
+  ASSERT_NE(source, nullptr);
+  made = source->Create(inv->local.at("gpu-0-mig-4g-20gb-at-0"));
+  EXPECT_THAT(made.status().message(), HasSubstr("; then nvmlGpuInstanceDestroy: In use"));
+}
+
+TEST_F(NvmlDynamicMigTest, AnInstanceThatCannotBeDestroyedStays) {
+  auto source = Open();
+  ASSERT_NE(source, nullptr);
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  auto made = source->Create(inv->local.at("gpu-0-mig-1g-5gb-at-0"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  source = Open("", R"(, "fail": {"nvmlComputeInstanceDestroy": 19})");
+  ASSERT_NE(source, nullptr);
+  absl::Status st = source->Destroy(*made);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(st.message(), HasSubstr("nvmlComputeInstanceDestroy: In use by another client"));
+  EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@0"));
+  // A GPU instance id that now names another placement is not the agent's to destroy.
+  MigInstance other = *made;
+  other.start = 5;
+  source = Open();
+  ASSERT_NE(source, nullptr);
+  EXPECT_TRUE(source->Destroy(other).ok());
+  EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@0"));
+  EXPECT_TRUE(source->Destroy(*made).ok());
+  EXPECT_THAT(Instances(), IsEmpty());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -446,6 +447,191 @@ TEST_F(PreparerTest, ConfigsOfOtherDriversAndRequestsAreIgnored) {
   auto out = preparer_->Prepare(c);
   ASSERT_TRUE(out.ok());
   EXPECT_THAT(out->error, IsEmpty());
+}
+
+// ---- MIG placements (the dynamic MIG strategy) ----------------------------------------------
+
+// A GPU's MIG instances as a MigInstanceManager makes them, kept across "restarts" of the
+// Preparer as the GPU keeps them.
+class FakeMigInstances : public MigInstanceManager {
+ public:
+  absl::StatusOr<MigInstance> Create(const LocalDevice& d) override {
+    if (++creates == fail_create_at) {
+      return absl::ResourceExhaustedError("the placement overlaps a GPU instance that exists");
+    }
+    const int64_t gi = next_gi++;
+    MigInstance m{d.parent_uuid,
+                  d.mig_placement->profile_id,
+                  d.mig_placement->start,
+                  d.mig_placement->size,
+                  gi,
+                  0,
+                  "MIG-" + std::to_string(gi),
+                  d.device_nodes};
+    m.device_nodes.push_back("/dev/nvidia-caps/nvidia-cap" + std::to_string(100 + gi));
+    live.push_back(m);
+    return m;
+  }
+  absl::Status Destroy(const MigInstance& m) override {
+    if (fail_destroy) return absl::UnavailableError("nvmlComputeInstanceDestroy: In use (19)");
+    std::erase(live, m);
+    destroyed.push_back(m.gpu_instance_id);
+    return absl::OkStatus();
+  }
+  void Hold(const MigInstance& m) override { held.push_back(m.gpu_instance_id); }
+
+  std::vector<MigInstance> live;
+  std::vector<int64_t> destroyed, held;
+  int creates = 0;
+  int fail_create_at = 0;  // the how-manieth Create fails (0: none)
+  bool fail_destroy = false;
+  int64_t next_gi = 1;
+};
+
+class MigPreparerTest : public PreparerTest {
+ protected:
+  void SetUp() override {
+    PreparerTest::SetUp();
+    UseMig();
+  }
+
+  // After Reopen: an inventory with a whole GPU and two placements of a MIG-mode GPU, and the
+  // instances of the "GPU"; Recover, as the agent runs it at start.
+  void UseMig() {
+    Inventory inv;
+    inv.local["gpu-0"] = LocalDevice{"GPU-0", 0, "", {"/dev/nvidia0"}};
+    for (const auto& [name, start, size] :
+         {std::tuple<const char*, int64_t, int64_t>{"gpu-1-mig-1g-5gb-at-0", 0, 1},
+          {"gpu-1-mig-2g-10gb-at-2", 2, 2}}) {
+      LocalDevice l{"", 1, "GPU-1", {"/dev/nvidia1"}};
+      l.mig_placement = LocalDevice::MigPlacement{size == 1 ? 0 : 1, start, size};
+      inv.local[name] = l;
+    }
+    inv.common_device_nodes = {"/dev/nvidiactl"};
+    preparer_->SetInventory(inv);
+    preparer_->SetMigInstances(&mig_);
+    ASSERT_TRUE(preparer_->Recover().ok());
+  }
+
+  FakeMigInstances mig_;
+};
+
+TEST_F(MigPreparerTest, PrepareCreatesTheInstanceOfAPlacement) {
+  auto out = preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->error, IsEmpty());
+  ASSERT_EQ(mig_.live.size(), 1u);
+  EXPECT_EQ(mig_.live[0].start, 0);
+  json spec = Spec();
+  EXPECT_THAT(spec["devices"][0]["containerEdits"]["env"].dump(), HasSubstr("QM_DEVICE_0=MIG-1"));
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"].dump(),
+            R"([{"path":"/dev/nvidia1"},{"path":"/dev/nvidia-caps/nvidia-cap101"}])");
+  EXPECT_THAT(spec["containerEdits"]["env"].dump(), HasSubstr("NVIDIA_VISIBLE_DEVICES=MIG-1"));
+  // The checkpoint knows the instance.
+  Reopen();
+  ASSERT_TRUE(data_.claims.contains(kUid));
+  ASSERT_TRUE(data_.claims[kUid].devices[0].mig_instance.has_value());
+  EXPECT_EQ(*data_.claims[kUid].devices[0].mig_instance, mig_.live[0]);
+  // Preparing it again reuses the instance.
+  UseMig();
+  auto again = preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"}));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_prepared);
+  EXPECT_EQ(mig_.creates, 1);
+  EXPECT_EQ(mig_.live.size(), 1u);
+}
+
+TEST_F(MigPreparerTest, UnprepareDestroysTheInstance) {
+  ASSERT_TRUE(preparer_->Prepare(Claim("a1", {"gpu-0", "gpu-1-mig-2g-10gb-at-2"})).ok());
+  ASSERT_EQ(mig_.live.size(), 1u);
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+  EXPECT_THAT(mig_.live, IsEmpty());
+  EXPECT_THAT(mig_.destroyed, ElementsAre(1));
+  EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(cdi_, kUid)));
+  // A new allocation of the claim: the old instance goes, a new one is made.
+  ASSERT_TRUE(preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"})).ok());
+  ASSERT_TRUE(preparer_->Prepare(Claim("a2", {"gpu-1-mig-2g-10gb-at-2"})).ok());
+  EXPECT_THAT(mig_.destroyed, ElementsAre(1, 2));
+  ASSERT_EQ(mig_.live.size(), 1u);
+  EXPECT_EQ(mig_.live[0].gpu_instance_id, 3);
+}
+
+TEST_F(MigPreparerTest, AFailedPrepareDestroysWhatItCreated) {
+  // The second placement cannot be made: the first is destroyed again, nothing is prepared.
+  mig_.fail_create_at = 2;
+  auto out = preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0", "gpu-1-mig-2g-10gb-at-2"}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->error,
+              HasSubstr("gpu.nvidia.com/node-a/gpu-1-mig-2g-10gb-at-2: creating the MIG "
+                        "instance of placement 2+2 (profile 1) of GPU-1: the placement "
+                        "overlaps a GPU instance that exists"));
+  EXPECT_THAT(out->devices, IsEmpty());
+  EXPECT_THAT(mig_.live, IsEmpty());
+  EXPECT_THAT(mig_.destroyed, ElementsAre(1));
+  EXPECT_THAT(ListCdiSpecs(cdi_), IsEmpty());
+  EXPECT_FALSE(data_.claims.contains(kUid));
+
+  // Another device of the claim is wrong: the instance made for the first goes again.
+  auto unknown = preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0", "gpu-7"}));
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_THAT(unknown->error, HasSubstr("gpu-7: not published by this agent"));
+  EXPECT_THAT(mig_.live, IsEmpty());
+
+  // The spec cannot be written: the instance goes, and the checkpoint forgets the claim.
+  std::filesystem::remove_all(cdi_);
+  std::ofstream(cdi_) << "not a directory";
+  auto unwritable = preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"}));
+  EXPECT_FALSE(unwritable.ok());
+  EXPECT_THAT(mig_.live, IsEmpty());
+  Reopen();
+  EXPECT_THAT(data_.claims, IsEmpty());
+}
+
+TEST_F(MigPreparerTest, ARestartedAgentDestroysTheInstancesOfItsCheckpoint) {
+  ASSERT_TRUE(preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"})).ok());
+  Reopen();  // the agent restarts: a new Preparer over the checkpoint
+  UseMig();
+  EXPECT_THAT(mig_.held, ElementsAre(1));  // its placements stay published
+  ASSERT_EQ(mig_.live.size(), 1u);
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+  EXPECT_THAT(mig_.live, IsEmpty());
+  EXPECT_THAT(mig_.destroyed, ElementsAre(1));
+}
+
+TEST_F(MigPreparerTest, RecoverDestroysTheInstancesOfAClaimWithoutSpec) {
+  ASSERT_TRUE(preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"})).ok());
+  std::filesystem::remove(CdiSpecPath(cdi_, kUid));  // a crash between checkpoint and spec
+  Reopen();
+  UseMig();
+  EXPECT_THAT(data_.claims, IsEmpty());
+  EXPECT_THAT(mig_.live, IsEmpty());
+  EXPECT_THAT(mig_.destroyed, ElementsAre(1));
+  EXPECT_THAT(mig_.held, IsEmpty());
+}
+
+TEST_F(MigPreparerTest, AnInstanceInUseKeepsTheClaimPrepared) {
+  ASSERT_TRUE(preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"})).ok());
+  mig_.fail_destroy = true;
+  absl::Status st = preparer_->Unprepare(kUid, "ns", "claim");
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("cannot destroy MIG instance MIG-1 (GPU instance 1, compute "
+                                      "instance 0 of GPU-1) of gpu-1-mig-1g-5gb-at-0: "
+                                      "nvmlComputeInstanceDestroy: In use (19)"));
+  EXPECT_TRUE(std::filesystem::exists(CdiSpecPath(cdi_, kUid)));
+  EXPECT_TRUE(data_.claims.contains(kUid));
+  EXPECT_FALSE(data_.unreported.contains(kUid));
+  mig_.fail_destroy = false;
+  ASSERT_TRUE(preparer_->Unprepare(kUid, "ns", "claim").ok());
+  EXPECT_THAT(mig_.live, IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(cdi_, kUid)));
+}
+
+TEST_F(MigPreparerTest, APlacementNeedsAnInstanceManager) {
+  preparer_->SetMigInstances(nullptr);
+  auto out = preparer_->Prepare(Claim("a1", {"gpu-1-mig-1g-5gb-at-0"}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->error, HasSubstr("a MIG placement, but this agent creates no MIG instances"));
+  EXPECT_THAT(ListCdiSpecs(cdi_), IsEmpty());
 }
 
 }  // namespace
