@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qm::model {
@@ -45,8 +46,9 @@ struct ObjectMeta {
 // One API object in the storage (hub) version.
 //
 // `body` is the JSON text of the object without its "metadata" member; the codecs in api/rest
-// own its shape. `spec_digest` is a canonical text of the fields whose change bumps
-// metadata.generation, and `fields` holds the values field selectors and indexes use
+// own its shape. `spec_digest` identifies the fields whose change bumps metadata.generation (the
+// SHA-256 of their canonical text, SpecDigest below; "" without a spec), and `fields` holds the
+// values field selectors and indexes use
 // ("spec.nodeName" -> "gpu-node-a"); both are computed by the codec from `body`.
 struct Object {
   std::string resource;
@@ -57,6 +59,16 @@ struct Object {
 
   ResourceKey Key() const { return ResourceKey{resource, meta.namespace_, meta.name}; }
 };
+
+// The spec digest of a spec whose canonical JSON text (keys sorted, no spaces) is
+// `canonical_spec`: "sha256:" and 64 hex digits, so that an object keeps (and the store writes)
+// 71 bytes instead of a second copy of its spec.
+std::string SpecDigest(std::string_view canonical_spec);
+
+// Whether two spec digests name the same spec. Rows written before digests were hashed hold the
+// canonical text itself; such a digest is hashed before comparing, so an upgrade bumps no
+// generation by itself.
+bool SameSpec(const std::string& a, const std::string& b);
 
 enum class EventType { kAdded, kModified, kDeleted };
 

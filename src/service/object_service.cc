@@ -175,7 +175,7 @@ absl::StatusOr<model::Object> ObjectService::Update(
     next.meta.deletion_timestamp = current.meta.deletion_timestamp;
     next.meta.deletion_grace_period_seconds = current.meta.deletion_grace_period_seconds;
     next.meta.generation =
-        current.meta.generation + (next.spec_digest != current.spec_digest ? 1 : 0);
+        current.meta.generation + (model::SameSpec(next.spec_digest, current.spec_digest) ? 0 : 1);
     if (current.meta.deletion_timestamp.has_value()) {
       for (const auto& f : next.meta.finalizers) {
         if (std::find(current.meta.finalizers.begin(), current.meta.finalizers.end(), f) ==
@@ -343,7 +343,8 @@ absl::StatusOr<std::vector<model::Object>> ObjectService::CommitBatch(
         next.meta.creation_timestamp = cur.meta.creation_timestamp;
         next.meta.deletion_timestamp = cur.meta.deletion_timestamp;
         next.meta.deletion_grace_period_seconds = cur.meta.deletion_grace_period_seconds;
-        next.meta.generation = cur.meta.generation + (next.spec_digest != cur.spec_digest ? 1 : 0);
+        next.meta.generation =
+            cur.meta.generation + (model::SameSpec(next.spec_digest, cur.spec_digest) ? 0 : 1);
         out = {store::Write::Kind::kUpdate, std::move(next), {}, cur.meta.resource_version};
         break;
       }

@@ -35,8 +35,7 @@ json Whole(const model::Object& obj, const json& body) {
 model::Object WithBody(const model::Object& obj, const json& body) {
   model::Object out = obj;
   out.body = body.dump();
-  const json& spec = At(body, "spec");
-  out.spec_digest = spec.is_null() ? "" : spec.dump();
+  out.spec_digest = model::json::SpecDigestOf(body);
   out.fields = model::json::SelectableFields(TypeOf(out.resource), body);
   out.fields["metadata.name"] = out.meta.name;
   out.fields["metadata.namespace"] = out.meta.namespace_;

@@ -427,7 +427,7 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const js
     if (!it->is_array()) return MetaTypeError("ownerReferences", "a list");
     if (!it->empty()) obj.meta.owner_references = it->dump();
   }
-  obj.spec_digest = body.contains("spec") ? body["spec"].dump() : "";
+  obj.spec_digest = model::json::SpecDigestOf(body);
   obj.fields = SelectableFields(type, hub);
   obj.body = body.dump();
   return obj;

@@ -55,4 +55,11 @@ std::map<std::string, std::string> SelectableFields(const model::ResourceType& t
   return fields;
 }
 
+std::string SpecDigestOf(const nlohmann::json& hub) {
+  if (!hub.is_object()) return "";
+  auto spec = hub.find("spec");
+  if (spec == hub.end() || spec->is_null()) return "";
+  return model::SpecDigest(spec->dump());
+}
+
 }  // namespace qm::model::json

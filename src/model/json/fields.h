@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "model/object.h"
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
 
@@ -16,5 +17,9 @@ namespace qm::model::json {
 // metadata.name and metadata.namespace.
 std::map<std::string, std::string> SelectableFields(const ResourceType& type,
                                                     const nlohmann::json& hub);
+
+// The spec digest of a hub-shape object (model::SpecDigest of its canonical "spec"; "" when it
+// has none).
+std::string SpecDigestOf(const nlohmann::json& hub);
 
 }  // namespace qm::model::json

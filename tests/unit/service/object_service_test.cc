@@ -123,6 +123,36 @@ TEST_F(ObjectServiceTest, GenerationBumpsOnlyOnSpecChange) {
   EXPECT_EQ(changed->meta.uid, c->meta.uid);
 }
 
+TEST_F(ObjectServiceTest, AStoredSpecTextDigestEqualsItsHashOnUpdate) {
+  // A row written before spec digests were hashed holds the spec's canonical text: updating it
+  // with the same spec (now hashed) keeps the generation; a different spec bumps it.
+  auto c = service_.Create(Obj("deviceclasses.resource.k8s.io", "", "legacy", R"({"a":1})"), false);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->meta.generation, 1);
+  auto same = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.spec_digest = model::SpecDigest(R"({"a":1})");
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->meta.generation, 1);
+  auto other = service_.Update(
+      c->Key(),
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.spec_digest = model::SpecDigest(R"({"a":2})");
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->meta.generation, 2);
+}
+
 TEST_F(ObjectServiceTest, StaleResourceVersionIsConflict) {
   auto c = service_.Create(Obj("deviceclasses.resource.k8s.io", "", "gpu"), false);
   auto stale = c->meta.resource_version;
