@@ -193,6 +193,7 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
   size_t device_count = 0;
   for (const auto& s : inv->slices_) device_count += s.slice.devices.size();
   inv->devices_.reserve(device_count);
+  cel::DeviceValueBuilder values;  // shares equal attribute values and maps between devices
   for (uint32_t si = 0; si < inv->slices_.size(); ++si) {
     SliceEntry& se = inv->slices_[si];
     se.first_device = static_cast<uint32_t>(inv->devices_.size());
@@ -208,7 +209,7 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
         if (RuleMatches(rule, slice.driver, slice.pool, d.name)) e.taints.push_back(rule.taint);
       }
       if (!d.binding_conditions.empty()) inv->groups_[se.group].has_binding_conditions = true;
-      auto value = cel::BuildDeviceValue(ToDeviceInput(slice.driver, d));
+      auto value = values.Build(ToDeviceInput(slice.driver, d));
       if (value.ok()) {
         e.value = std::move(*value);
       } else {

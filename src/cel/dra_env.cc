@@ -1,11 +1,14 @@
 #include "cel/dra_env.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/semver.h"
 
 namespace qm::cel {
@@ -88,6 +91,150 @@ Value DomainMap(std::map<std::string, std::map<std::string, Value>> grouped) {
 }
 
 }  // namespace
+
+// What a DeviceValueBuilder shares between devices. Every value is interned under a key that
+// determines it exactly (a kind letter and its text), and gets a small id; a map is interned
+// under the ids of its keys and values, so equal maps are found without comparing values.
+struct DeviceValueBuilder::Shared {
+  struct Interned {
+    Value value;
+    uint32_t id = 0;
+  };
+
+  // The interned value under `key`, made by `make` the first time.
+  template <typename Make>
+  absl::StatusOr<const Interned*> Intern(std::string key, Make make) {
+    auto it = values.find(key);
+    if (it != values.end()) return &it->second;
+    absl::StatusOr<Value> v = make();
+    if (!v.ok()) return v.status();
+    const uint32_t id = static_cast<uint32_t>(values.size());
+    return &values.emplace(std::move(key), Interned{std::move(*v), id}).first->second;
+  }
+
+  const Interned& String(const std::string& s) {
+    return **Intern(absl::StrCat("s", s),
+                    [&]() -> absl::StatusOr<Value> { return Value::String(s); });
+  }
+
+  absl::StatusOr<const Interned*> Attribute(const std::string& name, const AttributeValue& attr) {
+    std::string key = AttributeKey(attr);
+    if (key.empty()) return Unsupported(name);
+    return Intern(std::move(key), [&] { return AttributeToValue(name, attr); });
+  }
+
+  // The key an attribute value is interned under ("" for one without a value, which does not
+  // build). Texts in lists are length-prefixed, so different lists never share a key.
+  static std::string AttributeKey(const AttributeValue& attr) {
+    struct Visitor {
+      std::string operator()(std::monostate) const { return ""; }
+      std::string operator()(int64_t v) const { return absl::StrCat("i", v); }
+      std::string operator()(bool v) const { return v ? "b1" : "b0"; }
+      std::string operator()(const std::string& v) const { return absl::StrCat("s", v); }
+      std::string operator()(const VersionString& v) const { return absl::StrCat("v", v.value); }
+      std::string operator()(const std::vector<int64_t>& v) const {
+        std::string out = "I";
+        for (int64_t x : v) absl::StrAppend(&out, x, ",");
+        return out;
+      }
+      std::string operator()(const std::vector<bool>& v) const {
+        std::string out = "B";
+        for (bool x : v) out.push_back(x ? '1' : '0');
+        return out;
+      }
+      std::string operator()(const std::vector<std::string>& v) const {
+        std::string out = "S";
+        for (const auto& x : v) absl::StrAppend(&out, x.size(), ":", x);
+        return out;
+      }
+      std::string operator()(const std::vector<VersionString>& v) const {
+        std::string out = "V";
+        for (const auto& x : v) absl::StrAppend(&out, x.value.size(), ":", x.value);
+        return out;
+      }
+    };
+    return std::visit(Visitor{}, attr);
+  }
+
+  const Interned& QuantityValue(const Quantity& q) {
+    return **Intern(absl::StrCat("q", static_cast<int>(q.format()), q.String()),
+                    [&]() -> absl::StatusOr<Value> { return Value::FromQuantity(q); });
+  }
+
+  // One domain's map from (interned id, interned value) pairs, shared with equal ones.
+  Value DomainEntries(const std::vector<std::pair<const Interned*, const Interned*>>& entries) {
+    std::string key;
+    key.reserve(entries.size() * 8);
+    for (const auto& [k, v] : entries) {
+      key.append(reinterpret_cast<const char*>(&k->id), sizeof(uint32_t));
+      key.append(reinterpret_cast<const char*>(&v->id), sizeof(uint32_t));
+    }
+    auto it = maps.find(key);
+    if (it != maps.end()) return it->second;
+    MapValue inner;
+    for (const auto& [k, v] : entries) inner.Insert(k->value, v->value);
+    return maps.emplace(std::move(key), Value::Map(std::move(inner))).first->second;
+  }
+
+  // The domain map of a device: domain -> (id -> value), missing domains read as empty maps.
+  Value Domains(const std::map<std::string,
+                               std::vector<std::pair<const Interned*, const Interned*>>>& grouped) {
+    MapValue outer;
+    for (const auto& [domain, entries] : grouped) {
+      outer.Insert(String(domain).value, DomainEntries(entries));
+    }
+    outer.set_default_value(empty_map);
+    return Value::Map(std::move(outer));
+  }
+
+  std::unordered_map<std::string, Interned> values;
+  std::unordered_map<std::string, Value> maps;  // by the ids of their keys and values
+  Value empty_map = Value::Map(MapValue());
+};
+
+DeviceValueBuilder::DeviceValueBuilder() : shared_(std::make_unique<Shared>()) {}
+DeviceValueBuilder::~DeviceValueBuilder() = default;
+
+absl::StatusOr<Value> DeviceValueBuilder::Build(const DeviceInput& device) {
+  using Entries = std::vector<std::pair<const Shared::Interned*, const Shared::Interned*>>;
+  Shared& s = *shared_;
+  std::map<std::string, Entries> attributes;
+  for (const auto& [name, attr] : device.attributes) {
+    absl::StatusOr<const Shared::Interned*> v = s.Attribute(name, attr);
+    if (!v.ok()) return v.status();
+    auto [domain, id] = SplitQualifiedName(name, device.driver);
+    attributes[domain].emplace_back(&s.String(id), *v);
+  }
+  std::map<std::string, Entries> capacity;
+  for (const auto& [name, q] : device.capacity) {
+    auto [domain, id] = SplitQualifiedName(name, device.driver);
+    capacity[domain].emplace_back(&s.String(id), &s.QuantityValue(q));
+  }
+  // BuildDeviceValue's maps hold each domain's ids in order, and of two names for one id
+  // ("gpu.nvidia.com/a" and "a" under driver gpu.nvidia.com) the later one; these come in name
+  // order, which differs when qualified and bare names of one domain mix.
+  for (auto* grouped : {&attributes, &capacity}) {
+    for (auto& [domain, entries] : *grouped) {
+      auto id_less = [](const auto& a, const auto& b) {
+        return a.first->value.string_value() < b.first->value.string_value();
+      };
+      std::stable_sort(entries.begin(), entries.end(), id_less);
+      Entries unique;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i + 1 < entries.size() && entries[i].first == entries[i + 1].first) continue;
+        unique.push_back(entries[i]);
+      }
+      entries = std::move(unique);
+    }
+  }
+  MapValue m;
+  m.Insert(s.String("driver").value, s.String(device.driver).value);
+  m.Insert(s.String("attributes").value, s.Domains(attributes));
+  m.Insert(s.String("capacity").value, s.Domains(capacity));
+  m.Insert(s.String("allowMultipleAllocations").value,
+           Value::Bool(device.allow_multiple_allocations));
+  return Value::Map(std::move(m));
+}
 
 absl::StatusOr<Value> BuildDeviceValue(const DeviceInput& device) {
   std::map<std::string, std::map<std::string, Value>> attributes;

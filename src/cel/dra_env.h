@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -57,6 +58,27 @@ inline constexpr std::string_view kNoSuchKeyHint =
 // value" for an attribute without a value or with an empty list, and
 // "attribute <name>: invalid semantic version \"<text>\"" for a version that does not parse.
 absl::StatusOr<Value> BuildDeviceValue(const DeviceInput& device);
+
+// Builds the `device` values of many devices (an inventory's), sharing what they have in
+// common: every attribute and capacity value, name and domain is made once, and devices whose
+// attributes (or capacity) of one domain are equal share that map. A fleet of identical GPUs then
+// holds one copy of "NVIDIA A100-SXM4-80GB" instead of one per GPU. The values are the same
+// as BuildDeviceValue's. Not thread-safe; keep it only as long as the batch (what it keeps grows
+// with the distinct values seen).
+class DeviceValueBuilder {
+ public:
+  DeviceValueBuilder();
+  ~DeviceValueBuilder();
+  DeviceValueBuilder(const DeviceValueBuilder&) = delete;
+  DeviceValueBuilder& operator=(const DeviceValueBuilder&) = delete;
+
+  // As BuildDeviceValue, with the same errors.
+  absl::StatusOr<Value> Build(const DeviceInput& device);
+
+ private:
+  struct Shared;
+  std::unique_ptr<Shared> shared_;
+};
 
 // Evaluates a selector against a device: true or false when the expression yields a bool.
 // Errors (InvalidArgument) carry the runtime error text; "no such key" errors get kNoSuchKeyHint

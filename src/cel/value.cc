@@ -516,10 +516,14 @@ bool MapValue::Insert(Value key, Value value) {
   if (FindEntry(key) != nullptr) return false;
   entries_.emplace_back(std::move(key), std::move(value));
   if (entries_.size() > kIndexThreshold) {
-    if (index_.empty()) {
-      for (size_t i = 0; i < entries_.size(); ++i) index_[EncodeKey(entries_[i].first)] = i;
-    } else {
-      index_[EncodeKey(entries_.back().first)] = entries_.size() - 1;
+    const size_t from = entries_.size() == kIndexThreshold + 1 ? 0 : entries_.size() - 1;
+    for (size_t i = from; i < entries_.size(); ++i) {
+      const Value& k = entries_[i].first;
+      if (k.kind() == ValueKind::kString) {
+        string_index_[std::string_view(k.string_value())] = i;
+      } else {
+        other_index_[EncodeKey(k)] = i;
+      }
     }
   }
   return true;
@@ -531,9 +535,13 @@ const Value* MapValue::FindEntry(const Value& key) const {
     return k.has_value() ? FindEntry(*k) : nullptr;
   }
   if (!IsValidKey(key)) return nullptr;
-  if (!index_.empty()) {
-    auto it = index_.find(EncodeKey(key));
-    return it == index_.end() ? nullptr : &entries_[it->second].second;
+  if (entries_.size() > kIndexThreshold) {
+    if (key.kind() == ValueKind::kString) {
+      auto it = string_index_.find(std::string_view(key.string_value()));
+      return it == string_index_.end() ? nullptr : &entries_[it->second].second;
+    }
+    auto it = other_index_.find(EncodeKey(key));
+    return it == other_index_.end() ? nullptr : &entries_[it->second].second;
   }
   // String keys (field selection, attribute names) are the common case: compare them directly.
   if (key.kind() == ValueKind::kString) {

@@ -191,8 +191,10 @@ class MapValue {
   const Value* FindEntry(const Value& key) const;
 
   std::vector<std::pair<Value, Value>> entries_;
-  // Encoded key -> entry index; built once the map grows past a few entries.
-  std::unordered_map<std::string, size_t> index_;
+  // Key -> entry index, built once the map grows past a few entries: string keys by a view of
+  // the key's own (immutable, shared) text, other keys encoded.
+  std::unordered_map<std::string_view, size_t> string_index_;
+  std::unordered_map<std::string, size_t> other_index_;
   std::shared_ptr<const Value> default_;
 };
 

@@ -91,6 +91,7 @@ TEST(CelGoldenTest, EveryCaseHolds) {
   const auto cases = LoadCases();
   ASSERT_GE(cases.size(), 50u);
   RegexCache regexes;
+  DeviceValueBuilder shared;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file + ":" + std::to_string(c.line) + ": " + c.expression);
     auto dev = devices.find(c.device);
@@ -120,6 +121,18 @@ TEST(CelGoldenTest, EveryCaseHolds) {
     EvalResult planned = Evaluate(*parsed.ast, vars, planned_options);
     EXPECT_EQ(planned.value.DebugString(), result.value.DebugString());
     EXPECT_EQ(planned.cost, result.cost);
+    // The device value shared through a DeviceValueBuilder (one for every case, as one is for
+    // every device of an inventory) must evaluate the same.
+    auto shared_device = shared.Build(dev->second);
+    ASSERT_TRUE(shared_device.ok()) << shared_device.status();
+    EXPECT_EQ(shared_device->DebugString(), device->DebugString());
+    Activation shared_vars;
+    shared_vars.Insert("device", *shared_device);
+    EvalResult shared_result = Evaluate(*parsed.ast, shared_vars, options);
+    EXPECT_EQ(shared_result.ok(), result.ok());
+    EXPECT_EQ(shared_result.ok() ? shared_result.value.DebugString() : shared_result.error(),
+              result.ok() ? result.value.DebugString() : result.error());
+    EXPECT_EQ(shared_result.cost, result.cost);
     const std::string error_prefix = "error:";
     if (c.expected.rfind(error_prefix, 0) == 0) {
       std::string text = c.expected.substr(error_prefix.size());
