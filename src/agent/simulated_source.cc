@@ -159,7 +159,13 @@ absl::StatusOr<Simulation> ParseSimulation(const std::string& yaml) {
       } else if (key == "unhealthy") {
         out.unhealthy = Scalar(kv.second);
       } else if (key == "mig") {
-        if (!kv.second.IsSequence()) return FieldError(fpath, "want a list of MIG profiles");
+        if (kv.second.IsScalar() && Scalar(kv.second) == "dynamic") {
+          out.mig_dynamic = true;
+          continue;
+        }
+        if (!kv.second.IsSequence()) {
+          return FieldError(fpath, "want a list of MIG profiles, or dynamic");
+        }
         int slices = 0;
         for (size_t j = 0; j < kv.second.size(); ++j) {
           std::string profile = Scalar(kv.second[j]);
@@ -223,7 +229,7 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
     if (!cc_version.ok()) return absl::InvalidArgumentError(path + ".cudaComputeCapability: bad");
     auto memory = ParseQuantity(g.memory);
     if (!memory.ok()) return memory.status();
-    if (!g.mig.empty() && known != nullptr && !known->mig_capable) {
+    if ((!g.mig.empty() || g.mig_dynamic) && known != nullptr && !known->mig_capable) {
       return absl::InvalidArgumentError(path + ".mig: " + g.model + " does not support MIG");
     }
     // What one GPU's MIG devices may take together (its counter set): as many slices as the
@@ -274,6 +280,33 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
       };
       const std::string gpu_name = "gpu-" + std::to_string(index);
       const std::string dev_node = "/dev/nvidia" + std::to_string(index);
+      if (g.mig_dynamic) {
+        // Every placement, over a counter set with a counter per memory slice, exactly as NVML
+        // discovery publishes them with --mig-strategy=dynamic.
+        auto placements = StandardMigPlacements(gpu_name, uuid, index, max_slices, *memory);
+        if (placements.empty()) {
+          return absl::InvalidArgumentError(path + ".mig: no standard MIG placements for a GPU " +
+                                            "with " + std::to_string(max_slices) +
+                                            " GPU instance slices");
+        }
+        any_mig = true;
+        int64_t memory_slices = 0;
+        for (const auto& p : placements) {
+          memory_slices = std::max(memory_slices, p.start + p.size);
+        }
+        inv.shared_counters.push_back(
+            DynamicMigCounterSet(gpu_name, *memory, max_slices, memory_slices));
+        for (const auto& p : placements) {
+          model::Device d = NewMigPlacementDevice(p);
+          common(d);
+          LocalDevice local{"", index, uuid, {dev_node}};
+          local.mig_placement = LocalDevice::MigPlacement{p.profile_id, p.start, p.size};
+          inv.local[d.name] = std::move(local);
+          if (!g.unhealthy.empty()) inv.unhealthy[d.name] = g.unhealthy;
+          inv.devices.push_back(std::move(d));
+        }
+        continue;
+      }
       if (g.mig.empty()) {
         model::Device d;
         d.name = gpu_name;
@@ -343,6 +376,51 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
 
 SimulatedSource::SimulatedSource(std::string path, std::string node)
     : path_(std::move(path)), node_(std::move(node)) {}
+
+absl::StatusOr<MigInstance> SimulatedSource::Create(const LocalDevice& device) {
+  if (!device.mig_placement) {
+    return absl::FailedPreconditionError("device " + device.uuid + " is no MIG placement");
+  }
+  const LocalDevice::MigPlacement& want = *device.mig_placement;
+  qm::MutexLock lock(&mu_);
+  int64_t id = 1;
+  for (const MigInstance& m : instances_) {
+    if (m.parent_uuid != device.parent_uuid) continue;
+    if (m.start < want.start + want.size && want.start < m.start + m.size) {
+      return absl::ResourceExhaustedError(
+          "the placement overlaps a GPU instance that exists (GPU instance " +
+          std::to_string(m.gpu_instance_id) + ")");
+    }
+  }
+  // The lowest GPU instance id the GPU does not use, as the driver hands them out.
+  for (bool used = true; used;) {
+    used = false;
+    for (const MigInstance& m : instances_) {
+      used = used || (m.parent_uuid == device.parent_uuid && m.gpu_instance_id == id);
+    }
+    if (used) ++id;
+  }
+  MigInstance m{device.parent_uuid, want.profile_id, want.start, want.size, id, 0, "",
+                device.device_nodes};
+  m.uuid = "MIG-" + StableUuid(node_ + "/mig/" + device.parent_uuid + "/" +
+                               std::to_string(want.start) + "/" + std::to_string(++serial_));
+  instances_.push_back(m);
+  return m;
+}
+
+absl::Status SimulatedSource::Destroy(const MigInstance& instance) {
+  qm::MutexLock lock(&mu_);
+  std::erase_if(instances_, [&](const MigInstance& m) {
+    return m.parent_uuid == instance.parent_uuid && m.gpu_instance_id == instance.gpu_instance_id &&
+           m.start == instance.start;
+  });
+  return absl::OkStatus();
+}
+
+void SimulatedSource::Hold(const MigInstance& instance) {
+  qm::MutexLock lock(&mu_);
+  instances_.push_back(instance);
+}
 
 absl::StatusOr<Inventory> SimulatedSource::Discover() {
   std::ifstream in(path_);

@@ -3,7 +3,9 @@
 // functions, and a driver that does not initialise.
 #include "agent/nvml_source.h"
 
+#include "agent/cdi.h"
 #include "agent/health.h"
+#include "agent/preparer.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -559,6 +561,64 @@ TEST_F(NvmlDynamicMigTest, AnInstanceThatCannotBeDestroyedStays) {
   EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@0"));
   EXPECT_TRUE(source->Destroy(*made).ok());
   EXPECT_THAT(Instances(), IsEmpty());
+}
+
+// The agent's Preparer with NvmlSource as its MIG instance manager, over the fake NVML: a claim
+// for a 1g.5gb placement gets an instance, which stays while the agent restarts and goes at
+// unprepare.
+TEST_F(NvmlDynamicMigTest, APreparedClaimOwnsItsInstanceAcrossARestart) {
+  const std::string cdi = (dir_ / "cdi").string();
+  fs::create_directories(cdi);
+  Checkpoint checkpoint((dir_ / "checkpoint.json").string());
+  constexpr char kUid[] = "0b9d7f3e-1c2a-4d5e-8f60-718293a4b5c6";
+  ClaimAssignment claim{"ns", "mig-claim", kUid, "a1", {}, {}};
+  claim.devices.push_back({"mig", kGpuDriver, "node-a", "gpu-0-mig-1g-5gb-at-2", "", {}});
+
+  auto start_agent = [&](std::unique_ptr<NvmlSource>& source, CheckpointData& data,
+                         std::unique_ptr<Preparer>& preparer) {
+    source = Open();
+    ASSERT_NE(source, nullptr);
+    auto loaded = checkpoint.Load("node-a");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    data = *loaded;
+    preparer = std::make_unique<Preparer>("node-a", "node-a", cdi, &data, &checkpoint);
+    preparer->SetMigInstances(source->mig_instances());
+    ASSERT_TRUE(preparer->Recover().ok());
+    auto inv = source->Discover();
+    ASSERT_TRUE(inv.ok()) << inv.status();
+    preparer->SetInventory(*inv);
+  };
+
+  std::unique_ptr<NvmlSource> source;
+  CheckpointData data;
+  std::unique_ptr<Preparer> preparer;
+  start_agent(source, data, preparer);
+  auto out = preparer->Prepare(claim);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_THAT(out->error, IsEmpty());
+  EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@2"));
+  std::ifstream spec_file(CdiSpecPath(cdi, kUid));
+  const nlohmann::json spec = nlohmann::json::parse(spec_file);
+  const std::string uuid = data.claims.at(kUid).devices.at(0).mig_instance->uuid;
+  EXPECT_THAT(uuid, ::testing::StartsWith("MIG-fa4e0000-"));
+  EXPECT_THAT(spec["containerEdits"]["env"].dump(), HasSubstr("NVIDIA_VISIBLE_DEVICES=" + uuid));
+
+  // The agent restarts: the instance is its own (its placements all stay published), and the
+  // claim stays prepared on it.
+  preparer.reset();
+  start_agent(source, data, preparer);
+  auto inv = source->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->devices.size(), 14u);
+  EXPECT_EQ(inv->local.at("gpu-0-mig-1g-5gb-at-2").uuid, uuid);
+  auto again = preparer->Prepare(claim);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_prepared);
+  EXPECT_THAT(Instances(), ::testing::ElementsAre("1:0@2"));
+
+  ASSERT_TRUE(preparer->Unprepare(kUid, "ns", "mig-claim").ok());
+  EXPECT_THAT(Instances(), IsEmpty());
+  EXPECT_EQ(InitCount(), 0);
 }
 
 }  // namespace

@@ -160,6 +160,57 @@ TEST(SimulatedSourceTest, ErrorsNameTheField) {
   EXPECT_THAT(err("driverVersion: abc\ngpus: [{model: NVIDIA L4, memory: 1Gi}]"),
               StartsWith("driverVersion: want a version"));
   EXPECT_THAT(err("[1, 2"), StartsWith("not YAML"));
+  EXPECT_THAT(err("gpus: [{model: NVIDIA L4, memory: 24Gi, mig: dynamic}]"),
+              HasSubstr("does not support MIG"));
+  EXPECT_THAT(err("gpus: [{model: NVIDIA A100, memory: 80Gi, mig: static}]"),
+              StartsWith("gpus[0].mig: want a list of MIG profiles, or dynamic"));
+}
+
+TEST(SimulatedSourceTest, DynamicMigPublishesEveryPlacement) {
+  Inventory inv = Build(R"(
+gpus:
+- {model: NVIDIA A100-SXM4-40GB, memory: 40Gi, mig: dynamic}
+- {model: NVIDIA A30, memory: 24Gi, mig: dynamic}
+)");
+  ASSERT_EQ(inv.devices.size(), 14u + 7u);
+  EXPECT_EQ(inv.devices[0].name, "gpu-0-mig-1g-5gb-at-0");
+  EXPECT_EQ(inv.devices[13].name, "gpu-0-mig-7g-40gb-at-0");
+  EXPECT_EQ(inv.devices[20].name, "gpu-1-mig-4g-24gb-at-0");
+  EXPECT_EQ(Str(inv.devices[12], "productName"), "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(Str(inv.devices[12], "placementSize"), "i4");
+  ASSERT_EQ(inv.shared_counters.size(), 2u);
+  EXPECT_EQ(inv.shared_counters[0].counters.size(), 2u + 8u);
+  EXPECT_EQ(inv.shared_counters[1].counters.size(), 2u + 4u);
+  EXPECT_EQ(inv.shared_counters[1].counters.at("compute-slices").String(), "4");
+  const LocalDevice& l = inv.local.at("gpu-0-mig-2g-10gb-at-4");
+  ASSERT_TRUE(l.mig_placement.has_value());
+  EXPECT_EQ(l.mig_placement->start, 4);
+  EXPECT_EQ(l.uuid, "");
+  EXPECT_EQ(inv.node_labels.at("nvidia.com/mig.strategy"), "mixed");
+}
+
+TEST(SimulatedSourceTest, SimulatedMigInstancesDoNotOverlap) {
+  Inventory inv = Build("gpus: [{model: NVIDIA A100-SXM4-40GB, memory: 40Gi, mig: dynamic}]");
+  SimulatedSource source("unused.yaml", "gpu-node-a");
+  ASSERT_EQ(source.mig_instances(), &source);
+  auto a = source.Create(inv.local.at("gpu-0-mig-3g-20gb-at-0"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->gpu_instance_id, 1);
+  EXPECT_THAT(a->uuid, StartsWith("MIG-"));
+  EXPECT_EQ(a->device_nodes, std::vector<std::string>{"/dev/nvidia0"});
+  auto overlap = source.Create(inv.local.at("gpu-0-mig-1g-5gb-at-3"));
+  EXPECT_EQ(overlap.status().code(), absl::StatusCode::kResourceExhausted);
+  auto b = source.Create(inv.local.at("gpu-0-mig-1g-5gb-at-4"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->gpu_instance_id, 2);
+  EXPECT_NE(b->uuid, a->uuid);
+  ASSERT_TRUE(source.Destroy(*a).ok());
+  EXPECT_TRUE(source.Create(inv.local.at("gpu-0-mig-1g-5gb-at-3")).ok());
+  // After a restart the checkpoint's instances are held again, and still exclude their slices.
+  SimulatedSource restarted("unused.yaml", "gpu-node-a");
+  restarted.Hold(*b);
+  EXPECT_EQ(restarted.Create(inv.local.at("gpu-0-mig-2g-10gb-at-4")).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(SimulatedSourceTest, SourceRereadsTheFile) {
