@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -375,7 +376,9 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
 }
 
 SimulatedSource::SimulatedSource(std::string path, std::string node)
-    : path_(std::move(path)), node_(std::move(node)) {}
+    : path_(std::move(path)),
+      node_(std::move(node)),
+      nonce_(std::to_string(std::random_device{}())) {}
 
 absl::StatusOr<MigInstance> SimulatedSource::Create(const LocalDevice& device) {
   if (!device.mig_placement) {
@@ -402,8 +405,11 @@ absl::StatusOr<MigInstance> SimulatedSource::Create(const LocalDevice& device) {
   }
   MigInstance m{device.parent_uuid, want.profile_id, want.start, want.size, id, 0, "",
                 device.device_nodes};
-  m.uuid = "MIG-" + StableUuid(node_ + "/mig/" + device.parent_uuid + "/" +
-                               std::to_string(want.start) + "/" + std::to_string(++serial_));
+  // A new instance is a new MIG device: its UUID differs from every earlier one, also from
+  // those of an agent that ran before (the nonce).
+  m.uuid =
+      "MIG-" + StableUuid(node_ + "/mig/" + device.parent_uuid + "/" + std::to_string(want.start) +
+                          "/" + nonce_ + "/" + std::to_string(++serial_));
   instances_.push_back(m);
   return m;
 }

@@ -61,8 +61,9 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& simulation, const std
 
 // Reads and parses the file at every Discover, so edits show at the next reconnection. As the
 // MigInstanceManager of `mig: dynamic` GPUs it keeps their instances in memory: Create refuses
-// a placement that overlaps one (ResourceExhausted) and names the new MIG device with a UUID of
-// its own; Hold (the checkpoint's instances after a restart) makes them known again.
+// a placement that overlaps one (ResourceExhausted) and names the new MIG device with a new UUID
+// (random per run, as a GPU's are); Hold (the checkpoint's instances after a restart) makes them
+// known again.
 class SimulatedSource final : public DeviceSource, public MigInstanceManager {
  public:
   SimulatedSource(std::string path, std::string node);
@@ -76,6 +77,7 @@ class SimulatedSource final : public DeviceSource, public MigInstanceManager {
  private:
   const std::string path_;
   const std::string node_;
+  const std::string nonce_;  // random per source: MIG UUIDs of this run
   qm::Mutex mu_;
   std::vector<MigInstance> instances_ ABSL_GUARDED_BY(mu_);
   int64_t serial_ ABSL_GUARDED_BY(mu_) = 0;
