@@ -250,21 +250,21 @@ void Search::GatherPools() {
     const auto& group = inv_.groups()[se.group];
     for (auto& entry : seen) {
       if (entry.pool != group.pool) continue;
-      if (se.slice.generation > entry.generation) {
-        entry.generation = se.slice.generation;
+      if (se.slice->generation > entry.generation) {
+        entry.generation = se.slice->generation;
         entry.slices = {s};
-      } else if (se.slice.generation == entry.generation) {
+      } else if (se.slice->generation == entry.generation) {
         entry.slices.push_back(s);
       }
       return;
     }
-    seen.push_back(Seen{group.pool, se.slice.generation, {s}});
+    seen.push_back(Seen{group.pool, se.slice->generation, {s}});
   };
   if (node_ != nullptr) {
     for (uint32_t s : inv_.SlicesOnNode(node_->name)) add(s);
   }
   for (uint32_t s : inv_.SlicesNotOnOneNode()) {
-    const auto& slice = inv_.slices()[s].slice;
+    const auto& slice = *inv_.slices()[s].slice;
     bool relevant = false;
     if (slice.all_nodes || slice.node_selector.has_value()) {
       relevant = NodeMatches(node_, "", slice.all_nodes, slice.node_selector);
@@ -307,9 +307,9 @@ void Search::GatherPools() {
     if (view.incomplete || !view.invalid.empty()) continue;
     for (uint32_t s : view.slices) {
       const auto& se = inv_.slices()[s];
-      for (uint32_t i = 0; i < se.slice.devices.size(); ++i) {
-        const auto& d = se.slice.devices[i];
-        if (se.slice.per_device_node_selection &&
+      for (uint32_t i = 0; i < se.slice->devices.size(); ++i) {
+        const auto& d = se.slice->devices[i];
+        if (se.slice->per_device_node_selection &&
             !NodeMatches(node_, d.node_name, d.all_nodes, d.node_selector)) {
           continue;
         }
@@ -498,7 +498,7 @@ int Search::Selectable(Req& rq, size_t pos) {
       const auto& caps = entry.device->capacity;
       auto it = caps.find(name);
       if (it == caps.end()) {
-        const auto& driver = inv_.slices()[entry.slice].slice.driver;
+        const auto& driver = inv_.slices()[entry.slice].slice->driver;
         auto slash = name.find('/');
         if (slash == driver.size() && name.compare(0, slash, driver) == 0) {
           it = caps.find(name.substr(slash + 1));
@@ -541,7 +541,7 @@ bool Search::InUseByOthers(const Req& rq, uint32_t device) const {
 bool Search::CapacityFits(const Req& rq, uint32_t device, std::map<std::string, Quantity>& consumed,
                           bool count_in_flight) const {
   const auto& entry = inv_.devices()[device];
-  const auto& driver = inv_.slices()[entry.slice].slice.driver;
+  const auto& driver = inv_.slices()[entry.slice].slice->driver;
   const auto* in_use = state_.SharedConsumed(device);
   for (const auto& [name, cap] : entry.device->capacity) {
     const Quantity* requested = nullptr;
@@ -797,7 +797,7 @@ void Search::BuildResults(Outcome& out) {
   std::vector<std::optional<model::NodeSelectorTerm>> merged(claims_.size());
   for (const auto& p : picked_) {
     const auto& entry = inv_.devices()[p.device];
-    const auto& slice = inv_.slices()[entry.slice].slice;
+    const auto& slice = *inv_.slices()[entry.slice].slice;
     model::DeviceRequestAllocationResult r;
     r.request = p.req->name;
     r.driver = slice.driver;

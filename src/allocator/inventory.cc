@@ -101,14 +101,14 @@ std::string ValidateGroup(const Inventory::Group& group,
   std::set<std::string> device_names;
   std::set<std::string> set_names;
   for (uint32_t s : group.slices) {
-    for (const auto& set : slices[s].slice.shared_counters) {
+    for (const auto& set : slices[s].slice->shared_counters) {
       if (!set_names.insert(set.name).second) {
         return absl::StrCat("duplicate counter set name ", set.name);
       }
     }
   }
   for (uint32_t s : group.slices) {
-    for (const auto& d : slices[s].slice.devices) {
+    for (const auto& d : slices[s].slice->devices) {
       if (!device_names.insert(d.name).second) {
         return absl::StrCat("duplicate device name ", d.name);
       }
@@ -155,11 +155,12 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
   // Slices sorted by (driver, pool, generation, name): pools, groups and the slice order within
   // a group all fall out of one pass.
   std::sort(input.slices.begin(), input.slices.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.driver, a.pool, a.generation, a.name) <
-           std::tie(b.driver, b.pool, b.generation, b.name);
+    return std::tie(a->driver, a->pool, a->generation, a->name) <
+           std::tie(b->driver, b->pool, b->generation, b->name);
   });
   inv->slices_.reserve(input.slices.size());
-  for (auto& slice : input.slices) {
+  for (auto& ref : input.slices) {
+    const model::ResourceSlice& slice = *ref;
     const bool new_pool = inv->pools_.empty() || inv->pools_.back().driver != slice.driver ||
                           inv->pools_.back().name != slice.pool;
     if (new_pool) inv->pools_.push_back(Pool{slice.driver, slice.pool, {}, slice.generation});
@@ -187,17 +188,17 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
     } else {
       inv->other_slices_.push_back(slice_index);
     }
-    inv->slices_.push_back(SliceEntry{std::move(slice), group_index, 0});
+    inv->slices_.push_back(SliceEntry{ref.shared(), group_index, 0});
   }
 
   size_t device_count = 0;
-  for (const auto& s : inv->slices_) device_count += s.slice.devices.size();
+  for (const auto& s : inv->slices_) device_count += s.slice->devices.size();
   inv->devices_.reserve(device_count);
   cel::DeviceValueBuilder values;  // shares equal attribute values and maps between devices
   for (uint32_t si = 0; si < inv->slices_.size(); ++si) {
     SliceEntry& se = inv->slices_[si];
     se.first_device = static_cast<uint32_t>(inv->devices_.size());
-    const auto& slice = se.slice;
+    const auto& slice = *se.slice;
     for (const auto& d : slice.devices) {
       DeviceEntry e;
       e.device = &d;
@@ -307,7 +308,7 @@ const std::vector<std::optional<AttrSet>>& Inventory::AttributeSets(
     sets = std::make_unique<std::vector<std::optional<AttrSet>>>();
     sets->reserve(devices_.size());
     for (const auto& d : devices_) {
-      const auto* attr = LookupAttribute(*d.device, slices_[d.slice].slice.driver, qualified);
+      const auto* attr = LookupAttribute(*d.device, slices_[d.slice].slice->driver, qualified);
       sets->push_back(attr != nullptr ? AttributeAsSet(*attr) : std::nullopt);
     }
   }

@@ -27,8 +27,26 @@ namespace qm::allocator {
 // matchAttribute and distinctAttribute constraints. A scalar is a one-element set.
 using AttrSet = std::vector<std::pair<char, std::string>>;
 
+// A decoded slice, shared (immutable) between whoever keeps it and the inventories built from
+// it: the scheduler decodes a slice once per change, not once per inventory.
+using SharedSlice = std::shared_ptr<const model::ResourceSlice>;
+
+// A slice for InventoryInput: a shared one, or a value moved into one.
+class SliceRef {
+ public:
+  SliceRef(SharedSlice slice) : slice_(std::move(slice)) {}  // NOLINT(google-explicit-constructor)
+  SliceRef(model::ResourceSlice slice)                       // NOLINT(google-explicit-constructor)
+      : slice_(std::make_shared<const model::ResourceSlice>(std::move(slice))) {}
+  const model::ResourceSlice& operator*() const { return *slice_; }
+  const model::ResourceSlice* operator->() const { return slice_.get(); }
+  const SharedSlice& shared() const { return slice_; }
+
+ private:
+  SharedSlice slice_;
+};
+
 struct InventoryInput {
-  std::vector<model::ResourceSlice> slices;
+  std::vector<SliceRef> slices;
   std::vector<model::DeviceClass> classes;
   std::vector<model::DeviceTaintRule> taint_rules;
 };
@@ -86,7 +104,7 @@ class Inventory {
   };
 
   struct SliceEntry {
-    model::ResourceSlice slice;
+    SharedSlice slice;  // never null
     uint32_t group = 0;
     uint32_t first_device = 0;  // devices of the slice are consecutive in devices()
   };

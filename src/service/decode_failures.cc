@@ -113,7 +113,7 @@ std::vector<allocator::AllocatedDevice> DevicesPossiblyHeld(const std::string& b
   }
   if (!everything && pools.empty()) return held;
   for (const auto& d : inventory.devices()) {
-    const auto& slice = inventory.slices()[d.slice].slice;
+    const auto& slice = *inventory.slices()[d.slice].slice;
     const bool in_pool = std::find(pools.begin(), pools.end(),
                                    std::make_pair(slice.driver, slice.pool)) != pools.end();
     if (everything || in_pool)

@@ -163,7 +163,7 @@ absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
     }
     if (!match) continue;
 
-    const model::ResourceSlice& slice = inventory->slices()[entry.slice].slice;
+    const model::ResourceSlice& slice = *inventory->slices()[entry.slice].slice;
     MatchedDevice device;
     device.driver = slice.driver;
     device.pool = slice.pool;

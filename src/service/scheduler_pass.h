@@ -215,6 +215,14 @@ struct Scheduler::State {
   // Keys of the claims each pod owns (generated for it), by pod uid.
   std::unordered_map<std::string, std::set<model::ResourceKey>> owned;
   std::map<std::string, std::map<model::ResourceKey, model::Object>> others;  // by resource
+  // ResourceSlices, decoded once per change (not once per inventory build) and shared with the
+  // inventories built from them; their objects are not kept in `others`.
+  struct Slice {
+    int64_t rv = 0;
+    std::string uid;
+    allocator::SharedSlice decoded;  // null: the slice does not decode (reported when applied)
+  };
+  std::map<model::ResourceKey, Slice> slices;
   std::map<std::string, int64_t> other_rvs;  // resource -> newest revision applied
 
   bool inventory_dirty = true;
@@ -250,6 +258,7 @@ struct Scheduler::State {
     owned.clear();
     allocated.reset();
     others.clear();
+    slices.clear();
     other_rvs.clear();
     inventory_dirty = nodes_dirty = true;
     templates.clear();

@@ -241,6 +241,28 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     return;
   }
   if (resource == kEvents) return;
+  if (resource == kSlices) {
+    const model::ResourceKey key = ev.object.Key();
+    auto it = slices.find(key);
+    if (it != slices.end() && it->second.rv >= rv) return;
+    if (deleted) {
+      if (it == slices.end() || it->second.uid != ev.object.meta.uid) return;
+      slices.erase(it);
+    } else {
+      Slice next{rv, ev.object.meta.uid, nullptr};
+      auto decoded = model::json::DecodeResourceSlice(Whole(ev.object, Parse(ev.object.body)));
+      if (decoded.ok()) {
+        next.decoded = std::make_shared<const model::ResourceSlice>(std::move(*decoded));
+      } else {
+        undecodable.emplace_back(std::move(ev.object), std::string(decoded.status().message()));
+      }
+      slices.insert_or_assign(key, std::move(next));
+    }
+    d.relevant = true;
+    inventory_dirty = true;
+    d.all = true;  // extended-resource classes may have changed
+    return;
+  }
   auto& objects = others[resource];
   const model::ResourceKey key = ev.object.Key();
   auto it = objects.find(key);
@@ -252,7 +274,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     objects.insert_or_assign(key, std::move(ev.object));
   }
   d.relevant = true;
-  if (resource == kSlices || resource == kClasses || resource == kTaintRules) {
+  if (resource == kClasses || resource == kTaintRules) {
     inventory_dirty = true;
     d.all = true;  // extended-resource classes may have changed
   } else if (resource == kNodes) {
@@ -299,13 +321,9 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
       }
     }
     for (const auto& [name, cls] : explicit_names) extended_classes[name] = cls;
-    for (const auto& [key, o] : Others(kSlices)) {
-      auto slice = model::json::DecodeResourceSlice(Whole(o, Parse(o.body)));
-      if (slice.ok()) {
-        input.slices.push_back(std::move(*slice));
-      } else {
-        undecodable.emplace_back(o, std::string(slice.status().message()));
-      }
+    input.slices.reserve(slices.size());
+    for (const auto& [key, slice] : slices) {
+      if (slice.decoded != nullptr) input.slices.emplace_back(slice.decoded);
     }
     for (const auto& [key, o] : Others(kTaintRules)) {
       auto rule = model::json::DecodeDeviceTaintRule(Whole(o, Parse(o.body)));

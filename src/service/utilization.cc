@@ -54,7 +54,7 @@ class Replay {
       const auto& entry = inventory.devices()[d];
       const auto& group = inventory.groups()[entry.group];
       if (group.generation < inventory.pools()[group.pool].max_generation) continue;  // obsolete
-      const model::ResourceSlice& slice = inventory.slices()[entry.slice].slice;
+      const model::ResourceSlice& slice = *inventory.slices()[entry.slice].slice;
       Unit unit;
       unit.unhealthy = Unhealthy(entry.taints);
       switch (group_by_) {

@@ -155,7 +155,7 @@ TEST(AllocatorTest, CancellationStopsTheSearch) {
 TEST(AllocatorTest, OneSnapshotServesManyThreads) {
   std::vector<model::ResourceSlice> slices;
   for (int n = 0; n < 50; ++n) slices.push_back(Slice("n" + std::to_string(n), 8));
-  auto inv = Inventory::Build({slices, {A100Class()}, {}});
+  auto inv = Inventory::Build({{slices.begin(), slices.end()}, {A100Class()}, {}});
   AllocatedState state = inv->ResolveAllocated({});
   model::ResourceClaim claim = Claim("a100-80g", 3);
   std::atomic<int> allocated{0};

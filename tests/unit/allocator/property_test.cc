@@ -471,7 +471,7 @@ TEST(AllocatorPropertyTest, AllocationsValidateAndFailuresHaveNoSolution) {
   int unschedulable = 0;
   for (int iteration = 0; iteration < 1500; ++iteration) {
     World w = RandomWorld(rng);
-    InventoryInput input{w.slices, w.classes, {}};
+    InventoryInput input{{w.slices.begin(), w.slices.end()}, w.classes, {}};
     auto inventory = Inventory::Build(input);
     AllocatedState state = inventory->ResolveAllocated(w.allocated);
     std::vector<const model::ResourceClaim*> claims;

@@ -42,7 +42,7 @@ class PlacementTest : public ::testing::Test {
   void Build(std::vector<model::ResourceSlice> slices,
              std::vector<allocator::AllocatedDevice> used = {}) {
     inventory_ = allocator::Inventory::Build(
-        {std::move(slices),
+        {{std::make_move_iterator(slices.begin()), std::make_move_iterator(slices.end())},
          {model::DeviceClass{"gpu", {"device.driver == 'gpu.example.com'"}, {}, ""}},
          {}});
     allocated_ = inventory_->ResolveAllocated(used);

@@ -157,6 +157,45 @@ TEST_F(SchedulerTest, BindsAPodAndAllocatesItsClaimInOneTransaction) {
   EXPECT_EQ(store_.ListDeviceClaims()->size(), 1u);
 }
 
+TEST_F(SchedulerTest, ASliceThatDoesNotDecodeIsReportedOnceAndLeftOutUntilItIsFixed) {
+  Put("nodes", "", "node-a", {{"spec", json::object()}}, {{"kubernetes.io/hostname", "node-a"}});
+  // Written past validation (an older server, a hand edit of the table): devices is not a list.
+  model::Object bad =
+      Put("resourceslices.resource.k8s.io", "", "node-a-slice",
+          {{"spec",
+            {{"driver", "gpu.example.com"},
+             {"nodeName", "node-a"},
+             {"pool", {{"name", "node-a"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+             {"devices", "gpu-0"}}}});
+  Put(kClaims, "default", "c", ClaimSpec());
+  Pod("pod1", {{"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", "c"}}}}});
+  EXPECT_EQ(Run().bound, 0);
+  auto decode_events = [&] {
+    int n = 0;
+    for (const auto& e : List("events")) {
+      if (json::parse(e.body).value("reason", "") == "DecodeFailed") ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(decode_events(), 1);
+  // Passes that rebuild the inventory for other reasons do not report it again.
+  Node("node-b", 0);
+  Run();
+  EXPECT_EQ(decode_events(), 1);
+  // Fixed: the pod is bound to its devices.
+  model::Object fixed = bad;
+  fixed.body = json({{"spec",
+                      {{"driver", "gpu.example.com"},
+                       {"nodeName", "node-a"},
+                       {"pool", {{"name", "node-a"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                       {"devices", {{{"name", "gpu-0"}}}}}}})
+                   .dump();
+  ASSERT_TRUE(store_.Update(fixed, bad.meta.resource_version).ok());
+  clock_.Advance(std::chrono::seconds(60));
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body("pods", "pod1")["spec"]["nodeName"], "node-a");
+}
+
 TEST_F(SchedulerTest, TemplatesGiveEveryPodItsOwnClaim) {
   Node("node-a", 4);
   Put("resourceclaimtemplates.resource.k8s.io", "default", "one-gpu", {{"spec", ClaimSpec()}});
