@@ -1,7 +1,7 @@
 #pragma once
 
 // How a MIG device is published, the same for NVML discovery and `--simulate`, in one of two
-// strategies (--mig-strategy):
+// strategies (MigStrategy; NvmlSource::SetMigStrategy, `mig: dynamic` in a simulate file):
 //
 //  * static (the default): the MIG devices that exist (made with `nvidia-smi mig` or
 //    mig-parted) are published, each a device of type `mig` named `gpu-<i>-mig-<profile>-<n>`

@@ -732,8 +732,7 @@ absl::Status NvmlSource::SetMigStrategy(MigStrategy strategy) {
     std::string names;
     for (const auto& m : api_->missing_mig) names += (names.empty() ? "" : ", ") + m;
     return absl::FailedPreconditionError(
-        "--mig-strategy=dynamic: the NVML library lacks the MIG functions it needs (driver too "
-        "old?): " +
+        "the dynamic MIG strategy needs MIG functions the NVML library lacks (driver too old?): " +
         names);
   }
   mig_strategy_ = strategy;

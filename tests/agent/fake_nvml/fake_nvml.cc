@@ -161,7 +161,7 @@ const FakeProfile* FindProfile(const FakeDevice* d, unsigned int id) {
 }
 
 // NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE: id -> slices.
-unsigned int ComputeInstanceSlices(unsigned int profile) {
+[[maybe_unused]] unsigned int ComputeInstanceSlices(unsigned int profile) {
   static const unsigned int kSlices[] = {1, 2, 3, 4, 7, 8, 6};
   return profile < std::size(kSlices) ? kSlices[profile] : 0;
 }
@@ -193,7 +193,7 @@ FakeDevice* AddMigDevice(FakeGpuInstance* gi, FakeComputeInstance* ci, const std
   return ci->mig;
 }
 
-void RemoveMigDevice(FakeDevice* gpu, const FakeDevice* mig) {
+[[maybe_unused]] void RemoveMigDevice(FakeDevice* gpu, const FakeDevice* mig) {
   for (auto it = gpu->migs.begin(); it != gpu->migs.end(); ++it) {
     if (it->second.get() == mig) {
       // Handles another thread may hold stay valid: the device is kept, only unlisted.
@@ -205,7 +205,7 @@ void RemoveMigDevice(FakeDevice* gpu, const FakeDevice* mig) {
 }
 
 // Writes the created instances of every GPU to the store (and the state file).
-void SaveMigState() {
+[[maybe_unused]] void SaveMigState() {
   nlohmann::json gpus = nlohmann::json::object();
   for (const auto& g : g_state->gpus) {
     nlohmann::json list = nlohmann::json::array();
@@ -700,6 +700,8 @@ int nvmlEventSetWait_v2(void* set_ptr, nvmlEventData_t* data, unsigned int timeo
 }
 
 // ---- MIG management -------------------------------------------------------------------------
+// Left out of the build libfake_nvml_no_mig.so (QM_FAKE_NVML_NO_MIG): a driver older than MIG.
+#ifndef QM_FAKE_NVML_NO_MIG
 
 int nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
   REQUIRE_INIT();
@@ -997,5 +999,7 @@ int nvmlGpuInstanceDestroy(void* instance) {
   }
   return kInvalidArgument;
 }
+
+#endif  // QM_FAKE_NVML_NO_MIG
 
 }  // extern "C"

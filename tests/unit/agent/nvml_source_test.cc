@@ -423,6 +423,23 @@ TEST_F(NvmlDynamicMigTest, PublishesEveryPlacementOverPerSliceCounters) {
   EXPECT_EQ(InitCount(), 0);
 }
 
+TEST_F(NvmlDynamicMigTest, ALibraryWithoutMigManagementCannotGoDynamic) {
+  const fs::path config = dir_ / "nvml.json";
+  std::ofstream(config) << R"({"gpus": [{"migMode": "enabled"}]})";
+  setenv("QM_FAKE_NVML_CONFIG", config.c_str(), 1);
+  auto source = NvmlSource::Open(QM_FAKE_NVML_NO_MIG_PATH);
+  ASSERT_TRUE(source.ok()) << source.status();  // static MIG needs none of them
+  EXPECT_EQ((*source)->mig_instances(), nullptr);
+  absl::Status st = (*source)->SetMigStrategy(MigStrategy::kDynamic);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("the dynamic MIG strategy needs MIG functions the NVML "
+                                      "library lacks (driver too old?): nvmlDeviceGetHandleByUUID, "
+                                      "nvmlDeviceGetGpuInstanceProfileInfoV"));
+  EXPECT_TRUE((*source)->SetMigStrategy(MigStrategy::kStatic).ok());
+  auto inv = (*source)->Discover();
+  EXPECT_TRUE(inv.ok()) << inv.status();
+}
+
 TEST_F(NvmlDynamicMigTest, ProfileNamesComeFromTheDriver) {
   // 7g on an 80 GB A100 has 80384 MiB, which rounds to 79 GB; the driver calls it 7g.80gb.
   auto source = Open(R"(, "memoryMiB": 81920)");
