@@ -42,6 +42,11 @@ constexpr char kHelp[] =
     "                          count: 4}]  (see docs/agents.md for every field)\n"
     "  --nvml-library PATH     the NVML library GPUs are discovered through when --simulate is\n"
     "                          not given (default libnvidia-ml.so.1, found as dlopen finds it)\n"
+    "  --mig-strategy STRATEGY static (default): a GPU in MIG mode is published as the MIG\n"
+    "                          devices that exist on it; dynamic: as every MIG placement it\n"
+    "                          supports, whose instance is created when a claim that got it is\n"
+    "                          prepared and destroyed at unprepare (NVML only; simulated GPUs\n"
+    "                          say mig: dynamic in the simulate file)\n"
     "  --ignore-xids LIST      XIDs that do not make a GPU unhealthy (default 13,31,43,45,68,109:\n"
     "                          application errors, as NVIDIA's device plugin); \"\" ignores none\n"
     "  --mps-control-binary PATH  nvidia-cuda-mps-control, started per claim with an MPS config\n"
@@ -86,9 +91,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   bool insecure = false;
   const std::vector<std::string> known = {
-      "server",     "node-name",   "simulate",           "nvml-library", "cdi-dir",    "state-dir",
-      "kubeconfig", "ca-file",     "cert-file",          "key-file",     "token-file", "log-level",
-      "log-format", "ignore-xids", "mps-control-binary", "nvidia-smi"};
+      "server",     "node-name",   "simulate",           "nvml-library", "cdi-dir",     "state-dir",
+      "kubeconfig", "ca-file",     "cert-file",          "key-file",     "token-file",  "log-level",
+      "log-format", "ignore-xids", "mps-control-binary", "nvidia-smi",   "mig-strategy"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -173,11 +178,20 @@ int main(int argc, char** argv) {
   if (!flag("simulate").empty()) {
     if (!flag("nvml-library").empty())
       return Usage("--simulate and --nvml-library exclude each other");
+    if (!flag("mig-strategy").empty()) {
+      return Usage("--mig-strategy applies to NVML; simulated GPUs say mig: dynamic in the file");
+    }
     source = std::make_unique<qm::agent::SimulatedSource>(flag("simulate"), options.node_name);
   } else {
     auto nvml = qm::agent::NvmlSource::Open(flag("nvml-library", qm::agent::kDefaultNvmlLibrary));
     if (!nvml.ok()) {
       std::fprintf(stderr, "qm-agent: %s\n", std::string(nvml.status().message()).c_str());
+      return 2;
+    }
+    auto strategy = qm::agent::ParseMigStrategy(flag("mig-strategy", "static"));
+    if (!strategy.ok()) return Usage("--mig-strategy: " + std::string(strategy.status().message()));
+    if (auto st = (*nvml)->SetMigStrategy(*strategy); !st.ok()) {
+      std::fprintf(stderr, "qm-agent: %s\n", std::string(st.message()).c_str());
       return 2;
     }
     source = std::move(*nvml);
