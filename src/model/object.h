@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,6 +80,11 @@ const char* EventTypeName(EventType t);
 struct WatchEvent {
   EventType type = EventType::kAdded;
   Object object;
+  // For kModified: the object as it was before this change, where the watch cache knew it and
+  // some watcher asked for it (Watcher::WantsPrevious); null otherwise (changes replayed from
+  // the store's log carry none). A watch with a selector needs it to turn a change that makes
+  // an object stop (or start) matching into DELETED (ADDED), as Kubernetes' watch cache does.
+  std::shared_ptr<const Object> previous;
 };
 
 }  // namespace qm::model

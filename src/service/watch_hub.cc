@@ -298,18 +298,21 @@ absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int
 
 void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
   if (events.empty()) return;
-  std::vector<SharedEvent> shared;
-  shared.reserve(events.size());
-  for (auto& ev : events)
-    shared.push_back(std::make_shared<const model::WatchEvent>(std::move(ev)));
-  const int64_t newest = shared.back()->object.meta.resource_version;
+  const int64_t newest = events.back().object.meta.resource_version;
   std::vector<EntryPtr> entries;
   {
     // Every entry registered after this starts after these changes.
     qm::MutexLock lock(&mu_);
     entries = watchers_;
     queued_rv_ = newest;
+    const bool previous_wanted = std::any_of(
+        entries.begin(), entries.end(), [](const auto& e) { return e->watcher->WantsPrevious(); });
+    if (previous_wanted) AttachPreviousLocked(events);
   }
+  std::vector<SharedEvent> shared;
+  shared.reserve(events.size());
+  for (auto& ev : events)
+    shared.push_back(std::make_shared<const model::WatchEvent>(std::move(ev)));
   for (const auto& e : entries) {
     bool post = false;
     bool deliver_now = false;
@@ -358,6 +361,24 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
   }
   last_rv_ = newest;
   dispatched_.SignalAll();
+}
+
+void WatchHub::AttachPreviousLocked(std::vector<model::WatchEvent>& events) {
+  // An object changed twice in one batch had, before its second change, the first's state.
+  std::map<model::ResourceKey, const model::Object*> in_batch;
+  for (auto& ev : events) {
+    model::ResourceKey key = ev.object.Key();
+    if (ev.type == model::EventType::kModified) {
+      const model::Object* before = nullptr;
+      if (auto b = in_batch.find(key); b != in_batch.end()) {
+        before = b->second;
+      } else if (auto c = cache_.find(key); c != cache_.end()) {
+        before = &c->second;
+      }
+      if (before != nullptr) ev.previous = std::make_shared<const model::Object>(*before);
+    }
+    in_batch[std::move(key)] = &ev.object;
+  }
 }
 
 template <typename Call>

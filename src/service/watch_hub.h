@@ -31,6 +31,9 @@ class Watcher {
   // memory); one that is slow delays every watch. Others are called from the hub's delivery
   // threads, shortly after the cache shows the change.
   virtual bool Synchronous() const { return false; }
+  // Whether this watcher wants WatchEvent::previous on changes the hub follows live (a watch
+  // with a label or field selector). Fixed for the watcher's life.
+  virtual bool WantsPrevious() const { return false; }
   // Delivers one change. Return false to be unsubscribed (client gone, timeout reached).
   virtual bool Deliver(const model::WatchEvent& event) = 0;
   // Called at least once a second when idle; `rv` is the newest revision dispatched, for
@@ -121,6 +124,10 @@ class WatchHub {
   // Gives `events` to the synchronous watchers, queues them for the others, then applies them
   // to the cache.
   void Dispatch(std::vector<model::WatchEvent> events);
+  // Sets WatchEvent::previous of the kModified events in `events` from the cache (or an earlier
+  // event of the batch).
+  void AttachPreviousLocked(std::vector<model::WatchEvent>& events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (up to a second) until the cache reflects `min_rv`; errors as List.
   absl::Status AwaitLocked(int64_t min_rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks every watcher for a Tick.

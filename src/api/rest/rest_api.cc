@@ -325,18 +325,44 @@ class StreamingWatcher final : public service::Watcher {
         sink_(std::move(sink)),
         clock_(clock) {}
 
+  bool WantsPrevious() const override { return !labels_.Empty() || !fields_.Empty(); }
+
   bool Deliver(const model::WatchEvent& ev) override {
     if (closed_) return false;
     const model::Object& obj = ev.object;
     if (obj.resource != type_.GroupResource()) return true;
     if (!ns_.empty() && obj.meta.namespace_ != ns_) return true;
-    if (!labels_.Matches(obj.meta.labels) || !fields_.Matches(obj.fields)) return true;
+    // As Kubernetes' watch cache: a change that makes an object match the selectors is ADDED,
+    // one that makes it stop matching is DELETED with the object as it last matched (at this
+    // change's resourceVersion). Without the previous state (a change replayed from the log), a
+    // matching change keeps its type and others are skipped.
+    model::EventType type = ev.type;
+    const model::Object* shown = &obj;
+    model::Object last_matching;
+    const bool matches = Passes(obj);
+    if (ev.type == model::EventType::kModified && ev.previous != nullptr) {
+      const bool matched = Passes(*ev.previous);
+      if (!matches && !matched) return true;
+      if (matches && !matched) type = model::EventType::kAdded;
+      if (!matches && matched) {
+        type = model::EventType::kDeleted;
+        last_matching = *ev.previous;
+        last_matching.meta.resource_version = obj.meta.resource_version;
+        shown = &last_matching;
+      }
+    } else if (!matches) {
+      return true;
+    }
     last_rv_ = obj.meta.resource_version;
     if (!table_) {
-      return WriteText(std::string(R"({"type":")") + model::EventTypeName(ev.type) +
-                       R"(","object":)" + EncodeObjectText(type_, version_, obj) + "}");
+      return WriteText(std::string(R"({"type":")") + model::EventTypeName(type) + R"(","object":)" +
+                       EncodeObjectText(type_, version_, *shown) + "}");
     }
-    return Send(model::EventTypeName(ev.type), EncodeFor(type_, version_, obj));
+    return Send(model::EventTypeName(type), EncodeFor(type_, version_, *shown));
+  }
+
+  bool Passes(const model::Object& o) const {
+    return labels_.Matches(o.meta.labels) && fields_.Matches(o.fields);
   }
 
   bool Tick(int64_t rv) override {

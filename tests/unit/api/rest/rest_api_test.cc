@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "api/rest/discovery.h"
 #include "common/id_generator.h"
@@ -420,6 +421,48 @@ TEST_F(RestApiTest, WatchFromZeroStartsWithSyntheticAdds) {
   EXPECT_EQ(events[1]["type"], "ADDED");
   EXPECT_EQ(events[1]["object"]["metadata"]["name"], "c2");
   EXPECT_EQ(events[2]["type"], "DELETED");
+}
+
+// Kubernetes' watch cache: with a selector, a change that makes an object stop matching is
+// DELETED (the object as it last matched, at the change's resourceVersion), one that makes it
+// match is ADDED, and changes on either side of the selector are not sent.
+TEST_F(RestApiTest, ASelectorWatchSeesObjectsLeaveAndEnterIt) {
+  auto sink = std::make_shared<RecordingSink>();
+  HttpRequest w{"GET", claims_, {{"watch", "true"}, {"labelSelector", "app=demo"}}, "", "", ""};
+  ASSERT_FALSE(api_.StartWatch(w, sink).has_value());
+  ASSERT_EQ(Call("POST", claims_, kClaimV1).code, 201);
+  const std::string merge = "application/merge-patch+json";
+  auto relabel =
+      Call("PATCH", claims_ + "/c1", R"({"metadata":{"labels":{"app":"other"}}})", merge);
+  ASSERT_EQ(relabel.code, 200);
+  const std::string left_rv = Body(relabel)["metadata"]["resourceVersion"];
+  // Outside the selector: not sent.
+  ASSERT_EQ(Call("PATCH", claims_ + "/c1", R"({"metadata":{"annotations":{"a":"b"}}})", merge).code,
+            200);
+  json other = json::parse(kClaimV1);
+  other["metadata"]["name"] = "c2";
+  other["metadata"]["labels"]["app"] = "other";
+  ASSERT_EQ(Call("POST", claims_, other.dump()).code, 201);
+  ASSERT_EQ(Call("PATCH", claims_ + "/c1", R"({"metadata":{"labels":{"app":"demo"}}})", merge).code,
+            200);
+  ASSERT_EQ(Call("PATCH", claims_ + "/c1", R"({"metadata":{"annotations":{"a":"c"}}})", merge).code,
+            200);
+  ASSERT_EQ(Call("DELETE", claims_ + "/c1").code, 200);
+  ASSERT_EQ(Call("DELETE", claims_ + "/c2").code, 200);
+  auto events = sink->WaitFor(5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // nothing more may follow
+  events = sink->WaitFor(5);
+  std::vector<std::string> seen;
+  for (const auto& e : events) {
+    seen.push_back(e["type"].get<std::string>() + " " +
+                   e["object"]["metadata"]["name"].get<std::string>() + " " +
+                   e["object"]["metadata"]["labels"]["app"].get<std::string>());
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"ADDED c1 demo", "DELETED c1 demo", "ADDED c1 demo",
+                                            "MODIFIED c1 demo", "DELETED c1 demo"}));
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[1]["object"]["metadata"]["resourceVersion"], left_rv);
+  EXPECT_FALSE(events[1]["object"]["metadata"].contains("annotations"));
 }
 
 TEST_F(RestApiTest, WatchFromACompactedRevisionGetsExpired) {
