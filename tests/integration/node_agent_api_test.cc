@@ -649,6 +649,9 @@ TEST_F(NodeAgentApiTest, HeartbeatStreamKeepsTheNodeReady) {
     return leases.ok() && leases->contains("gpu-node-a");
   }));
 
+  // The first beat's Ready=True is written apart from the lease: wait for it, or the PUT below
+  // races it (409) or is undone by it.
+  ASSERT_TRUE(Eventually([&] { return ready() == "True"; }));
   // Someone else sets Ready=Unknown: the next beat on the stream writes it back.
   json node = Get("/api/v1/nodes/gpu-node-a");
   for (auto& c : node["status"]["conditions"]) {
