@@ -223,6 +223,13 @@ struct Scheduler::State {
     allocator::SharedSlice decoded;  // null: the slice does not decode (reported when applied)
   };
   std::map<model::ResourceKey, Slice> slices;
+  // Nodes as placement sees them, decoded once per change; their objects are not kept either.
+  struct Node {
+    int64_t rv = 0;
+    std::string uid;
+    NodeState state;
+  };
+  std::map<model::ResourceKey, Node> node_states;
   std::map<std::string, int64_t> other_rvs;  // resource -> newest revision applied
 
   bool inventory_dirty = true;
@@ -259,10 +266,14 @@ struct Scheduler::State {
     allocated.reset();
     others.clear();
     slices.clear();
+    node_states.clear();
     other_rvs.clear();
     inventory_dirty = nodes_dirty = true;
     templates.clear();
   }
+
+  // A stored Node as placement sees it: labels, cordon, taints, readiness.
+  static NodeState MakeNode(const model::Object& o);
 
   // The claims a pod names (directly, generated from templates, for extended resources).
   static std::vector<model::ResourceKey> ClaimsOf(const model::Object& pod, const json& body);

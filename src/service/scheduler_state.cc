@@ -263,6 +263,20 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     d.all = true;  // extended-resource classes may have changed
     return;
   }
+  if (resource == kNodes) {
+    const model::ResourceKey key = ev.object.Key();
+    auto it = node_states.find(key);
+    if (it != node_states.end() && it->second.rv >= rv) return;
+    if (deleted) {
+      if (it == node_states.end() || it->second.uid != ev.object.meta.uid) return;
+      node_states.erase(it);
+    } else {
+      node_states.insert_or_assign(key, Node{rv, ev.object.meta.uid, MakeNode(ev.object)});
+    }
+    d.relevant = true;
+    nodes_dirty = true;
+    return;
+  }
   auto& objects = others[resource];
   const model::ResourceKey key = ev.object.Key();
   auto it = objects.find(key);
@@ -277,8 +291,6 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   if (resource == kClasses || resource == kTaintRules) {
     inventory_dirty = true;
     d.all = true;  // extended-resource classes may have changed
-  } else if (resource == kNodes) {
-    nodes_dirty = true;
   } else if (resource == kTemplates) {
     const auto& o = objects.find(key);
     if (o == objects.end()) {
@@ -295,6 +307,30 @@ bool Scheduler::State::AnyPending() const {
     if (p.node_name.empty() && !p.deleting && !p.terminal) return true;
   }
   return false;
+}
+
+NodeState Scheduler::State::MakeNode(const model::Object& o) {
+  const json body = Parse(o.body);
+  NodeState n;
+  n.info = model::NodeInfo{o.meta.name, o.meta.labels};
+  const json& spec = At(body, "spec");
+  const json& unschedulable = At(spec, "unschedulable");
+  n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
+  const json& taints = At(spec, "taints");
+  for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
+    NodeTaint t{Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")};
+    std::chrono::system_clock::time_point added;
+    if (const std::string ta = Str(taints[i], "timeAdded");
+        !ta.empty() && ParseRfc3339(ta, &added)) {
+      t.time_added = added;
+    }
+    n.taints.push_back(std::move(t));
+  }
+  const json& conditions = At(At(body, "status"), "conditions");
+  for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+    if (Str(conditions[i], "type") == "Ready") n.ready = Str(conditions[i], "status") == "True";
+  }
+  return n;
 }
 
 bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
@@ -345,29 +381,10 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
   if (nodes_dirty) {
     nodes.clear();
     any_node_no_execute = false;
-    for (const auto& [key, o] : Others(kNodes)) {
-      const json body = Parse(o.body);
-      NodeState n;
-      n.info = model::NodeInfo{o.meta.name, o.meta.labels};
-      const json& spec = At(body, "spec");
-      const json& unschedulable = At(spec, "unschedulable");
-      n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
-      const json& taints = At(spec, "taints");
-      for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
-        NodeTaint t{Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")};
-        std::chrono::system_clock::time_point added;
-        if (const std::string ta = Str(taints[i], "timeAdded");
-            !ta.empty() && ParseRfc3339(ta, &added)) {
-          t.time_added = added;
-        }
-        any_node_no_execute |= t.effect == "NoExecute";
-        n.taints.push_back(std::move(t));
-      }
-      const json& conditions = At(At(body, "status"), "conditions");
-      for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
-        if (Str(conditions[i], "type") == "Ready") n.ready = Str(conditions[i], "status") == "True";
-      }
-      nodes.push_back(std::move(n));
+    nodes.reserve(node_states.size());
+    for (const auto& [key, node] : node_states) {
+      for (const auto& t : node.state.taints) any_node_no_execute |= t.effect == "NoExecute";
+      nodes.push_back(node.state);
     }
     node_index.clear();
     node_index.reserve(nodes.size());
