@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "cel/dra_env.h"
@@ -143,8 +144,8 @@ const std::map<std::string, std::map<std::string, Quantity>>* AllocatedState::Co
   return it == counters_.end() ? nullptr : &it->second;
 }
 
-std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
-                                                  cel::ProgramCache* programs) {
+std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::ProgramCache* programs,
+                                                  const Inventory* previous) {
   std::shared_ptr<Inventory> inv(new Inventory());
   if (programs == nullptr) {
     inv->own_programs_ = std::make_unique<cel::ProgramCache>(1024);
@@ -195,10 +196,19 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
   for (const auto& s : inv->slices_) device_count += s.slice->devices.size();
   inv->devices_.reserve(device_count);
   cel::DeviceValueBuilder values;  // shares equal attribute values and maps between devices
+  // The first device of each slice `previous` holds, by the slice's address.
+  std::unordered_map<const model::ResourceSlice*, uint32_t> built_before;
+  if (previous != nullptr) {
+    built_before.reserve(previous->slices_.size());
+    for (const auto& ps : previous->slices_) built_before.emplace(ps.slice.get(), ps.first_device);
+  }
   for (uint32_t si = 0; si < inv->slices_.size(); ++si) {
     SliceEntry& se = inv->slices_[si];
     se.first_device = static_cast<uint32_t>(inv->devices_.size());
     const auto& slice = *se.slice;
+    auto before = built_before.find(se.slice.get());
+    const DeviceEntry* reuse =
+        before == built_before.end() ? nullptr : previous->devices_.data() + before->second;
     for (const auto& d : slice.devices) {
       DeviceEntry e;
       e.device = &d;
@@ -210,8 +220,11 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input,
         if (RuleMatches(rule, slice.driver, slice.pool, d.name)) e.taints.push_back(rule.taint);
       }
       if (!d.binding_conditions.empty()) inv->groups_[se.group].has_binding_conditions = true;
-      auto value = values.Build(ToDeviceInput(slice.driver, d));
-      if (value.ok()) {
+      if (reuse != nullptr) {
+        e.value = reuse->value;
+        e.value_error = reuse->value_error;
+        ++reuse;
+      } else if (auto value = values.Build(ToDeviceInput(slice.driver, d)); value.ok()) {
         e.value = std::move(*value);
       } else {
         e.value_error = std::string(value.status().message());

@@ -133,8 +133,12 @@ class Inventory {
   };
 
   // Builds the inventory. `programs` (optional) caches compiled selectors across inventories.
+  // `previous` (optional) is an inventory built before: the devices of slices it shares with
+  // `input` (the same SharedSlice, so the same content) take their CEL values from it instead of
+  // building them again, so a rebuild after a few slices changed costs little more than those.
   static std::shared_ptr<const Inventory> Build(InventoryInput input,
-                                                cel::ProgramCache* programs = nullptr);
+                                                cel::ProgramCache* programs = nullptr,
+                                                const Inventory* previous = nullptr);
 
   // Resolves allocated devices against this inventory. Devices the inventory does not have (a
   // slice was removed) are ignored: they neither block nor consume counters here.

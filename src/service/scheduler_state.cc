@@ -370,7 +370,7 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
         input.taint_rules.push_back(FailSafeTaintRule(o));
       }
     }
-    inventory = allocator::Inventory::Build(std::move(input), programs);
+    inventory = allocator::Inventory::Build(std::move(input), programs, inventory.get());
     allocated.reset();
     any_no_execute = false;
     for (const auto& d : inventory->devices()) {

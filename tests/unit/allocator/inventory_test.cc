@@ -103,6 +103,36 @@ TEST(InventoryTest, ClassSelectorsMatchAndReportErrorsPerDevice) {
   EXPECT_EQ((*products[1])[0].second, "L4");
 }
 
+TEST(InventoryTest, ARebuildTakesTheValuesOfSlicesItSharesWithThePreviousInventory) {
+  model::DeviceClass a100;
+  a100.name = "a100";
+  a100.selectors = {"device.attributes['gpu.example.com'].productName == 'A100'"};
+  const SharedSlice kept = std::make_shared<const model::ResourceSlice>(
+      Slice("node-b", 1, {Gpu("gpu-0", "A100"), Gpu("gpu-1", "L4")}));
+  auto first = Inventory::Build({{kept}, {a100}, {}});
+  // node-a sorts before node-b: the kept slice's devices move to other positions.
+  InventoryInput input{
+      {Slice("node-a", 1, {Gpu("gpu-0", "L4")}), kept, Slice("node-c", 1, {Gpu("gpu-0", "A100")})},
+      {a100},
+      {}};
+  auto second = Inventory::Build(std::move(input), nullptr, first.get());
+  ASSERT_EQ(second->devices().size(), 4u);
+  const auto* cls = second->FindClass("a100");
+  ASSERT_NE(cls, nullptr);
+  std::vector<std::string> seen;
+  for (uint32_t i = 0; i < second->devices().size(); ++i) {
+    std::string error;
+    const bool yes = second->ClassMatches(*cls, i, &error) == Inventory::Match::kYes;
+    seen.push_back(second->devices()[i].id + (yes ? " A100" : " other"));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "gpu.example.com/node-a/gpu-0 other", "gpu.example.com/node-b/gpu-0 A100",
+                      "gpu.example.com/node-b/gpu-1 other", "gpu.example.com/node-c/gpu-0 A100"}));
+  // The kept slice's devices carry the very values of the first inventory.
+  EXPECT_EQ(second->devices()[1].value->DebugString(), first->devices()[0].value->DebugString());
+  EXPECT_EQ(second->devices()[2].device, &kept->devices[1]);
+}
+
 TEST(InventoryTest, AllocatedStateCountsExclusiveSharedAndCounters) {
   InventoryInput input;
   model::Device shared = Gpu("gpu-0", "A100");
