@@ -119,9 +119,17 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
   auto snapshot = std::make_shared<InventorySnapshot>();
   // Objects that do not decode are reported by the scheduler (DecodeFailed); the admin views
   // treat them as it does: slices and classes left out, a taint rule's fail-safe taint shown.
+  std::map<model::ResourceKey, std::pair<int64_t, allocator::SharedSlice>> slices;
   for (const auto& o : listed[0]) {
-    if (auto s = model::json::DecodeResourceSlice(Whole(o)); s.ok()) {
-      input.slices.push_back(std::move(*s));
+    model::ResourceKey key = o.Key();
+    auto before = slices_.find(key);
+    if (before != slices_.end() && before->second.first == o.meta.resource_version) {
+      input.slices.emplace_back(before->second.second);
+      slices.emplace(std::move(key), before->second);
+    } else if (auto s = model::json::DecodeResourceSlice(Whole(o)); s.ok()) {
+      auto shared = std::make_shared<const model::ResourceSlice>(std::move(*s));
+      input.slices.emplace_back(shared);
+      slices.emplace(std::move(key), std::make_pair(o.meta.resource_version, std::move(shared)));
     }
   }
   for (const auto& o : listed[1]) {
@@ -138,8 +146,10 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
     }
   }
   std::sort(snapshot->class_names.begin(), snapshot->class_names.end());
-  snapshot->inventory = allocator::Inventory::Build(std::move(input), &programs_);
+  snapshot->inventory = allocator::Inventory::Build(
+      std::move(input), &programs_, snapshot_ != nullptr ? snapshot_->inventory.get() : nullptr);
   snapshot_ = std::move(snapshot);
+  slices_ = std::move(slices);
   fingerprint_ = fingerprint;
   revisions_ = seen;
   ++builds_;

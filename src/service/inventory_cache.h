@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -64,6 +65,11 @@ class InventoryCache {
   // LastChanges of the three kinds when the snapshot was found current (empty: unknown).
   std::vector<int64_t> revisions_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const InventorySnapshot> snapshot_ ABSL_GUARDED_BY(mu_);
+  // The slices snapshot_ was built from, decoded, by key with their resourceVersion: the next
+  // build decodes only slices that changed and takes the CEL values of the others from
+  // snapshot_'s inventory.
+  std::map<model::ResourceKey, std::pair<int64_t, allocator::SharedSlice>> slices_
+      ABSL_GUARDED_BY(mu_);
   uint64_t builds_ ABSL_GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point last_get_ ABSL_GUARDED_BY(mu_);
 

@@ -112,6 +112,26 @@ TEST_F(InventoryCacheTest, OneInventoryPerStateOfTheDeviceKinds) {
   EXPECT_EQ((*first)->inventory->devices().size(), 2u);
 }
 
+TEST_F(InventoryCacheTest, ARebuildDecodesOnlyTheSlicesThatChanged) {
+  PutSlice("node-a", 2);
+  PutSlice("node-b", 1);
+  auto first = cache_->Get();
+  ASSERT_TRUE(first.ok());
+  PutSlice("node-b", 3);
+  auto second = cache_->Get();
+  ASSERT_TRUE(second.ok());
+  const auto& before = (*first)->inventory->slices();
+  const auto& after = (*second)->inventory->slices();
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(after.size(), 2u);
+  // node-a's slice is the same decoded object; node-b's is new, with its three devices.
+  EXPECT_EQ(after[0].slice->node_name, "node-a");
+  EXPECT_EQ(after[0].slice.get(), before[0].slice.get());
+  EXPECT_NE(after[1].slice.get(), before[1].slice.get());
+  EXPECT_EQ(after[1].slice->devices.size(), 3u);
+  EXPECT_EQ((*second)->inventory->devices().size(), 5u);
+}
+
 TEST_F(InventoryCacheTest, PrewarmingBuildsOnceTheKindsSettleWhileTheViewsAreInUse) {
   cache_->StartPrewarming(milliseconds(20), std::chrono::minutes(10));
   PutSlice("node-a", 2);
