@@ -34,17 +34,18 @@ model::CounterSet DynamicMigCounterSet(const std::string& gpu_name, const Quanti
   return set;
 }
 
-model::Device NewMigDevice(const MigDeviceSpec& spec) {
-  std::string clean = spec.profile;
-  std::replace(clean.begin(), clean.end(), '.', '-');
+namespace {
+
+// What every MIG device has, whichever strategy publishes it: type, parent, profile, capacity,
+// and the memory and compute slices it takes of its GPU's counter set.
+template <typename Spec>
+model::Device MigDeviceOf(std::string name, const Spec& spec) {
   model::Device d;
-  d.name = spec.gpu_name + "-mig-" + clean + "-" + std::to_string(spec.nth);
+  d.name = std::move(name);
   d.attributes["type"] = std::string("mig");
-  d.attributes["uuid"] = spec.uuid;
   d.attributes["parentUUID"] = spec.parent_uuid;
   d.attributes["parentIndex"] = spec.parent_index;
   d.attributes["profile"] = spec.profile;
-  d.attributes["index"] = spec.nth;
   d.capacity["memory"] = model::DeviceCapacity{spec.memory, std::nullopt};
   d.capacity["multiprocessors"] =
       model::DeviceCapacity{Quantity::FromInt(spec.multiprocessors), std::nullopt};
@@ -53,6 +54,18 @@ model::Device NewMigDevice(const MigDeviceSpec& spec) {
   use.counters["memory"] = spec.memory;
   use.counters["compute-slices"] = Quantity::FromInt(spec.gpu_instance_slices);
   d.consumes_counters.push_back(std::move(use));
+  return d;
+}
+
+}  // namespace
+
+model::Device NewMigDevice(const MigDeviceSpec& spec) {
+  std::string clean = spec.profile;
+  std::replace(clean.begin(), clean.end(), '.', '-');
+  model::Device d =
+      MigDeviceOf(spec.gpu_name + "-mig-" + clean + "-" + std::to_string(spec.nth), spec);
+  d.attributes["uuid"] = spec.uuid;
+  d.attributes["index"] = spec.nth;
   return d;
 }
 
@@ -66,25 +79,13 @@ std::string MigPlacementDeviceName(const std::string& gpu_name, const std::strin
 }
 
 model::Device NewMigPlacementDevice(const MigPlacementSpec& spec) {
-  model::Device d;
-  d.name = MigPlacementDeviceName(spec.gpu_name, spec.profile, spec.start);
-  d.attributes["type"] = std::string("mig");
-  d.attributes["parentUUID"] = spec.parent_uuid;
-  d.attributes["parentIndex"] = spec.parent_index;
-  d.attributes["profile"] = spec.profile;
+  model::Device d =
+      MigDeviceOf(MigPlacementDeviceName(spec.gpu_name, spec.profile, spec.start), spec);
   d.attributes["placementStart"] = spec.start;
   d.attributes["placementSize"] = spec.size;
-  d.capacity["memory"] = model::DeviceCapacity{spec.memory, std::nullopt};
-  d.capacity["multiprocessors"] =
-      model::DeviceCapacity{Quantity::FromInt(spec.multiprocessors), std::nullopt};
-  model::DeviceCounterConsumption use;
-  use.counter_set = MigCounterSetName(spec.gpu_name);
-  use.counters["memory"] = spec.memory;
-  use.counters["compute-slices"] = Quantity::FromInt(spec.gpu_instance_slices);
   for (int64_t k = spec.start; k < spec.start + spec.size; ++k) {
-    use.counters[MemorySliceCounter(k)] = Quantity::FromInt(1);
+    d.consumes_counters.front().counters[MemorySliceCounter(k)] = Quantity::FromInt(1);
   }
-  d.consumes_counters.push_back(std::move(use));
   return d;
 }
 

@@ -308,6 +308,22 @@ struct NvmlSource::Api {
     const char* text = ErrorString != nullptr ? ErrorString(rc) : nullptr;
     return call + ": " + (text != nullptr ? text : "NVML error") + " (" + std::to_string(rc) + ")";
   }
+
+  // Initialises NVML for one change of MIG instances (end it with a ShutdownOnExit):
+  // FailedPrecondition when the library lacks the MIG functions, Unavailable when nvmlInit fails.
+  absl::Status InitForMig() const {
+    if (!missing_mig.empty()) {
+      return absl::FailedPreconditionError("the NVML library lacks " + missing_mig.front());
+    }
+    if (nvmlReturn_t rc = Init(); rc != kSuccess) {
+      return absl::UnavailableError(Error("nvmlInit_v2", rc));
+    }
+    return absl::OkStatus();
+  }
+  struct ShutdownOnExit {
+    const Api& nv;
+    ~ShutdownOnExit() { nv.Shutdown(); }
+  };
 };
 
 absl::StatusOr<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library,
@@ -758,16 +774,8 @@ absl::StatusOr<MigInstance> NvmlSource::Create(const LocalDevice& device) {
   if (!device.mig_placement) {
     return absl::FailedPreconditionError("device " + device.uuid + " is no MIG placement");
   }
-  if (!nv.missing_mig.empty()) {
-    return absl::FailedPreconditionError("the NVML library lacks " + nv.missing_mig.front());
-  }
-  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
-    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
-  }
-  struct ShutdownGuard {
-    const Api& nv;
-    ~ShutdownGuard() { nv.Shutdown(); }
-  } guard{nv};
+  if (absl::Status st = nv.InitForMig(); !st.ok()) return st;
+  Api::ShutdownOnExit guard{nv};
   auto fail = [&](const std::string& call, nvmlReturn_t rc) {
     return absl::UnavailableError(nv.Error(call, rc));
   };
@@ -894,16 +902,8 @@ absl::StatusOr<MigInstance> NvmlSource::Create(const LocalDevice& device) {
 
 absl::Status NvmlSource::Destroy(const MigInstance& instance) {
   const Api& nv = *api_;
-  if (!nv.missing_mig.empty()) {
-    return absl::FailedPreconditionError("the NVML library lacks " + nv.missing_mig.front());
-  }
-  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
-    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
-  }
-  struct ShutdownGuard {
-    const Api& nv;
-    ~ShutdownGuard() { nv.Shutdown(); }
-  } guard{nv};
+  if (absl::Status st = nv.InitForMig(); !st.ok()) return st;
+  Api::ShutdownOnExit guard{nv};
   auto fail = [&](const std::string& call, nvmlReturn_t rc) {
     return absl::UnavailableError(nv.Error(call, rc));
   };

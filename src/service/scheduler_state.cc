@@ -182,6 +182,27 @@ ClaimView Scheduler::State::MakeClaim(model::Object o) {
   return c;
 }
 
+namespace {
+
+// Applies a change to a map of decoded views by key, each with the rv and uid of its object
+// (`decode` makes the view of a created or updated one). False when the change is older than
+// the view or deletes an object of another uid: nothing changed.
+template <typename Map, typename Decode>
+bool ApplyDecoded(Map& map, const model::WatchEvent& ev, bool deleted, Decode decode) {
+  const model::ResourceKey key = ev.object.Key();
+  auto it = map.find(key);
+  if (it != map.end() && it->second.rv >= ev.object.meta.resource_version) return false;
+  if (deleted) {
+    if (it == map.end() || it->second.uid != ev.object.meta.uid) return false;
+    map.erase(it);
+  } else {
+    map.insert_or_assign(key, decode());
+  }
+  return true;
+}
+
+}  // namespace
+
 void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   const std::string resource = ev.object.resource;  // ev.object is moved below
   const int64_t rv = ev.object.meta.resource_version;
@@ -242,37 +263,25 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   }
   if (resource == kEvents) return;
   if (resource == kSlices) {
-    const model::ResourceKey key = ev.object.Key();
-    auto it = slices.find(key);
-    if (it != slices.end() && it->second.rv >= rv) return;
-    if (deleted) {
-      if (it == slices.end() || it->second.uid != ev.object.meta.uid) return;
-      slices.erase(it);
-    } else {
+    auto decode = [&] {
       Slice next{rv, ev.object.meta.uid, nullptr};
       auto decoded = model::json::DecodeResourceSlice(Whole(ev.object, Parse(ev.object.body)));
       if (decoded.ok()) {
         next.decoded = std::make_shared<const model::ResourceSlice>(std::move(*decoded));
       } else {
-        undecodable.emplace_back(std::move(ev.object), std::string(decoded.status().message()));
+        undecodable.emplace_back(ev.object, std::string(decoded.status().message()));
       }
-      slices.insert_or_assign(key, std::move(next));
-    }
+      return next;
+    };
+    if (!ApplyDecoded(slices, ev, deleted, decode)) return;
     d.relevant = true;
     inventory_dirty = true;
     d.all = true;  // extended-resource classes may have changed
     return;
   }
   if (resource == kNodes) {
-    const model::ResourceKey key = ev.object.Key();
-    auto it = node_states.find(key);
-    if (it != node_states.end() && it->second.rv >= rv) return;
-    if (deleted) {
-      if (it == node_states.end() || it->second.uid != ev.object.meta.uid) return;
-      node_states.erase(it);
-    } else {
-      node_states.insert_or_assign(key, Node{rv, ev.object.meta.uid, MakeNode(ev.object)});
-    }
+    auto decode = [&] { return Node{rv, ev.object.meta.uid, MakeNode(ev.object)}; };
+    if (!ApplyDecoded(node_states, ev, deleted, decode)) return;
     d.relevant = true;
     nodes_dirty = true;
     return;

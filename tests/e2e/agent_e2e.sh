@@ -14,8 +14,6 @@ QM_BIN=$(realpath "$1")
 AGENT_BIN=$(realpath "$2")
 SEEDS=$(realpath "$3")
 source "$(dirname "$0")/lib.sh" qm-agent-e2e
-failures=0
-checks=0
 
 declare -A AGENT_PID
 stop_agent() {
@@ -26,20 +24,7 @@ stop_agent() {
 stop_agents() { for n in "${!AGENT_PID[@]}"; do stop_agent "$n"; done; }
 trap 'stop_agents; cleanup' EXIT
 
-pass() { checks=$((checks + 1)); echo "ok:   $1"; }
-fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
-expect() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi; }
-expect_match() { if grep -qE -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want /$3/" "got:  $2"; fi; }
 # eventually <seconds> <command...>: retries until the command succeeds; prints its last output.
-eventually() {
-  local deadline=$((SECONDS + $1)); shift
-  local out
-  while true; do
-    out=$("$@") && { echo "$out"; return 0; }
-    [ $SECONDS -ge $deadline ] && { echo "$out"; return 1; }
-    sleep 0.2
-  done
-}
 k() { kubectl "$@" 2>&1; }
 kd() { k -n dra-test "$@"; }
 

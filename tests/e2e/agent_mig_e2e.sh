@@ -12,25 +12,10 @@ set -u
 QM_BIN=$(realpath "$1")
 AGENT_BIN=$(realpath "$2")
 source "$(dirname "$0")/lib.sh" qm-agent-mig-e2e
-failures=0
-checks=0
 AGENT=""
 stop_agent() { if [ -n "$AGENT" ] && kill -0 "$AGENT" 2>/dev/null; then kill -TERM "$AGENT"; wait "$AGENT" 2>/dev/null; fi; AGENT=""; }
 trap 'stop_agent; cleanup' EXIT
 
-pass() { checks=$((checks + 1)); echo "ok:   $1"; }
-fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
-expect() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi; }
-expect_match() { if grep -qE -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want /$3/" "got:  $2"; fi; }
-eventually() {
-  local deadline=$((SECONDS + $1)); shift
-  local out
-  while true; do
-    out=$("$@") && { echo "$out"; return 0; }
-    [ $SECONDS -ge $deadline ] && { echo "$out"; return 1; }
-    sleep 0.2
-  done
-}
 k() { kubectl "$@" 2>&1; }
 km() { k -n mig-test "$@"; }
 

@@ -1,6 +1,9 @@
 # Shared by the end-to-end scripts: a private work directory and kubectl cache, a quartermaster
 # on a free port with its embedded PostgreSQL in that directory, and cleanup on exit.
 # Usage: QM_BIN=... source lib.sh <work dir prefix>; then start_server [extra server flags...]
+# Checks: `expect NAME GOT WANT`, `expect_match NAME GOT REGEX`, `pass`/`fail NAME [DETAIL...]`
+# count into $checks and $failures; `eventually SECONDS CMD...` retries CMD every 0.2 s until it
+# succeeds and prints its last output.
 WORK=$(mktemp -d "/tmp/$1-XXXXXX")
 chmod 755 "$WORK"
 export HOME="$WORK/home"   # fresh kubectl discovery and /version caches
@@ -43,4 +46,20 @@ start_server() {
   # TLS and a credential, as a user would: the admin kubeconfig the server writes.
   export KUBECONFIG="$WORK/data/admin.kubeconfig"
   : > "$WORK/server.out"
+}
+
+failures=0
+checks=0
+pass() { checks=$((checks + 1)); echo "ok:   $1"; }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
+expect() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi; }
+expect_match() { if grep -qE -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want /$3/" "got:  $2"; fi; }
+eventually() {
+  local deadline=$((SECONDS + $1)); shift
+  local out
+  while true; do
+    out=$("$@") && { echo "$out"; return 0; }
+    [ $SECONDS -ge $deadline ] && { echo "$out"; return 1; }
+    sleep 0.2
+  done
 }

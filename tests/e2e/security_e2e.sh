@@ -8,16 +8,6 @@ set -u
 QM_BIN=$(realpath "$1")
 SEEDS=$(realpath "$2")
 source "$(dirname "$0")/lib.sh" qm-sec-e2e
-failures=0
-checks=0
-
-pass() { checks=$((checks + 1)); echo "ok:   $1"; }
-fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
-
-# expect <description> <actual> <expected>: the whole output, exactly.
-expect() {
-  if [ "$2" == "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi
-}
 # expect_line <description> <actual> <line>: one line of the output is exactly <line>.
 expect_line() {
   if grep -qxF -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want a line: $3" "got: $2"; fi

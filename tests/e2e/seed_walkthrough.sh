@@ -8,32 +8,11 @@ set -u
 QM_BIN=$(realpath "$1")
 SEEDS=$(realpath "$2")
 source "$(dirname "$0")/lib.sh" qm-seeds
-failures=0
-checks=0
 start_server
 
 k() { kubectl "$@" 2>&1; }
 kd() { k -n dra-test "$@"; }
 
-pass() { checks=$((checks + 1)); echo "ok:   $1"; }
-fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $1"; shift; printf '    %s\n' "$@"; }
-
-# expect <description> <actual> <expected>
-expect() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "want: $3" "got:  $2"; fi; }
-# expect_match <description> <actual> <extended regex>
-expect_match() { if grep -qE -- "$3" <<<"$2"; then pass "$1"; else fail "$1" "want /$3/" "got:  $2"; fi; }
-
-# eventually <seconds> <command...>: retries until the command succeeds (the scheduler works
-# asynchronously); prints the last output.
-eventually() {
-  local deadline=$((SECONDS + $1)); shift
-  local out
-  while true; do
-    out=$("$@") && { echo "$out"; return 0; }
-    [ $SECONDS -ge $deadline ] && { echo "$out"; return 1; }
-    sleep 0.2
-  done
-}
 node_of() { local n; n=$(kd get pod "$1" -o jsonpath='{.spec.nodeName}'); [ -n "$n" ] && echo "$n"; }
 apply() { k apply -f "$SEEDS/$1"; }
 
