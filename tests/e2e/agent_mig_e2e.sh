@@ -72,18 +72,8 @@ spec:
 ---
 EOF
 }
-{
-  cat <<'EOF'
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: mig.nvidia.com}
-spec:
-  selectors:
-  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
----
-EOF
-  claim three-a 3g.20gb
-} > "$WORK/a.yaml"
+k apply -f "$(dirname "$0")/../testdata/mig-deviceclass.yaml" >/dev/null
+claim three-a 3g.20gb > "$WORK/a.yaml"
 expect_match "a claim for a 3g.20gb is created" "$(k apply -f "$WORK/a.yaml")" "pod/three-a created"
 ready() { local s; s=$(km get resourceclaim "$1" -o jsonpath='{.status.devices[0].conditions[?(@.type=="Ready")].status}'); [ "$s" = True ] && echo "$s"; }
 allocated() { local d; d=$(km get resourceclaim "$1" -o jsonpath='{.status.allocation.devices.results[0].device}'); [ -n "$d" ] && echo "$d"; }

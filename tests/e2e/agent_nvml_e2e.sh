@@ -84,14 +84,8 @@ expect "GFD labels from NVML" \
 
 # --- a claim for a MIG device is prepared with the MIG device's UUID --------------------------
 k create namespace mig-test >/dev/null
+k apply -f "$(dirname "$0")/../testdata/mig-deviceclass.yaml" >/dev/null
 cat > "$WORK/claim.yaml" <<'EOF'
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: mig.nvidia.com}
-spec:
-  selectors:
-  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
----
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: mig-claim, namespace: mig-test}

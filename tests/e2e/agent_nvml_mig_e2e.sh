@@ -28,14 +28,8 @@ start_agent
 count() { local n; n=$(k get resourceslices -o jsonpath='{range .items[*]}{range .spec.devices[*]}{.name}{" "}{end}{end}' | wc -w); [ "$n" -gt 0 ] && echo "$n"; }
 expect "every placement of the GPU is published" "$(eventually 30 count)" "14"
 k create namespace mig-test >/dev/null
+k apply -f "$(dirname "$0")/../testdata/mig-deviceclass.yaml" >/dev/null
 cat > "$WORK/claim.yaml" <<'EOF'
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: mig.nvidia.com}
-spec:
-  selectors:
-  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}
----
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: small, namespace: mig-test}
