@@ -5,6 +5,7 @@
 # MPS claim prepared, used by a CUDA program (python3 with torch) and unprepared. Needs root
 # (or a user that may run the MPS control daemon), PostgreSQL's server binaries and python3.
 # Usage: tests/gpu/gpu_smoke.sh <quartermaster> <qm-agent> [out dir]
+# QM_AGENT_FLAGS adds flags to the agent's command line (e.g. --mig-strategy=dynamic).
 # Writes report.txt, resourceslices.json, nodes.json, the CDI specs and agent.log to the out dir.
 set -u
 QM_BIN=$(realpath "$1"); AGENT_BIN=$(realpath "$2"); OUT=${3:-$(mktemp -d /tmp/qm-gpu-smoke-XXXXXX)}
@@ -29,6 +30,9 @@ URL=$(sed -n 's/^LISTENING //p' "$W/server.out"); GRPC=$(sed -n 's/^GRPC_LISTENI
 FLAGS=(--server "$GRPC" --node-name gpu-node-1 --kubeconfig "$W/node.kubeconfig" --cdi-dir "$W/cdi"
        --state-dir "$W/state" --nvml-library "$NVML")
 [ -n "$MPS_BIN" ] && FLAGS+=(--mps-control-binary "$MPS_BIN")
+# shellcheck disable=SC2206  # split on purpose: several flags
+FLAGS+=(${QM_AGENT_FLAGS:-})
+echo "agent flags: ${QM_AGENT_FLAGS:-(none)}"
 printf '%q ' "$AGENT_BIN" "${FLAGS[@]}" > "$W/agent.cmd"
 "$AGENT_BIN" "${FLAGS[@]}" >> "$W/agent.log" 2>&1 &
 echo $! > "$W/agent.pid"
