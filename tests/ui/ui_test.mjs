@@ -286,11 +286,14 @@ await step('Overview counts nodes live without listing pods: a cordon and a NotR
   kubectl('uncordon', 'gpu-node-c');
   await states.filter({ hasText: new RegExp(`^${before}$`) }).waitFor();
   requests.stop();
-  // (limit=1: the resourceVersion the pods' watch starts from)
   const podLists = requests.urls.filter((u) => u.startsWith('/api/v1/pods?') && !/watch=1/.test(u));
   expect(podLists.some((u) => u.includes('fieldSelector=spec.nodeName=&')) &&
-    podLists.every((u) => u.includes('fieldSelector=spec.nodeName=&') || /\?limit=1$/.test(u)),
+    podLists.every((u) => u.includes('fieldSelector=spec.nodeName=&')),
     `only unbound pods are listed: ${podLists.join(' ')}`);
+  // ... and watched: the server's selector watch says when a pod stops matching.
+  const podWatches = requests.urls.filter((u) => u.startsWith('/api/v1/pods?') && /watch=1/.test(u));
+  expect(podWatches.every((u) => u.includes('fieldSelector=spec.nodeName=&')),
+    `only unbound pods are watched: ${podWatches.join(' ')}`);
   const nodeLists = requests.urls.filter((u) => u.startsWith('/api/v1/nodes?') && !/watch=1/.test(u));
   expect(nodeLists.some((u) => /^\/api\/v1\/nodes\?limit=500$/.test(u)) &&
     nodeLists.every((u) => /^\/api\/v1\/nodes\?limit=(500|5000&continue=.*)$/.test(u)),
@@ -436,6 +439,9 @@ spec:
 });
 
 await step('Pending: a pod leaves the page when the scheduler binds it', async () => {
+  // Away long enough for the pods' watch to stop (1.5 s), so Pending opens its own.
+  await nav('Quotas');
+  await page.waitForTimeout(2_000);
   const requests = recordRequests();
   kubectlApply(`apiVersion: v1
 kind: Pod
@@ -456,8 +462,12 @@ spec:
   expect(await page.locator('tr', { hasText: 'waits-for-gpus' }).isVisible(), 'the other pod still waits');
   requests.stop();
   const lists = requests.urls.filter((u) => /^\/api\/v1\/(pods|nodes)\?/.test(u) && !/watch=1/.test(u));
-  expect(lists.every((u) => /fieldSelector=(spec\.nodeName=$|spec\.nodeName=&|metadata\.name=)|limit=1$/.test(u)),
+  expect(lists.every((u) => /fieldSelector=(spec\.nodeName=$|spec\.nodeName=&|metadata\.name=)/.test(u)),
     `Pending lists only unbound pods and looks nodes up by name: ${lists.join(' ')}`);
+  // The bound pod left through the filtered watch's DELETED: no watch of every pod is open.
+  const podWatches = requests.urls.filter((u) => u.startsWith('/api/v1/pods?') && /watch=1/.test(u));
+  expect(podWatches.length > 0 && podWatches.every((u) => u.includes('fieldSelector=spec.nodeName=&')),
+    `Pending watches only unbound pods: ${podWatches.join(' ')}`);
   kubectl('delete', 'pod', '-n', 'dra-test', 'waits-for-label', '--grace-period=0', '--force', '--wait=false');
   kubectl('label', 'node', 'gpu-node-a', 'ui-test/placement-');
 });

@@ -13,17 +13,18 @@
 //   page and keeps the counts live through a watch, holding one small record per object instead
 //   of the objects.
 //
-// Partitions also serve the Pending page and the Overview: the pods whose spec.nodeName is empty
-// (unbound) are listed with fieldSelector=spec.nodeName= and watched through the whole kind,
-// because this server's filtered watch sends nothing when an object stops matching its selector
-// (Kubernetes sends DELETED): a pod the scheduler binds would otherwise stay pending here.
+// The Pending page and the Overview need the pods whose spec.nodeName is empty (unbound) only:
+// they list and watch fieldSelector=spec.nodeName= alone (useUnboundPods, a filtered
+// useCollection): the server's selector watch sends DELETED when a pod stops matching (the
+// scheduler binds it) and ADDED when one starts to, as Kubernetes' watch cache does, so no
+// event of a bound pod reaches the page.
 //
 // Both keep objects in keyed maps and publish per key range or partition: an event re-publishes
 // the one partition it touches (and unchanged objects keep their identity), so memoized rows of
 // other nodes do not re-render. Stale answers never overwrite newer objects: resourceVersions
 // are compared (this server's are integers) and deletions leave a tombstone.
 
-import { useCallback, useRef, useSyncExternalStore } from 'react';
+import { useCallback, useMemo, useRef, useSyncExternalStore } from 'react';
 import {
   ApiError,
   K8sObject,
@@ -35,7 +36,7 @@ import {
   watch,
   withQuery,
 } from './api';
-import { compareKeys, Debounce, PUBLISH_DELAY_MS } from './store';
+import { compareKeys, Debounce, PUBLISH_DELAY_MS, useCollection } from './store';
 
 const IDLE_STOP_MS = 1_500;
 export const FIRST_PAGE = 100;
@@ -584,16 +585,15 @@ export function useNodeSlicesOf(path: string, nodes: string[]): PartitionState {
   return useSyncExternalStore(subscribe, snapshot);
 }
 
-const nodePods = (path: string) => partitionsOf(path, 'spec.nodeName', (o) => o.spec?.nodeName || '');
-
-// The pods not bound to a node yet (spec.nodeName empty: pending or not yet scheduled), live. Only
-// they are listed; a pod leaves when the scheduler binds it.
-export function useUnboundPods(path: string): PartitionState {
-  const p = nodePods(path);
-  const subscribe = useCallback((l: () => void) => p.subscribePart('', l), [p]);
-  const snapshot = useCallback(() => p.snapshotPart(''), [p]);
-  return useSyncExternalStore(subscribe, snapshot);
+// The pods not bound to a node yet (spec.nodeName empty: pending or not yet scheduled), live:
+// listed and watched with fieldSelector=spec.nodeName=, so a pod leaves when the scheduler binds
+// it (the watch's DELETED) and no other pod is fetched.
+export function useUnboundPods(path: string): PartitionState & { error: string } {
+  const c = useCollection(unboundPath(path));
+  return useMemo(() => ({ items: c.items, loaded: c.loaded, error: c.error }), [c.items, c.loaded, c.error]);
 }
+
+export const unboundPath = (path: string) => withQuery(path, { fieldSelector: 'spec.nodeName=' });
 
 // --- Tally: counts by label, without the objects ----------------------------------------------
 

@@ -90,7 +90,7 @@ export function OverviewPage() {
   // The device counts do not wait for the node list: at 5,000 nodes its ten pages arrive after
   // the counts, and the node card counts them as they come.
   const loaded = pods.loaded && devices.groups !== null;
-  const error = nodes.error || devices.error;
+  const error = nodes.error || devices.error || pods.error;
   return (
     <section aria-labelledby="overview-title">
       <h1 id="overview-title">Overview</h1>

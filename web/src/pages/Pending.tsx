@@ -136,7 +136,7 @@ const PendingRow = memo(function PendingRow({
 const pendingKey = (p: PendingPod) => `${p.pod.metadata.namespace}/${p.pod.metadata.name}`;
 
 export function PendingPage() {
-  // Only the pods without a node are listed (fieldSelector=spec.nodeName=), and kept live.
+  // Only the pods without a node are listed and watched (fieldSelector=spec.nodeName=).
   const pods = useUnboundPods(paths.pods);
   const pending = useMemo(() => pendingPods(pods.items), [pods.items]);
   const words = useMemo(() => {
@@ -149,7 +149,7 @@ export function PendingPage() {
     <section aria-labelledby="pending-title">
       <h1 id="pending-title">Pending</h1>
       <p>Pods the scheduler could not place yet, with its explanation.</p>
-      <LoadState loaded={pods.loaded} error="" />
+      <LoadState loaded={pods.loaded} error={pods.error} />
       {pods.loaded && pending.length === 0 && <p>No pod is waiting.</p>}
       {pending.length > 0 && (
         <>
