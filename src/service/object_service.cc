@@ -68,7 +68,15 @@ absl::StatusOr<model::Object> ObjectService::Create(model::Object obj, bool dry_
     QM_RETURN_IF_ERROR(CheckQuotaNow(store_, obj));
     return obj;
   }
-  return CreateWithinQuota(store_, obj);
+  if (hub_ == nullptr) return CreateWithinQuota(store_, obj);
+  return CreateWithinQuota(
+      store_, obj, [this](const std::string& ns) -> absl::StatusOr<std::vector<model::Object>> {
+        ListRequest request;
+        request.store.resource = "resourcequotas";
+        request.store.namespace_ = ns;
+        QM_ASSIGN_OR_RETURN(store::ListResult listed, ListCached(request));
+        return std::move(listed.items);
+      });
 }
 
 absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(

@@ -166,10 +166,16 @@ void RunParallel(int workers, const std::function<void()>& work) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// The processors this process may use: std::thread::hardware_concurrency reads
+// /sys/devices/system/cpu/online on every call (an open, a read and a close for every pod
+// placed), so it is asked once.
+int Processors() {
+  static const int processors = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return processors;
+}
+
 int Workers(const PlacementRequest& request, size_t to_evaluate) {
-  const int workers = request.parallelism > 0
-                          ? request.parallelism
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = request.parallelism > 0 ? request.parallelism : Processors();
   return std::min<int>(workers, static_cast<int>(std::max<size_t>(to_evaluate / 16, 1)));
 }
 

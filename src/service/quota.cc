@@ -92,10 +92,12 @@ std::string QuotaStatusBody(const model::Object& quota, const QuotaAmounts& used
   return body.dump();
 }
 
-std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
-                                           const std::vector<model::Object>& quotas) {
+namespace {
+
+// QuotaChecks of an object that counts `requested`.
+std::vector<store::QuotaCheck> ChecksOf(const model::Object& obj, const QuotaAmounts& requested,
+                                        const std::vector<model::Object>& quotas) {
   std::vector<store::QuotaCheck> out;
-  const QuotaAmounts requested = QuotaUsage(obj);
   for (const auto& quota : quotas) {
     const json hard = At(At(ParseObjectBody(quota), "spec"), "hard");
     for (const auto& [key, amount] : requested) {
@@ -115,6 +117,14 @@ std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
   return out;
 }
 
+}  // namespace
+
+std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
+                                           const std::vector<model::Object>& quotas) {
+  if (quotas.empty()) return {};
+  return ChecksOf(obj, QuotaUsage(obj), quotas);
+}
+
 namespace {
 
 // The quotas of `ns`, read from the store: admission must not pass because a cache lags.
@@ -126,51 +136,84 @@ absl::StatusOr<std::vector<model::Object>> QuotasOf(store::Store& store, const s
   return std::move(listed.items);
 }
 
-bool Counted(const model::Object& obj) {
-  for (const auto& [key, n] : QuotaUsage(obj)) {
+bool Counted(const QuotaAmounts& usage) {
+  for (const auto& [key, n] : usage) {
     if (n > 0) return true;
   }
   return false;
 }
 
+// What the transaction saw of the quotas of `ns`.
+store::QuotaSetCheck SetOf(const std::string& ns, const std::vector<model::Object>& quotas) {
+  store::QuotaSetCheck set{ns, static_cast<int64_t>(quotas.size()), 0};
+  for (const auto& q : quotas) set.newest = std::max(set.newest, q.meta.resource_version);
+  return set;
+}
+
 }  // namespace
 
 absl::Status CheckQuotaNow(store::Store& store, const model::Object& obj) {
-  if (!Counted(obj)) return absl::OkStatus();
+  if (!Counted(QuotaUsage(obj))) return absl::OkStatus();
   QM_ASSIGN_OR_RETURN(auto quotas, QuotasOf(store, obj.meta.namespace_));
   if (QuotaChecks(obj, quotas).empty()) return absl::OkStatus();
   QM_ASSIGN_OR_RETURN(auto used, store.QuotaUsed(obj.meta.namespace_));
   return CheckQuota(obj, quotas, used);
 }
 
-absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model::Object& obj) {
-  if (!Counted(obj)) return store.Create(obj);
-  QM_ASSIGN_OR_RETURN(auto quotas, QuotasOf(store, obj.meta.namespace_));
+absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model::Object& obj,
+                                                const CachedQuotas& cached) {
+  const QuotaAmounts usage = QuotaUsage(obj);
+  if (!Counted(usage)) return store.Create(obj);
+  const std::string& ns = obj.meta.namespace_;
+  bool from_cache = cached != nullptr;
+  std::vector<model::Object> quotas;
   store::Transaction txn;
-  txn.quota_checks = QuotaChecks(obj, quotas);
-  if (txn.quota_checks.empty()) return store.Create(obj);
+  // Reads the quotas (again) and computes what the transaction checks; false when nothing is
+  // to be checked (read from the store, no quota limits `obj`): a plain create then.
+  auto read = [&]() -> absl::StatusOr<bool> {
+    if (from_cache) {
+      QM_ASSIGN_OR_RETURN(quotas, cached(ns));
+    } else {
+      QM_ASSIGN_OR_RETURN(quotas, QuotasOf(store, ns));
+    }
+    txn.quota_checks = ChecksOf(obj, usage, quotas);
+    txn.quota_sets.clear();
+    if (from_cache) txn.quota_sets.push_back(SetOf(ns, quotas));
+    return from_cache || !txn.quota_checks.empty();
+  };
+  QM_ASSIGN_OR_RETURN(bool checked, read());
+  if (!checked) return store.Create(obj);
   txn.writes.push_back({store::Write::Kind::kCreate, obj, {}, 0});
   // Store::Create records the caller's AuditScope itself; a transaction carries its records.
   if (const store::AuditRecord* audit = store::AuditScope::Current()) {
     store::AuditRecord record = *audit;
     if (record.name.empty()) {
       record.name = obj.meta.name;
-      record.namespace_ = obj.meta.namespace_;
+      record.namespace_ = ns;
     }
     txn.audit.push_back(std::move(record));
   }
   for (int attempt = 1;; ++attempt) {
     auto committed = store.Commit(txn);
     if (committed.ok()) return std::move(committed->front());
+    if (store::IsQuotaSetChanged(committed.status()) && from_cache) {
+      // The cache lags behind the store's quotas: the store's own from now on.
+      from_cache = false;
+      QM_ASSIGN_OR_RETURN(checked, read());
+      if (!checked) {
+        txn.quota_checks.clear();
+        txn.quota_sets.clear();
+      }
+      continue;
+    }
     if (!absl::IsResourceExhausted(committed.status())) return committed.status();
     // Refused: word it as Kubernetes does, with the usage the store holds now.
-    QM_ASSIGN_OR_RETURN(auto used, store.QuotaUsed(obj.meta.namespace_));
+    QM_ASSIGN_OR_RETURN(auto used, store.QuotaUsed(ns));
     QM_RETURN_IF_ERROR(CheckQuota(obj, quotas, used));
     // Something was deleted in between and the create would fit now: try again.
     if (attempt == kMaxQuotaAttempts) {
       return absl::AbortedError("Operation cannot be fulfilled on resourcequotas in namespace " +
-                                obj.meta.namespace_ +
-                                ": the usage kept changing; please try again");
+                                ns + ": the usage kept changing; please try again");
     }
   }
 }

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 // ResourceQuota (core/v1) for the kinds the scheduler manages: what a pod or a ResourceClaim
 // counts against quota keys, the admission check Kubernetes' quota admission plugin makes when
 // one is created, and the status.used the quota controller records. Pure functions (callers
@@ -52,14 +54,23 @@ std::string QuotaStatusBody(const model::Object& quota, const QuotaAmounts& used
 std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
                                            const std::vector<model::Object>& quotas);
 
+// Lists the ResourceQuotas of a namespace from a cache (ObjectService::ListCached).
+using CachedQuotas =
+    std::function<absl::StatusOr<std::vector<model::Object>>(const std::string& ns)>;
+
 // Quota admission of a create, atomic with the write and failing closed, for every API path:
 // stores `obj` (metadata complete) unless that would pass a hard limit of a ResourceQuota in its
-// namespace. The quotas are read from the store itself (not a cache), and the create commits in
-// one transaction with its QuotaChecks, so that of concurrent creates on any number of replicas
-// only those that fit commit. A refusal is PermissionDenied with Kubernetes' message, computed
-// from the usage the store holds then. When the quotas or the usage cannot be read, that error
-// is returned and nothing is written. Objects no quota counts are created as Store::Create does.
-absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model::Object& obj);
+// namespace. The create commits in one transaction with its QuotaChecks, so that of concurrent
+// creates on any number of replicas only those that fit commit. The quotas come from `cached`
+// when given, and the transaction then also states what it saw (a store::QuotaSetCheck): when
+// the namespace's quotas in the store differ (one the cache does not show yet), they are read
+// from the store itself and the create is tried again, so a lagging cache never lets a create
+// pass a quota; without `cached` they are read from the store. A refusal is PermissionDenied
+// with Kubernetes' message, computed from the usage the store holds then. When the quotas or
+// the usage cannot be read, that error is returned and nothing is written. Objects no quota
+// counts are created as Store::Create does.
+absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model::Object& obj,
+                                                const CachedQuotas& cached = nullptr);
 
 // The admission decision of CreateWithinQuota without the write (dry run): OK, the
 // PermissionDenied refusal, or the error that kept the quotas or the usage from being read.

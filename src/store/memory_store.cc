@@ -141,6 +141,17 @@ absl::StatusOr<std::vector<model::Object>> MemoryStore::Commit(const Transaction
       return ConflictError(key);
     }
   }
+  for (const QuotaSetCheck& check : txn.quota_sets) {
+    int64_t count = 0, newest = 0;
+    for (auto it = objects_.lower_bound({"resourcequotas", check.namespace_, ""});
+         it != objects_.end() && it->first.resource == "resourcequotas" &&
+         it->first.namespace_ == check.namespace_;
+         ++it) {
+      ++count;
+      newest = std::max(newest, it->second.meta.resource_version);
+    }
+    if (count != check.count || newest != check.newest) return QuotaSetChangedError(check);
+  }
   // A claim deleted here takes its ledger rows with it, as if released.
   std::set<std::string> released(txn.release_claims.begin(), txn.release_claims.end());
   for (const Write& w : txn.writes) {

@@ -1,5 +1,7 @@
 #include "store/store.h"
 
+#include "absl/strings/cord.h"
+
 namespace qm::store {
 
 absl::Status NotFoundError(const model::ResourceKey& key) {
@@ -32,6 +34,21 @@ absl::Status QuotaCheckError(const QuotaCheck& check) {
   return absl::ResourceExhaustedError("quota usage of " + check.key + " in namespace " +
                                       check.namespace_ + " would pass " +
                                       std::to_string(check.hard));
+}
+
+namespace {
+constexpr char kQuotaSetChangedPayload[] = "quartermaster.io/quota-set-changed";
+}  // namespace
+
+absl::Status QuotaSetChangedError(const QuotaSetCheck& check) {
+  absl::Status status = absl::AbortedError("the resourcequotas of namespace " + check.namespace_ +
+                                           " changed since they were read; read them again");
+  status.SetPayload(kQuotaSetChangedPayload, absl::Cord(check.namespace_));
+  return status;
+}
+
+bool IsQuotaSetChanged(const absl::Status& status) {
+  return status.GetPayload(kQuotaSetChangedPayload).has_value();
 }
 
 absl::StatusOr<std::map<std::string, int64_t>> Store::QuotaUsed(const std::string&) {

@@ -103,6 +103,18 @@ struct QuotaCheck {
   bool operator==(const QuotaCheck&) const = default;
 };
 
+// A precondition of a transaction, checked before its writes: `namespace_` holds exactly
+// `count` ResourceQuotas and the newest of them has resource_version `newest` (0 when there are
+// none). Quota admission computes its QuotaChecks from quotas it read from a cache and states
+// here what it saw, so that a quota the cache did not show yet fails the transaction
+// (QuotaSetChangedError) instead of being left unchecked.
+struct QuotaSetCheck {
+  std::string namespace_;
+  int64_t count = 0;
+  int64_t newest = 0;
+  bool operator==(const QuotaSetCheck&) const = default;
+};
+
 // One entry of the audit trail: who did what to which object, and the answer.
 struct AuditRecord {
   int64_t id = 0;  // assigned by the store; increasing
@@ -141,6 +153,8 @@ struct Transaction {
   std::vector<AuditRecord> audit;
   // Checked after the writes are applied, in the same transaction (quota admission).
   std::vector<QuotaCheck> quota_checks;
+  // Checked before the writes, in the same transaction (quota admission from a cache).
+  std::vector<QuotaSetCheck> quota_sets;
 };
 
 // Filters of an audit query; empty fields match everything. Results are oldest first, at most
@@ -184,6 +198,10 @@ absl::Status DeviceTakenError(const DeviceClaim& row);
 absl::Status DeviceOvercommittedError(const DeviceClaim& row);
 // ResourceExhausted: `check` failed.
 absl::Status QuotaCheckError(const QuotaCheck& check);
+// Aborted: the namespace's ResourceQuotas are not the ones `check` describes; recognized by
+// IsQuotaSetChanged.
+absl::Status QuotaSetChangedError(const QuotaSetCheck& check);
+bool IsQuotaSetChanged(const absl::Status& status);
 
 // Durable home of every API object, with a change log that watches replay.
 //

@@ -730,6 +730,50 @@ TYPED_TEST(StoreConformanceTest, QuotaChecksBoundCreatesAndDeletesGiveUsageBack)
   EXPECT_EQ((*store.QuotaUsed("team"))["pods"], 0);
 }
 
+TYPED_TEST(StoreConformanceTest, AQuotaSetCheckPassesOnlyWhileTheNamespaceHoldsThoseQuotas) {
+  Store& store = *this->store_;
+  auto create = [&](const std::string& name, QuotaSetCheck set) {
+    Transaction txn;
+    txn.writes.push_back({Write::Kind::kCreate, GpuClaim("team", name), {}, 0});
+    txn.quota_sets.push_back(std::move(set));
+    return store.Commit(txn).status();
+  };
+  // No quota yet: "none" passes; claiming to have seen one does not.
+  EXPECT_TRUE(create("a", {"team", 0, 0}).ok());
+  const absl::Status stale = create("b", {"team", 1, 5});
+  EXPECT_TRUE(absl::IsAborted(stale)) << stale;
+  EXPECT_TRUE(IsQuotaSetChanged(stale));
+  EXPECT_FALSE(IsQuotaSetChanged(ConflictError(GpuClaim("team", "b").Key())));
+  EXPECT_EQ(store.Get(GpuClaim("team", "b").Key()).status().code(), absl::StatusCode::kNotFound);
+  // A quota arrives: a create that saw none fails (nothing written), one that saw it passes.
+  auto first = store.Create(MakeObject("resourcequotas", "team", "q1", "{}"));
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(IsQuotaSetChanged(create("b", {"team", 0, 0})));
+  EXPECT_EQ(store.Get(GpuClaim("team", "b").Key()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(create("b", {"team", 1, first->meta.resource_version}).ok());
+  // Other namespaces' quotas do not count.
+  ASSERT_TRUE(store.Create(MakeObject("resourcequotas", "other", "q", "{}")).ok());
+  EXPECT_TRUE(create("c", {"team", 1, first->meta.resource_version}).ok());
+  // A second quota (newer) and then the first one deleted: each changes what must be stated.
+  auto second = store.Create(MakeObject("resourcequotas", "team", "q2", "{}"));
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(IsQuotaSetChanged(create("d", {"team", 1, first->meta.resource_version})));
+  EXPECT_TRUE(create("d", {"team", 2, second->meta.resource_version}).ok());
+  ASSERT_TRUE(store.Delete(first->Key(), 0).ok());
+  EXPECT_TRUE(IsQuotaSetChanged(create("e", {"team", 2, second->meta.resource_version})));
+  EXPECT_TRUE(create("e", {"team", 1, second->meta.resource_version}).ok());
+  // In a transaction that also deletes (stores may take another path for those).
+  Transaction txn;
+  txn.writes.push_back({Write::Kind::kDelete, {}, GpuClaim("team", "a").Key(), 0});
+  txn.writes.push_back({Write::Kind::kCreate, GpuClaim("team", "f"), {}, 0});
+  txn.quota_sets.push_back({"team", 2, second->meta.resource_version});
+  EXPECT_TRUE(IsQuotaSetChanged(store.Commit(txn).status()));
+  EXPECT_TRUE(store.Get(GpuClaim("team", "a").Key()).ok());  // the delete was undone too
+  txn.quota_sets = {{"team", 1, second->meta.resource_version}};
+  EXPECT_TRUE(store.Commit(txn).ok());
+  EXPECT_TRUE(store.Get(GpuClaim("team", "f").Key()).ok());
+}
+
 TYPED_TEST(StoreConformanceTest, ConcurrentCreatesUnderAQuotaCheckHaveExactlyTheLimitWinning) {
   PutQuota(*this->store_, "team");
   std::atomic<int> wins{0};

@@ -290,6 +290,12 @@ class BatchCall {
       q_[2].push_back(check.key);
       q_[3].push_back(std::to_string(check.hard));
     }
+    for (const QuotaSetCheck& check : w->txn->quota_sets) {
+      s_[0].push_back(std::to_string(group));
+      s_[1].push_back(check.namespace_);
+      s_[2].push_back(std::to_string(check.count));
+      s_[3].push_back(std::to_string(check.newest));
+    }
   }
   bool empty() const { return items_.empty(); }
 
@@ -301,7 +307,8 @@ class BatchCall {
         Array(w_[9]), Array(w_[10]), Array(w_[11]), Array(w_[12]), Array(w_[13]), Array(w_[14]),
         Array(d_[0]), Array(d_[1]), Array(d_[2]), Array(d_[3]), Array(d_[4]), Array(d_[5]),
         Array(d_[6]), Array(d_[7]), Array(d_[8]), Array(r_[0]), Array(r_[1]), Array(q_[0]),
-        Array(q_[1]), Array(q_[2]), Array(q_[3]));
+        Array(q_[1]), Array(q_[2]), Array(q_[3]), Array(s_[0]), Array(s_[1]), Array(s_[2]),
+        Array(s_[3]));
     std::vector<std::vector<int64_t>> revisions(items_.size());
     std::vector<std::optional<absl::Status>> failures(items_.size());
     for (const auto& row : rows) {
@@ -372,6 +379,7 @@ class BatchCall {
     if (code == "taken") return DeviceTakenError(w.txn->claim_devices.at(ord));
     if (code == "overcommit") return DeviceOvercommittedError(w.txn->claim_devices.at(ord));
     if (code == "quota") return QuotaCheckError(w.txn->quota_checks.at(ord));
+    if (code == "quotas") return QuotaSetChangedError(w.txn->quota_sets.at(ord));
     const model::Object& obj =
         w.kind == WriteKind::kTransaction ? w.txn->writes.at(ord).object : w.obj;
     if (code == "exists") {
@@ -401,6 +409,7 @@ class BatchCall {
   std::vector<std::string> d_[9];
   std::vector<std::string> r_[2];
   std::vector<std::string> q_[4];
+  std::vector<std::string> s_[4];
 };
 
 // Runs a whole Transaction inside the batch transaction, under a savepoint so that a failing
@@ -416,6 +425,12 @@ absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) 
   };
   for (const std::string& uid : w.txn->release_claims)
     tx.exec_prepared("release_device_claims", uid);
+  for (const QuotaSetCheck& check : w.txn->quota_sets) {
+    auto r = tx.exec_prepared1("quota_set", check.namespace_);
+    if (r[0].as<int64_t>() != check.count || r[1].as<int64_t>() != check.newest) {
+      return fail(QuotaSetChangedError(check));
+    }
+  }
   for (const Write& write : w.txn->writes) {
     PendingWrite single;
     single.kind = write.kind == Write::Kind::kCreate   ? WriteKind::kCreate
@@ -506,6 +521,7 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"release_device_claims", queries::kReleaseDeviceClaims},
       {"list_device_claims", queries::kListDeviceClaims},
       {"quota_within", queries::kQuotaWithin},
+      {"quota_set", queries::kQuotaSet},
       {"quota_used", queries::kQuotaUsed},
       {"apply_batch", queries::kApplyBatch},
       {"insert_audit", queries::kInsertAudit},

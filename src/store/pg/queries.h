@@ -144,14 +144,16 @@ SELECT qm_insert_device_claim($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb)
 // namespace, name, uid, generation, creation, deletion, labels, meta, fields, spec digest, body,
 // expected revision), $17..$25 the ledger rows (group, driver, pool, device, share id, claim
 // uid, admin access, consumed capacity, charges), $26..$27 the released claims (group, claim
-// uid), $28..$31 the quota checks (group, namespace, key, hard limit).
+// uid), $28..$31 the quota checks (group, namespace, key, hard limit), $32..$35 the quota-set
+// checks (group, namespace, count, newest revision; migrations/0010).
 inline constexpr char kApplyBatch[] = R"sql(
 SELECT grp, ord, rv, code FROM qm_apply_batch(
   $1::integer, $2::integer[], $3::boolean[], $4::text[], $5::text[], $6::text[], $7::text[],
   $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[],
   $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::text[], $19::text[],
   $20::text[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::text[],
-  $26::integer[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::bigint[]))sql";
+  $26::integer[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::bigint[],
+  $32::integer[], $33::text[], $34::bigint[], $35::bigint[]))sql";
 
 // Deletes a claim's ledger rows and gives back what they took.
 inline constexpr char kReleaseDeviceClaims[] = "SELECT qm_release_claim($1)";
@@ -168,6 +170,12 @@ inline constexpr char kQuotaWithin[] = R"sql(
 SELECT coalesce((SELECT used FROM quota_usage WHERE namespace = $1 AND key = $2), 0) <= $3::bigint
 )sql";
 inline constexpr char kQuotaUsed[] = "SELECT key, used FROM quota_usage WHERE namespace = $1";
+// How many ResourceQuotas namespace $1 holds and the revision of the newest (0 without any), as
+// qm_apply_batch's quota-set checks compare them.
+inline constexpr char kQuotaSet[] = R"sql(
+SELECT count(*), coalesce(max(resource_version), 0) FROM objects
+WHERE resource = 'resourcequotas' AND namespace = $1
+)sql";
 
 // The audit trail (migrations/0004). Times are microseconds since the epoch; groups a JSON
 // array per row.

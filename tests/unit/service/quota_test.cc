@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/memory_store.h"
 
 namespace qm::service {
 namespace {
@@ -97,6 +98,41 @@ TEST(QuotaTest, ChecksCoverEveryLimitedKeyTheObjectRequests) {
   EXPECT_TRUE(QuotaChecks(Obj("pods", "p", R"({"status":{"phase":"Failed"}})"), quotas).empty());
   EXPECT_EQ(QuotaChecks(Obj("pods", "p", "{}"), quotas),
             (std::vector<store::QuotaCheck>{{"team", "pods", 1}}));
+}
+
+// Admission with quotas from a cache: what the cache shows is only trusted while the store
+// holds the same quotas; a quota the cache does not show yet still binds the create.
+TEST(QuotaTest, ACreateIsCheckedAgainstTheStoresQuotasWhenTheCacheLags) {
+  store::MemoryStore store;
+  auto quota = store.Create(Obj("resourcequotas", "one-pod", R"({"spec":{"hard":{"pods":"1"}}})"));
+  ASSERT_TRUE(quota.ok());
+  int asked = 0;
+  std::vector<model::Object> shown;  // what the cache shows
+  const CachedQuotas cached = [&](const std::string& ns) {
+    EXPECT_EQ(ns, "team");
+    ++asked;
+    return absl::StatusOr<std::vector<model::Object>>(shown);
+  };
+  // The cache shows no quota yet: the store's one is found and applied all the same.
+  EXPECT_TRUE(CreateWithinQuota(store, Obj("pods", "a", "{}"), cached).ok());
+  EXPECT_EQ(asked, 1);
+  const auto refused = CreateWithinQuota(store, Obj("pods", "b", "{}"), cached);
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("exceeded quota: one-pod"));
+  EXPECT_EQ(store.Get(Obj("pods", "b", "").Key()).status().code(), absl::StatusCode::kNotFound);
+  // The cache caught up: refused from what it shows.
+  shown = {*quota};
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(CreateWithinQuota(store, Obj("pods", "b", "{}"), cached).status()));
+  // The cache still shows a quota the store no longer holds: the create is not refused by it.
+  ASSERT_TRUE(store.Delete(quota->Key(), 0).ok());
+  EXPECT_TRUE(CreateWithinQuota(store, Obj("pods", "b", "{}"), cached).ok());
+  // Objects no quota counts never ask.
+  asked = 0;
+  EXPECT_TRUE(
+      CreateWithinQuota(store, Obj("pods", "done", R"({"status":{"phase":"Failed"}})"), cached)
+          .ok());
+  EXPECT_EQ(asked, 0);
 }
 
 }  // namespace
