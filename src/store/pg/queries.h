@@ -25,8 +25,8 @@ INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generati
                         creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
                         body)
 SELECT resource_version, 'ADDED', resource, namespace, name, uid, generation, creation_timestamp,
-       deletion_timestamp, $8::text::json, $9::text::json, $10::text::json, spec_digest,
-       $12::text::json FROM ins
+       deletion_timestamp, $8::text, $9::text, $10::text, spec_digest, $12::text
+FROM ins
 RETURNING rv)sql";
 
 // Same parameters plus $13, the expected resourceVersion (0: any); no row when the key is
@@ -45,8 +45,8 @@ INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generati
                         creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
                         body)
 SELECT resource_version, 'MODIFIED', resource, namespace, name, uid, generation,
-       creation_timestamp, deletion_timestamp, $8::text::json, $9::text::json, $10::text::json,
-       spec_digest, $12::text::json FROM upd
+       creation_timestamp, deletion_timestamp, $8::text, $9::text, $10::text, spec_digest,
+       $12::text FROM upd
 RETURNING rv)sql";
 
 // Deletes an object and logs its last state; no row when the key is missing or the revision
@@ -61,8 +61,8 @@ INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generati
                         creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
                         body)
 SELECT nextval('resource_version_seq'), 'DELETED', resource, namespace, name, uid, generation,
-       creation_timestamp, deletion_timestamp, labels::json, meta::json, fields::json,
-       spec_digest, body::json FROM del
+       creation_timestamp, deletion_timestamp, labels::text, meta::text, fields::text,
+       spec_digest, body::text FROM del
 RETURNING resource, namespace, name, uid, rv, generation,
           extract(epoch FROM creation_timestamp)::bigint,
           COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0),
