@@ -472,6 +472,54 @@ spec:
   kubectl('label', 'node', 'gpu-node-a', 'ui-test/placement-');
 });
 
+await step('the Overview lists recent warning events (the scheduler\'s FailedScheduling)', async () => {
+  const fromKubectl = await eventually(() => kubectl('get', 'events', '-n', 'dra-test', '--field-selector',
+    'type=Warning,involvedObject.name=waits-for-gpus', '-o', 'jsonpath={.items[*].reason}').includes('FailedScheduling'));
+  expect(fromKubectl === true, 'kubectl shows the FailedScheduling event');
+  await nav('Overview');
+  const table = page.getByTestId('warning-events');
+  await table.locator('tr[data-event-reason="FailedScheduling"]', { hasText: 'Pod dra-test/waits-for-gpus' }).first().waitFor();
+  // A warning recorded later shows up with Refresh.
+  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  kubectlApply(`apiVersion: v1
+kind: Event
+metadata: {name: ui-test-warning, namespace: dra-test}
+involvedObject: {kind: Pod, namespace: dra-test, name: waits-for-gpus, apiVersion: v1}
+reason: UiTestWarning
+message: recorded by the browser test
+type: Warning
+count: 1
+firstTimestamp: "${now}"
+lastTimestamp: "${now}"
+`);
+  await page.getByRole('button', { name: 'Refresh' }).click();
+  const row = table.locator('tr[data-event-reason="UiTestWarning"]');
+  await row.waitFor();
+  expect((await row.getByRole('link', { name: 'Pod dra-test/waits-for-gpus' }).count()) === 1, 'the pod is linked');
+  await shot('overview-warnings');
+  kubectl('delete', 'event', '-n', 'dra-test', 'ui-test-warning');
+});
+
+await step('deleting a class names the claims that use it (claims are read only for that)', async () => {
+  await nav('Device classes');
+  const requests = recordRequests();
+  await page.locator('[data-class="a100-80g"]').getByRole('link', { name: 'a100-80g', exact: true }).click();
+  await page.getByRole('button', { name: 'Delete', exact: true }).waitFor();
+  await page.waitForTimeout(500);
+  const claimLists = () => requests.urls.filter((u) => u.startsWith('/apis/resource.k8s.io/v1/resourceclaims?') && !/watch=1/.test(u));
+  expect(claimLists().every((u) => /^[^?]*\?limit=1$/.test(u)),
+    `the editor lists no claim before Delete: ${claimLists().join(' ')}`);
+  await page.getByRole('button', { name: 'Delete', exact: true }).click();
+  const text = page.getByTestId('confirm-delete-text');
+  await text.filter({ hasText: /^1 claim uses this class \(dra-test\/too-many\)/ }).waitFor();
+  requests.stop();
+  expect(claimLists().some((u) => /limit=100$/.test(u)), `claims are listed page by page: ${claimLists().join(' ')}`);
+  await shot('device-class-delete');
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  expect((await kubectl('get', 'deviceclass', 'a100-80g', '-o', 'name')) === 'deviceclass.resource.k8s.io/a100-80g',
+    'the class is still there');
+});
+
 await step('Quotas shows used against hard', async () => {
   kubectlApply(`apiVersion: v1
 kind: ResourceQuota
@@ -482,6 +530,23 @@ spec:
   await nav('Quotas');
   await page.getByRole('row', { name: /gpus/ }).getByText('a100-80g.deviceclass.resource.k8s.io/devices').waitFor();
   await shot('quotas');
+  // Edit a hard limit: the server's 422 appears next to its input, then a valid value reaches kubectl.
+  await page.getByRole('button', { name: 'Edit quota dra-test/gpus' }).click();
+  const input = page.getByLabel('Hard limit for a100-80g.deviceclass.resource.k8s.io/devices');
+  await input.fill('lots');
+  await page.getByRole('button', { name: 'Save', exact: true }).click();
+  const fieldError = page.getByTestId('quota-field-error');
+  await fieldError.waitFor();
+  const describedBy = await input.getAttribute('aria-describedby');
+  expect(describedBy && (await page.locator(`#${describedBy}`).textContent()).trim() === (await fieldError.textContent()).trim(),
+    `the error describes the input: ${await fieldError.textContent()}`);
+  await shot('quotas-error');
+  await input.fill('6');
+  await page.getByRole('button', { name: 'Save', exact: true }).click();
+  const hard = await eventually(() =>
+    kubectl('get', 'resourcequota', '-n', 'dra-test', 'gpus', '-o', "jsonpath={.spec.hard['a100-80g\\.deviceclass\\.resource\\.k8s\\.io/devices']}") === '6');
+  expect(hard === true, 'kubectl shows the new hard limit');
+  await page.getByRole('button', { name: 'Edit quota dra-test/gpus' }).waitFor();
 });
 
 await step('Audit lists the changes made through the UI', async () => {

@@ -200,6 +200,7 @@ export const paths = {
   nodes: '/api/v1/nodes',
   node: (name: string) => `/api/v1/nodes/${encodeURIComponent(name)}`,
   pods: '/api/v1/pods',
+  events: '/api/v1/events',
   namespaces: '/api/v1/namespaces',
   quotas: '/api/v1/resourcequotas',
   quota: (ns: string, name: string) =>

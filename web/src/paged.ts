@@ -24,7 +24,7 @@
 // other nodes do not re-render. Stale answers never overwrite newer objects: resourceVersions
 // are compared (this server's are integers) and deletions leave a tombstone.
 
-import { useCallback, useMemo, useRef, useSyncExternalStore } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useSyncExternalStore } from 'react';
 import {
   ApiError,
   K8sObject,
@@ -41,6 +41,9 @@ import { compareKeys, Debounce, PUBLISH_DELAY_MS, useCollection } from './store'
 const IDLE_STOP_MS = 1_500;
 export const FIRST_PAGE = 100;
 export const PAGE = 500;
+// Pages while every page is wanted (a filter, or a view that needs the whole kind): each request
+// costs the browser more than the server's work for a larger page.
+const PAGE_ALL = 2000;
 const PARTITION_FETCHES = 4;
 
 function rvOf(o: K8sObject | undefined): number {
@@ -185,7 +188,7 @@ class PagedCollection {
   private async nextPage(signal: AbortSignal): Promise<string> {
     this.loading = true;
     if (this.state.loaded) this.publish(true);
-    const limit = this.state.loaded ? PAGE : FIRST_PAGE;
+    const limit = !this.state.loaded ? FIRST_PAGE : this.all > 0 ? PAGE_ALL : PAGE;
     const page = await request(withQuery(this.path, { limit: String(limit), continue: this.cont || undefined }), {
       signal,
     });
@@ -530,6 +533,29 @@ export function usePagedCollection(path: string): PagedCollectionView {
   const c = paged(path);
   const state = useSyncExternalStore(c.subscribe, c.snapshot);
   return { ...state, loadMore: c.loadMore, wantAll: c.wantAll };
+}
+
+const NOT_ASKED: PagedState = { items: [], loaded: false, complete: false, loading: false, error: '', version: 0 };
+const NO_SUBSCRIPTION = () => () => {};
+const NOT_ASKED_SNAPSHOT = () => NOT_ASKED;
+
+// The kind at `path`, every page of it (loaded page by page, 2,000 at a time after the first, and
+// kept live), while `enabled`; an empty state else (nothing is asked for).
+export function useWholePagedCollectionWhen(path: string, enabled: boolean): PagedState {
+  const c = paged(path);
+  const state = useSyncExternalStore(
+    enabled ? c.subscribe : NO_SUBSCRIPTION,
+    enabled ? c.snapshot : NOT_ASKED_SNAPSHOT,
+  );
+  useEffect(() => (enabled ? c.wantAll() : undefined), [c, enabled]);
+  return state;
+}
+
+// A value derived from the loaded objects (`select` must return the same value while what it
+// reads is unchanged): the component re-renders only when that value changes.
+export function usePagedSelect<T>(path: string, select: (s: PagedState) => T): T {
+  const c = paged(path);
+  return useSyncExternalStore(c.subscribe, () => select(c.snapshot()));
 }
 
 function partitionsOf(path: string, field: string, partOf: (o: K8sObject) => string): Partitioned {

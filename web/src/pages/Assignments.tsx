@@ -10,8 +10,8 @@ import {
 } from '../api';
 import { Badge, Link, LoadState, age } from '../components';
 import { DeviceRow, Holder, allocationNode, allocationsFor, devicesOf } from '../model';
-import { useNodeSliceChanges, useNodeSlices } from '../paged';
-import { useCollection, useCollectionSelect, useCollectionWhen } from '../store';
+import { useNodeSliceChanges, useNodeSlices, usePagedCollection, usePagedSelect } from '../paged';
+import { useCollectionWhen } from '../store';
 import { VirtualTable } from '../VirtualTable';
 import { useDeviceSummary } from './Overview';
 
@@ -156,7 +156,7 @@ function claimsByKeyFor(claims: K8sObject[]): Map<string, K8sObject> {
 
 // One holder of a device: re-renders when its own claim changes only.
 function HolderItem({ h }: { h: Holder }) {
-  const c = useCollectionSelect(paths.claims, (s) => claimsByKeyFor(s.items).get(h.claim));
+  const c = usePagedSelect(paths.claims, (s) => claimsByKeyFor(s.items).get(h.claim));
   const pods = podsOf(c);
   return (
     <li data-holder={h.claim}>
@@ -452,8 +452,12 @@ const BY_CLAIM_HEAD = (
   </thead>
 );
 
+// By claim, claims are read page by page (limit/continue) until this many allocated ones fill
+// the screen; more as the table is scrolled to its end.
+const CLAIM_ROWS_WANTED = 40;
+
 export function AssignmentsPage() {
-  const claims = useCollection(paths.claims);
+  const claims = usePagedCollection(paths.claims);
   const query = new URLSearchParams(window.location.search);
   const initial = query.get('node') || query.get('device') || '';
   const [filter, setFilter] = useState(initial);
@@ -461,6 +465,11 @@ export function AssignmentsPage() {
     query.get('view') === 'device' || query.get('device') ? 'device' : 'claim',
   );
   const [heldOnly, setHeldOnly] = useState(true);
+  // Every claim is read while the view needs them all: by device (who holds each device), or a
+  // filter (it must see every claim).
+  const needAll = view === 'device' || !!filter.trim();
+  const { wantAll, loadMore } = claims;
+  useEffect(() => (needAll ? wantAll() : undefined), [needAll, wantAll]);
   // No ResourceSlice is listed whole unless every device is asked for (By device, "Only devices
   // held now or changed" unticked): a claim names its node and devices; the slices without a node
   // (devices bound per device, or to no node) say where those are; a drawn device row asks for
@@ -476,6 +485,7 @@ export function AssignmentsPage() {
   );
   const devices = useMemo(() => new Map(known.map((d) => [d.id, d])), [known]);
   const allocations = useMemo(() => allocationsFor(claims.items), [claims.items]);
+  // (from the moment every claim has arrived: a page arriving is no allocation)
   const log = useAllocationLog(allocations, claims.complete);
   // The node of each device a claim held while the page is open (a released one keeps it).
   const nodeOf = useRef(new Map<string, string>());
@@ -507,6 +517,12 @@ export function AssignmentsPage() {
         .includes(f),
     );
   }, [claims.items, devices, filter]);
+  // Too few allocated claims among those read to fill the screen: the next page.
+  useEffect(() => {
+    if (view === 'claim' && claims.loaded && !claims.complete && !claims.loading && rows.length < CLAIM_ROWS_WANTED) {
+      loadMore();
+    }
+  }, [view, claims.loaded, claims.complete, claims.loading, rows.length, loadMore]);
 
   return (
     <section aria-labelledby="assignments-title">
@@ -544,7 +560,8 @@ export function AssignmentsPage() {
         />
         {view === 'claim' && (
           <span className="muted" data-testid="assignment-count">
-            {rows.length} allocated claims
+            {rows.length} allocated {rows.length === 1 ? 'claim' : 'claims'}
+            {!claims.complete && ` in the first ${claims.items.length} claims (more as you scroll)`}
           </span>
         )}
       </div>
@@ -566,7 +583,12 @@ export function AssignmentsPage() {
           setHeldOnly={setHeldOnly}
         />
       )}
-      {view === 'claim' && claims.loaded && rows.length === 0 && <p>No claim is allocated.</p>}
+      {view === 'claim' && claims.complete && rows.length === 0 && <p>No claim is allocated.</p>}
+      {claims.loaded && !claims.complete && (
+        <p className="loading" role="status" data-testid="claims-loading">
+          Reading claims: {claims.items.length} so far…
+        </p>
+      )}
       {view === 'claim' && rows.length > 0 && (
         <VirtualTable
           aria-label="Allocated claims"
@@ -575,6 +597,8 @@ export function AssignmentsPage() {
           columns={4}
           estimate={60}
           head={BY_CLAIM_HEAD}
+          rowCount={claims.complete ? rows.length + 1 : -1}
+          onEndReached={loadMore}
           renderItem={(r, i) => <ClaimRow r={r} index={i} />}
         />
       )}

@@ -18,6 +18,7 @@ const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.Ce
 import { GuardedButton, Link, LoadState, ReadOnlyNotice, toYaml } from '../components';
 import { classesOfClaim, deviceModel } from '../model';
 import { navigate } from '../router';
+import { useWholePagedCollectionWhen } from '../paged';
 import { useCan, useChanges, useCollection } from '../store';
 
 const GROUP = 'resource.k8s.io';
@@ -245,7 +246,6 @@ function positioned(p: CelProblem): string {
 export function ClassEditorPage({ name }: { name?: string }) {
   const editing = name !== undefined;
   const classes = useCollection(paths.classes);
-  const claims = useCollection(paths.claims);
   const existing = editing ? classes.items.find((c) => c.metadata.name === name) : undefined;
   const canSave = useCan(editing ? 'update' : 'create', 'deviceclasses', GROUP);
   const canDelete = useCan('delete', 'deviceclasses', GROUP);
@@ -360,6 +360,9 @@ export function ClassEditorPage({ name }: { name?: string }) {
       !(c.field || '').startsWith('spec.config['),
   );
 
+  // The claims are listed (page by page) and watched only while the delete confirmation is
+  // open: nothing else on this page needs them.
+  const claims = useWholePagedCollectionWhen(paths.claims, confirmDelete);
   const usedBy = useMemo(
     () =>
       claims.items
@@ -599,9 +602,13 @@ export function ClassEditorPage({ name }: { name?: string }) {
         </div>
         {confirmDelete && (
           <div className="confirm" role="alertdialog" aria-labelledby="confirm-delete-text">
-            <p id="confirm-delete-text">
-              {usedBy.length
-                ? `${usedBy.length} claim${usedBy.length === 1 ? '' : 's'} use this class (${usedBy
+            <p id="confirm-delete-text" data-testid="confirm-delete-text" aria-busy={!claims.complete}>
+              {!claims.complete
+                ? claims.error
+                  ? `Could not list the claims that use this class: ${claims.error}.`
+                  : `Looking for claims that use this class${claims.items.length ? ` (${claims.items.length} claims read so far)` : ''}…`
+                : usedBy.length
+                ? `${usedBy.length} ${usedBy.length === 1 ? 'claim uses' : 'claims use'} this class (${usedBy
                     .slice(0, 5)
                     .join(', ')}${usedBy.length > 5 ? ', …' : ''}). Allocated claims keep their devices, but new claims for it will fail.`
                 : 'No claim uses this class.'}{' '}

@@ -46,8 +46,14 @@ import {
   ruleTaintsOf,
   taintRuleName,
 } from '../model';
-import { useNodeSliceChanges, useNodeSlices, usePagedCollection } from '../paged';
-import { Permission, useCan, useCollection, useCollectionSelect } from '../store';
+import {
+  useNodeSliceChanges,
+  useNodeSlices,
+  usePagedCollection,
+  usePagedSelect,
+  useWholePagedCollectionWhen,
+} from '../paged';
+import { Permission, useCan, useCollection } from '../store';
 import { VirtualTable } from '../VirtualTable';
 import { useDeviceSummary } from './Overview';
 
@@ -75,11 +81,10 @@ function Taints({ taints }: { taints?: Taint[] }) {
   );
 }
 
-// What the device rows need besides the device: allocations, taint rules, permissions and the
+// What the device rows need besides the device: allocations, permissions and the
 // one taint form open on the page.
 interface DeviceContext {
   allocations: Map<string, Holder[]>;
-  rules: K8sObject[]; // DeviceTaintRules
   canCreateRule: Permission;
   canDeleteRule: Permission;
   formFor: string;
@@ -370,9 +375,18 @@ const NO_HOLDERS: Holder[] = [];
 
 // A node's devices (a GPU node has a handful; a pool of thousands is drawn a window at a time).
 function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string }) {
-  const { allocations, rules } = useDevices();
-  const ruleTaints = useMemo(() => ruleTaintsOf(rules, devices), [rules, devices]);
+  const { allocations } = useDevices();
+  // DeviceTaintRules are listed and watched while a device table is drawn (a node's details,
+  // the devices not bound to one node), not for the node list.
+  const rules = useCollection(paths.taintRules);
+  const ruleTaints = useMemo(() => ruleTaintsOf(rules.items, devices), [rules.items, devices]);
   return (
+    <>
+    {rules.error && (
+      <p role="alert" className="error">
+        DeviceTaintRules: {rules.error}
+      </p>
+    )}
     <VirtualTable
       aria-label={label}
       items={devices}
@@ -398,6 +412,7 @@ function DeviceTable({ devices, label }: { devices: DeviceRow[]; label?: string 
         />
       )}
     />
+    </>
   );
 }
 
@@ -637,7 +652,8 @@ const NodeItem = memo(function NodeItem({
     [own.items, unbound.items, name],
   );
   const counterSets = useMemo(() => counterSetsOf(own.items), [own.items]);
-  const used = useCollectionSelect(paths.claims, (s) => heldCount(s.items, all));
+  // (-1 until every claim has arrived: a count from some of them would be wrong)
+  const used = usePagedSelect(paths.claims, (s) => (s.complete ? heldCount(s.items, all) : -1));
   const list = useMemo(() => (matched ? all.filter((d) => matched.has(d.id)) : all), [all, matched]);
   const ready = nodeReady(node);
   const cordoned = !!node.spec?.unschedulable;
@@ -670,7 +686,7 @@ const NodeItem = memo(function NodeItem({
         <td data-testid="node-devices">
           {own.loaded ? (
             <>
-              {all.length} ({used} in use)
+              {all.length} ({used < 0 ? '… ' : `${used} `}in use)
               {matched && <>, {matchCount} match</>}
             </>
           ) : (
@@ -749,8 +765,9 @@ const NODES_HEAD = (
 export function InventoryPage({ node: openNode }: { node?: string }) {
   // Nodes page by page as the table scrolls; each drawn node's slices when it is drawn.
   const nodes = usePagedCollection(paths.nodes);
-  const claims = useCollection(paths.claims);
-  const rules = useCollection(paths.taintRules);
+  // Every claim (a drawn device may be held by any), page by page once the first nodes are drawn,
+  // so that they do not delay the first rows.
+  const claims = useWholePagedCollectionWhen(paths.claims, nodes.loaded);
   const slicesChanged = useNodeSliceChanges(paths.slices);
   // The device total is the server's count (the same review as the Overview's).
   const summary = useDeviceSummary(String(slicesChanged));
@@ -839,8 +856,8 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
   );
 
   const context = useMemo<DeviceContext>(
-    () => ({ allocations, rules: rules.items, canCreateRule, canDeleteRule, formFor, setFormFor }),
-    [allocations, rules.items, canCreateRule, canDeleteRule, formFor],
+    () => ({ allocations, canCreateRule, canDeleteRule, formFor, setFormFor }),
+    [allocations, canCreateRule, canDeleteRule, formFor],
   );
   const status = celState.expression === celExpression ? celState.status : null;
 
@@ -926,7 +943,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           {actionError}
         </p>
       )}
-      <LoadState loaded={nodes.loaded} error={nodes.error || claims.error || rules.error} />
+      <LoadState loaded={nodes.loaded} error={nodes.error || claims.error} />
       {nodes.loading && (
         <p className="loading" role="status" data-testid="inventory-loading">
           Loading more nodes: {nodes.items.length} so far…

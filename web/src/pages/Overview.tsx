@@ -1,6 +1,6 @@
 import { Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
-import { K8sObject, UtilizationGroup, errorText, paths, reviewUtilization } from '../api';
-import { Link, LoadState } from '../components';
+import { K8sObject, UtilizationGroup, errorText, listAll, paths, reviewUtilization, withQuery } from '../api';
+import { Link, LoadState, age } from '../components';
 import { nodeReady, pendingPods } from '../model';
 import { useTally, useUnboundPods } from '../paged';
 import { useChanges } from '../store';
@@ -40,6 +40,102 @@ export function useDeviceSummary(changeKey: string) {
 
 const REFRESH_MS = 500;
 
+// Warning Events (type is a selectable field of Events, as in Kubernetes).
+const WARNINGS = withQuery(paths.events, { fieldSelector: 'type=Warning' });
+const RECENT_WARNINGS = 10;
+
+function eventTime(e: K8sObject): string {
+  const x = e as K8sObject & { lastTimestamp?: string; eventTime?: string; firstTimestamp?: string };
+  return x.lastTimestamp || x.eventTime || x.firstTimestamp || e.metadata.creationTimestamp || '';
+}
+
+// Where the UI shows the object an event is about.
+function involvedLink(o: { kind?: string; namespace?: string; name?: string }): string {
+  if (o.kind === 'Node' && o.name) return `/inventory/${encodeURIComponent(o.name)}`;
+  if (o.kind === 'Pod') return '/pending';
+  if (o.kind === 'DeviceClass' && o.name) return `/device-classes/${encodeURIComponent(o.name)}`;
+  if (o.kind === 'ResourceClaim') return `/assignments`;
+  return '';
+}
+
+// The newest warning events (scheduling failures, objects the server could not decode, ...):
+// listed (page by page) once the counts are on screen, and again with `Refresh`. Not watched: the
+// Overview already holds four watches and browsers open six HTTP/1.1 connections to a server; a
+// fifth watch starved the page's other requests.
+function RecentWarnings({ enabled }: { enabled: boolean }) {
+  const [asked, setAsked] = useState(0);
+  const [events, setEvents] = useState<{ items: K8sObject[]; loaded: boolean; error: string; at: Date | null }>(
+    { items: [], loaded: false, error: '', at: null },
+  );
+  useEffect(() => {
+    if (!enabled) return;
+    // Left or asked again: the answer is dropped (not aborted, so no request fails for it).
+    let current = true;
+    listAll(WARNINGS)
+      .then((list) => current && setEvents({ items: list.items, loaded: true, error: '', at: new Date() }))
+      .catch((e) => current && setEvents((s) => ({ ...s, loaded: true, error: errorText(e) })));
+    return () => {
+      current = false;
+    };
+  }, [enabled, asked]);
+  const recent = useMemo(() => {
+    const sorted = events.items.map((e) => ({ e, t: eventTime(e) }));
+    sorted.sort((a, b) => (a.t < b.t ? 1 : a.t > b.t ? -1 : 0));
+    return sorted.slice(0, RECENT_WARNINGS).map((x) => x.e);
+  }, [events.items]);
+  return (
+    <section aria-labelledby="warnings-title">
+      <h2 id="warnings-title">Recent warning events</h2>
+      <p className="muted">
+        {events.at ? `As of ${events.at.toLocaleTimeString([], { hour12: false })}. ` : ''}
+        <button type="button" className="secondary" onClick={() => setAsked((n) => n + 1)}>
+          Refresh
+        </button>
+      </p>
+      <LoadState loaded={events.loaded} error={events.error} />
+      {events.loaded && recent.length === 0 && <p>No warning event.</p>}
+      {recent.length > 0 && (
+        <table data-testid="warning-events">
+          <caption className="muted">
+            The newest {recent.length} of {events.items.length} warning events
+          </caption>
+          <thead>
+            <tr>
+              <th scope="col">Age</th>
+              <th scope="col">Object</th>
+              <th scope="col">Reason</th>
+              <th scope="col">Message</th>
+              <th scope="col">Count</th>
+            </tr>
+          </thead>
+          <tbody>
+            {recent.map((e) => {
+              const x = e as K8sObject & { involvedObject?: { kind?: string; namespace?: string; name?: string }; reason?: string; message?: string; count?: number };
+              const o = x.involvedObject || {};
+              const what = `${o.kind || ''} ${o.namespace ? `${o.namespace}/` : ''}${o.name || ''}`.trim();
+              const to = involvedLink(o);
+              const t = eventTime(e);
+              return (
+                <tr key={`${e.metadata.namespace}/${e.metadata.name}`} data-event-reason={x.reason}>
+                  <td>
+                    <time dateTime={t} title={t}>
+                      {age(t)} ago
+                    </time>
+                  </td>
+                  <th scope="row">{to ? <Link to={to}>{what}</Link> : what}</th>
+                  <td>{x.reason}</td>
+                  <td>{x.message}</td>
+                  <td>{x.count ?? 1}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
 // What the node card counts of each Node (one small record per node is kept, not the Node).
 function nodeLabels(n: K8sObject): string[] {
   const ready = nodeReady(n);
@@ -57,19 +153,29 @@ export function OverviewPage() {
   const devices = useDeviceSummary(`${slicesChanged}/${claimsChanged}`);
 
   const summary = useMemo(() => {
-    const byModel: [string, { total: number; allocated: number; tainted: number }][] = [];
+    type Counts = { total: number; allocated: number; unhealthy: number; free: number; tainted: number };
+    const byModel: [string, Counts][] = [];
     let total = 0;
     let allocated = 0;
+    let unhealthy = 0;
+    let free = 0;
     let tainted = 0;
+    const last = (v?: number[]) => (v && v.length ? v[v.length - 1] : 0);
     for (const g of devices.groups || []) {
-      const m = {
+      // The server's split: allocated + unhealthy (tainted unhealthy, not allocated) + free.
+      const m: Counts = {
         total: g.devices || 0,
-        allocated: g.allocated[g.allocated.length - 1] || 0,
+        allocated: last(g.allocated),
+        unhealthy: last(g.unhealthy),
+        free: 0,
         tainted: g.tainted || 0,
       };
+      m.free = g.free ? last(g.free) : Math.max(0, m.total - m.allocated - m.unhealthy);
       byModel.push([g.name, m]);
       total += m.total;
       allocated += m.allocated;
+      unhealthy += m.unhealthy;
+      free += m.free;
       tainted += m.tainted;
     }
     byModel.sort((a, b) => a[0].localeCompare(b[0]));
@@ -79,6 +185,8 @@ export function OverviewPage() {
     return {
       devices: total,
       allocated,
+      unhealthy,
+      free,
       tainted,
       byModel,
       pending: pending.length,
@@ -121,7 +229,12 @@ export function OverviewPage() {
             </div>
             <div className="card">
               <dt>Free</dt>
-              <dd data-testid="count-free">{summary.devices - summary.allocated}</dd>
+              <dd data-testid="count-free">{summary.free}</dd>
+            </div>
+            <div className="card">
+              <dt>Unhealthy</dt>
+              <dd data-testid="count-unhealthy">{summary.unhealthy}</dd>
+              <dd className="sub">tainted unhealthy, not allocated</dd>
             </div>
             <div className="card">
               <dt>Pending pods</dt>
@@ -139,6 +252,7 @@ export function OverviewPage() {
                 <th scope="col">Devices</th>
                 <th scope="col">Allocated</th>
                 <th scope="col">Free</th>
+                <th scope="col">Unhealthy</th>
                 <th scope="col">Tainted</th>
               </tr>
             </thead>
@@ -148,7 +262,8 @@ export function OverviewPage() {
                   <th scope="row">{model}</th>
                   <td>{m.total}</td>
                   <td>{m.allocated}</td>
-                  <td>{m.total - m.allocated}</td>
+                  <td>{m.free}</td>
+                  <td>{m.unhealthy}</td>
                   <td>{m.tainted}</td>
                 </tr>
               ))}
@@ -166,6 +281,7 @@ export function OverviewPage() {
               ))}
             </ul>
           )}
+          <RecentWarnings enabled={loaded} />
         </>
       )}
     </section>

@@ -1,5 +1,5 @@
 import { useState } from 'react';
-import { K8sObject, errorText, paths, request } from '../api';
+import { ApiError, K8sObject, StatusCause, errorText, paths, request } from '../api';
 import { GuardedButton, LoadState } from '../components';
 import { useCan, useCollection } from '../store';
 
@@ -11,8 +11,13 @@ function QuotaRow({ q }: { q: K8sObject }) {
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState<Record<string, string>>({});
   const [error, setError] = useState('');
+  const [causes, setCauses] = useState<StatusCause[]>([]);
+  // The Status causes about one hard limit (field spec.hard[<resource>]), shown next to its input.
+  const causesOf = (k: string) => causes.filter((c) => c.field === `spec.hard[${k}]`);
+  const fieldId = (k: string) => `quota-${ns}-${q.metadata.name}-${k}`.replace(/[^A-Za-z0-9_-]/g, '_');
   const save = async () => {
     setError('');
+    setCauses([]);
     try {
       await request(paths.quota(ns, q.metadata.name), {
         method: 'PATCH',
@@ -22,6 +27,7 @@ function QuotaRow({ q }: { q: K8sObject }) {
       setEditing(false);
     } catch (e) {
       setError(errorText(e));
+      if (e instanceof ApiError) setCauses(e.causes);
     }
   };
   const keys = Object.keys(q.spec?.hard || {});
@@ -44,12 +50,22 @@ function QuotaRow({ q }: { q: K8sObject }) {
                   <td>
                     {u} used of{' '}
                     {editing ? (
-                      <input
-                        aria-label={`Hard limit for ${k}`}
-                        value={draft[k] ?? ''}
-                        onChange={(e) => setDraft({ ...draft, [k]: e.target.value })}
-                        size={8}
-                      />
+                      <>
+                        <input
+                          aria-label={`Hard limit for ${k}`}
+                          value={draft[k] ?? ''}
+                          onChange={(e) => setDraft({ ...draft, [k]: e.target.value })}
+                          size={8}
+                          aria-invalid={causesOf(k).length > 0}
+                          aria-describedby={causesOf(k).length ? `${fieldId(k)}-error` : undefined}
+                        />
+                        {causesOf(k).length > 0 && (
+                          <span id={`${fieldId(k)}-error`} className="field-error" data-testid="quota-field-error">
+                            {' '}
+                            {causesOf(k).map((c) => c.message).join('; ')}
+                          </span>
+                        )}
+                      </>
                     ) : (
                       h
                     )}
@@ -76,7 +92,14 @@ function QuotaRow({ q }: { q: K8sObject }) {
             <button type="button" onClick={save}>
               Save
             </button>{' '}
-            <button type="button" onClick={() => setEditing(false)}>
+            <button
+              type="button"
+              onClick={() => {
+                setEditing(false);
+                setError('');
+                setCauses([]);
+              }}
+            >
               Cancel
             </button>
           </>
