@@ -721,7 +721,7 @@ bool Search::TryAdd(Req& rq, uint32_t device, uint32_t group, bool must) {
     if (must) {
       abort_ = absl::InvalidArgumentError(
           absl::StrCat("claim ", cd.Display(), ", request ", rq.name, ": cannot add device ",
-                       entry.id, " because a claim constraint would not be satisfied"));
+                       inv_.DeviceId(entry), " because a claim constraint would not be satisfied"));
     }
     return false;
   }
@@ -1098,28 +1098,28 @@ absl::StatusOr<MatchPreview> PreviewMatches(const Inventory& inventory,
     std::string error;
     auto m = inventory.ClassMatches(*cls, d, &error);
     if (m == Inventory::Match::kError) {
-      out.errors.push_back(absl::StrCat(entry.id, ": ", error));
+      out.errors.push_back(absl::StrCat(inventory.DeviceId(entry), ": ", error));
       continue;
     }
     if (m != Inventory::Match::kYes) continue;
     bool ok = true;
     for (size_t i = 0; ok && i < programs.size(); ++i) {
       if (!entry.value.has_value()) {
-        out.errors.push_back(absl::StrCat(entry.id, ": ", entry.value_error));
+        out.errors.push_back(absl::StrCat(inventory.DeviceId(entry), ": ", entry.value_error));
         ok = false;
         break;
       }
       auto matched = cel::MatchesValue(*programs[i]->ast, *entry.value, kCelCostLimit,
                                        inventory.regex_cache(), programs[i]->constants.get());
       if (!matched.ok()) {
-        out.errors.push_back(
-            absl::StrCat(entry.id, ": selector #", i, ": ", matched.status().message()));
+        out.errors.push_back(absl::StrCat(inventory.DeviceId(entry), ": selector #", i, ": ",
+                                          matched.status().message()));
         ok = false;
       } else {
         ok = *matched;
       }
     }
-    if (ok) out.devices.push_back(entry.id);
+    if (ok) out.devices.push_back(inventory.DeviceId(entry));
   }
   return out;
 }

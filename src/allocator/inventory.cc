@@ -214,7 +214,6 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::Pro
       e.device = &d;
       e.slice = si;
       e.group = se.group;
-      e.id = absl::StrCat(slice.driver, "/", slice.pool, "/", d.name);
       e.taints = d.taints;
       for (const auto& rule : input.taint_rules) {
         if (RuleMatches(rule, slice.driver, slice.pool, d.name)) e.taints.push_back(rule.taint);
@@ -229,7 +228,6 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::Pro
       } else {
         e.value_error = std::string(value.status().message());
       }
-      inv->device_index_[e.id].push_back(static_cast<uint32_t>(inv->devices_.size()));
       inv->devices_.push_back(std::move(e));
     }
   }
@@ -258,9 +256,30 @@ const std::vector<uint32_t>& Inventory::SlicesOnNode(const std::string& node) co
   return it == slices_by_node_.end() ? *empty : it->second;
 }
 
-const std::vector<uint32_t>* Inventory::FindDevice(const std::string& id) const {
-  auto it = device_index_.find(id);
-  return it == device_index_.end() ? nullptr : &it->second;
+std::vector<uint32_t> Inventory::FindDevice(std::string_view driver, std::string_view pool,
+                                            std::string_view device) const {
+  std::vector<uint32_t> out;
+  auto it = std::lower_bound(
+      pools_.begin(), pools_.end(), std::make_pair(driver, pool),
+      [](const Pool& p, const std::pair<std::string_view, std::string_view>& key) {
+        return std::make_pair(std::string_view(p.driver), std::string_view(p.name)) < key;
+      });
+  if (it == pools_.end() || it->driver != driver || it->name != pool) return out;
+  for (uint32_t g : it->groups) {
+    for (uint32_t s : groups_[g].slices) {
+      const SliceEntry& se = slices_[s];
+      const auto& devices = se.slice->devices;
+      for (size_t k = 0; k < devices.size(); ++k) {
+        if (devices[k].name == device) out.push_back(se.first_device + static_cast<uint32_t>(k));
+      }
+    }
+  }
+  return out;
+}
+
+std::string Inventory::DeviceId(const DeviceEntry& entry) const {
+  const model::ResourceSlice& slice = *slices_[entry.slice].slice;
+  return absl::StrCat(slice.driver, "/", slice.pool, "/", entry.device->name);
 }
 
 std::shared_ptr<const cel::CompileResult> Inventory::Compile(const std::string& expression) const {
@@ -340,10 +359,10 @@ void Inventory::AddAllocated(AllocatedState& state,
   if (state.exclusive_.size() != devices_.size()) state.exclusive_.resize(devices_.size(), 0);
   for (const auto& a : allocated) {
     if (a.admin_access) continue;
-    const auto* indices = FindDevice(absl::StrCat(a.driver, "/", a.pool, "/", a.device));
-    if (indices == nullptr) continue;
+    const std::vector<uint32_t> indices = FindDevice(a.driver, a.pool, a.device);
+    if (indices.empty()) continue;
     ++state.allocated_count_;
-    for (uint32_t i : *indices) {
+    for (uint32_t i : indices) {
       const DeviceEntry& d = devices_[i];
       bool first_share = false;
       if (a.share_id.empty()) {

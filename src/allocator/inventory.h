@@ -96,7 +96,6 @@ class Inventory {
     const model::Device* device = nullptr;
     uint32_t slice = 0;  // index into slices()
     uint32_t group = 0;  // index into groups()
-    std::string id;      // driver/pool/device
     // The device's taints followed by the taints of matching DeviceTaintRules.
     std::vector<model::DeviceTaint> taints;
     std::optional<cel::Value> value;  // unset when building it failed
@@ -156,8 +155,13 @@ class Inventory {
   const std::vector<uint32_t>& SlicesOnNode(const std::string& node) const;
   // Slices with nodeSelector, allNodes or perDeviceNodeSelection.
   const std::vector<uint32_t>& SlicesNotOnOneNode() const { return other_slices_; }
-  // Every device with this driver/pool/device id (one per generation that has it).
-  const std::vector<uint32_t>* FindDevice(const std::string& id) const;
+  // Every device with this driver, pool and name (one per generation that has it, oldest
+  // first). Found through the pools (sorted) and the pool's slices: an index of every device
+  // by name cost ~180 bytes per device.
+  std::vector<uint32_t> FindDevice(std::string_view driver, std::string_view pool,
+                                   std::string_view device) const;
+  // "driver/pool/device" of a device, as messages and the admin views name it.
+  std::string DeviceId(const DeviceEntry& entry) const;
   std::shared_ptr<const cel::CompileResult> Compile(const std::string& expression) const;
   // Compiled regular expressions of `matches()` calls, shared by every evaluation.
   cel::RegexCache* regex_cache() const { return &regexes_; }
@@ -181,7 +185,6 @@ class Inventory {
   std::map<std::string, ClassEntry> classes_;
   std::unordered_map<std::string, std::vector<uint32_t>> slices_by_node_;
   std::vector<uint32_t> other_slices_;
-  std::unordered_map<std::string, std::vector<uint32_t>> device_index_;
   cel::ProgramCache* programs_ = nullptr;
   std::unique_ptr<cel::ProgramCache> own_programs_;
 

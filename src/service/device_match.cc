@@ -145,20 +145,22 @@ absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
     if (cls != nullptr) {
       std::string error;
       auto m = inventory->ClassMatches(*cls, d, &error);
-      if (m == allocator::Inventory::Match::kError) evaluation_error(entry.id, error);
+      if (m == allocator::Inventory::Match::kError)
+        evaluation_error(inventory->DeviceId(entry), error);
       if (m != allocator::Inventory::Match::kYes) continue;
     }
     bool match = true;
     for (size_t i = 0; match && i < programs.size(); ++i) {
       if (!entry.value.has_value()) {
-        evaluation_error(entry.id, entry.value_error);
+        evaluation_error(inventory->DeviceId(entry), entry.value_error);
         match = false;
         break;
       }
       auto m = cel::MatchesValue(*programs[i]->ast, *entry.value, kCostLimit,
                                  inventory->regex_cache(), programs[i]->constants.get());
       if (!m.ok())
-        evaluation_error(entry.id, absl::StrCat("selector ", i, ": ", m.status().message()));
+        evaluation_error(inventory->DeviceId(entry),
+                         absl::StrCat("selector ", i, ": ", m.status().message()));
       match = m.ok() && *m;
     }
     if (!match) continue;
@@ -175,7 +177,9 @@ absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
       device.node_name = slice.node_name;
       device.all_nodes = slice.all_nodes;
     }
-    if (auto it = allocated.find(entry.id); it != allocated.end()) device.allocated_to = it->second;
+    if (auto it = allocated.find(inventory->DeviceId(entry)); it != allocated.end()) {
+      device.allocated_to = it->second;
+    }
     ++out.matched;
     if (!device.allocated_to.empty()) ++out.allocated;
     if (!device.node_name.empty()) nodes.insert(device.node_name);

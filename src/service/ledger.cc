@@ -65,10 +65,8 @@ std::vector<store::DeviceClaim> LedgerRows(const model::AllocationResult& alloca
 LedgerDeviceLookup InventoryDevices(const allocator::Inventory& inventory) {
   return [&inventory](const std::string& driver, const std::string& pool,
                       const std::string& device) -> LedgerDevice {
-    const auto* indices = inventory.FindDevice(absl::StrCat(driver, "/", pool, "/", device));
-    if (indices == nullptr) return {};
     const allocator::Inventory::DeviceEntry* newest = nullptr;
-    for (uint32_t i : *indices) {
+    for (uint32_t i : inventory.FindDevice(driver, pool, device)) {
       const auto& entry = inventory.devices()[i];
       if (newest == nullptr || inventory.groups()[entry.group].generation >
                                    inventory.groups()[newest->group].generation) {

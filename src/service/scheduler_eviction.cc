@@ -13,9 +13,9 @@ std::string EvictionReason(const model::AllocationResult& allocation,
                            const allocator::Inventory& inventory,
                            std::chrono::system_clock::time_point now) {
   for (const auto& r : allocation.results) {
-    const auto* ids = inventory.FindDevice(absl::StrCat(r.driver, "/", r.pool, "/", r.device));
-    if (ids == nullptr) continue;
-    for (const auto& taint : inventory.devices()[ids->back()].taints) {
+    const std::vector<uint32_t> ids = inventory.FindDevice(r.driver, r.pool, r.device);
+    if (ids.empty()) continue;
+    for (const auto& taint : inventory.devices()[ids.back()].taints) {
       if (taint.effect != "NoExecute") continue;
       const model::DeviceToleration* match = nullptr;
       for (const auto& tol : r.tolerations) {

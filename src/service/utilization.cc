@@ -85,7 +85,7 @@ class Replay {
         if (!entry.taints.empty()) ++series_[g].tainted;
         if (unit.unhealthy) ++state_[g].unhealthy;
       }
-      units_.emplace(entry.id, std::move(unit));
+      units_.emplace(inventory.DeviceId(entry), std::move(unit));
     }
   }
 

@@ -46,10 +46,22 @@ TEST(InventoryTest, PoolsKeepTheirGenerationsAndNodesTheirSlices) {
   EXPECT_TRUE(inv->SlicesOnNode("node-c").empty());
   EXPECT_TRUE(inv->SlicesNotOnOneNode().empty());
   // gpu-0 of node-a exists in both generations.
-  const auto* both = inv->FindDevice("gpu.example.com/node-a/gpu-0");
-  ASSERT_NE(both, nullptr);
-  EXPECT_EQ(both->size(), 2u);
-  EXPECT_EQ(inv->FindDevice("gpu.example.com/node-a/gpu-9"), nullptr);
+  const std::vector<uint32_t> both = inv->FindDevice("gpu.example.com", "node-a", "gpu-0");
+  ASSERT_EQ(both.size(), 2u);
+  for (uint32_t i : both) {
+    EXPECT_EQ(inv->DeviceId(inv->devices()[i]), "gpu.example.com/node-a/gpu-0");
+  }
+  // Oldest generation first.
+  EXPECT_EQ(inv->groups()[inv->devices()[both[0]].group].generation, 1);
+  EXPECT_EQ(inv->groups()[inv->devices()[both[1]].group].generation, 2);
+  ASSERT_EQ(inv->FindDevice("gpu.example.com", "node-a", "gpu-1").size(), 1u);
+  ASSERT_EQ(inv->FindDevice("gpu.example.com", "node-b", "gpu-0").size(), 1u);
+  EXPECT_EQ(inv->devices()[inv->FindDevice("gpu.example.com", "node-b", "gpu-0")[0]]
+                .device->attributes.at("productName"),
+            model::AttributeValue{std::string("L4")});
+  EXPECT_TRUE(inv->FindDevice("gpu.example.com", "node-a", "gpu-9").empty());
+  EXPECT_TRUE(inv->FindDevice("gpu.example.com", "node-c", "gpu-0").empty());
+  EXPECT_TRUE(inv->FindDevice("other.example.com", "node-a", "gpu-0").empty());
 }
 
 TEST(InventoryTest, TaintRulesAddTheirTaintToTheDevicesTheySelect) {
@@ -67,7 +79,7 @@ TEST(InventoryTest, TaintRulesAddTheirTaintToTheDevicesTheySelect) {
   auto inv = Inventory::Build(std::move(input));
   std::map<std::string, std::vector<std::string>> keys;
   for (const auto& d : inv->devices()) {
-    for (const auto& t : d.taints) keys[d.id].push_back(t.key);
+    for (const auto& t : d.taints) keys[inv->DeviceId(d)].push_back(t.key);
   }
   EXPECT_EQ(keys, (std::map<std::string, std::vector<std::string>>{
                       {"gpu.example.com/node-a/gpu-0", {"maintenance"}},
@@ -123,7 +135,7 @@ TEST(InventoryTest, ARebuildTakesTheValuesOfSlicesItSharesWithThePreviousInvento
   for (uint32_t i = 0; i < second->devices().size(); ++i) {
     std::string error;
     const bool yes = second->ClassMatches(*cls, i, &error) == Inventory::Match::kYes;
-    seen.push_back(second->devices()[i].id + (yes ? " A100" : " other"));
+    seen.push_back(second->DeviceId(second->devices()[i]) + (yes ? " A100" : " other"));
   }
   EXPECT_EQ(seen, (std::vector<std::string>{
                       "gpu.example.com/node-a/gpu-0 other", "gpu.example.com/node-b/gpu-0 A100",
