@@ -875,7 +875,9 @@ spec:
 
 await step('a 401 from the API returns to the form with a message', async () => {
   kubectl('delete', 'serviceaccount', 'ui-viewer', '-n', 'default'); // invalidates its tokens
-  await nav('Audit').catch(() => {});
+  // The Audit page's first request gets the 401; the form may replace the page before its
+  // heading shows, so only the click is awaited.
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit', exact: true }).click();
   await page.getByLabel('Token').waitFor();
   await page.getByRole('alert').filter({ hasText: '401' }).waitFor();
   await shot('sign-in-after-401');
