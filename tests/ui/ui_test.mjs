@@ -106,6 +106,23 @@ await step('a bad token is refused with a message on the form', async () => {
   await shot('sign-in-error');
 });
 
+await step('code that cannot be loaded is named in an alert with a reload, not a blank page', async () => {
+  // A tab of its own (its own session storage and module cache), whose CEL editor chunk fails.
+  const tab = await context.newPage();
+  await tab.route(/\/assets\/CelEditor-[^/]*\.js$/, (r) => r.abort());
+  await tab.goto(URL + '/');
+  await tab.getByLabel('Token').fill(env.QM_ADMIN_TOKEN);
+  await tab.getByRole('button', { name: 'Sign in' }).click();
+  await tab.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Inventory', exact: true }).click();
+  await tab.getByRole('button', { name: 'Filter by CEL' }).click();
+  const alert = tab.getByRole('alert').filter({ hasText: 'Could not load the editor' });
+  await alert.waitFor();
+  expect(await alert.getByRole('button', { name: 'Reload the page' }).isVisible(), 'it offers a reload');
+  expect(await tab.getByRole('heading', { level: 1, name: 'Inventory' }).isVisible(), 'the page stays');
+  await tab.screenshot({ path: path.join(SHOTS, 'lazy-load-failed.png'), fullPage: true });
+  await tab.close();
+});
+
 let firstRenderMs = 0;
 await step('sign in as admin: the overview counts the sample inventory', async () => {
   await signIn(env.QM_ADMIN_TOKEN);

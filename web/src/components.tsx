@@ -1,4 +1,4 @@
-import { ButtonHTMLAttributes, ReactNode } from 'react';
+import { ButtonHTMLAttributes, Component, ReactNode, Suspense } from 'react';
 import { Permission } from './store';
 import { navigate } from './router';
 
@@ -143,4 +143,35 @@ export function age(timestamp?: string): string {
   if (s < 7200) return `${Math.floor(s / 60)}m`;
   if (s < 172800) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
+}
+
+// Code loaded on demand (the CEL editor, the chart): while it loads, `loading`; if it cannot be
+// loaded (the server restarted with a new build, the network failed), an alert that says what
+// is missing and offers a reload, instead of a blank page.
+export function Lazy({ what, children }: { what: string; children: ReactNode }) {
+  return (
+    <LazyBoundary what={what}>
+      <Suspense fallback={<p className="loading">Loading {what}…</p>}>{children}</Suspense>
+    </LazyBoundary>
+  );
+}
+
+class LazyBoundary extends Component<{ what: string; children: ReactNode }, { error: string | null }> {
+  state = { error: null as string | null };
+
+  static getDerivedStateFromError(error: unknown) {
+    return { error: error instanceof Error ? error.message : String(error) };
+  }
+
+  render() {
+    if (this.state.error === null) return this.props.children;
+    return (
+      <div role="alert" className="field-error">
+        Could not load {this.props.what} ({this.state.error}).{' '}
+        <button type="button" onClick={() => window.location.reload()}>
+          Reload the page
+        </button>
+      </div>
+    );
+  }
 }

@@ -1,4 +1,4 @@
-import { FormEvent, Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
+import { FormEvent, lazy, useEffect, useMemo, useRef, useState } from 'react';
 import {
   ApiError,
   DeviceMatchStatus,
@@ -15,7 +15,7 @@ import type { CelProblem } from '../CelEditor';
 
 // CodeMirror is loaded with the editor only: the list pages do not wait for it.
 const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.CelEditor })));
-import { GuardedButton, Link, LoadState, ReadOnlyNotice, toYaml } from '../components';
+import { GuardedButton, Lazy, Link, LoadState, ReadOnlyNotice, toYaml } from '../components';
 import { classesOfClaim, deviceModel } from '../model';
 import { navigate } from '../router';
 import { useWholePagedCollectionWhen } from '../paged';
@@ -444,7 +444,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
             return (
               <div className="field" key={s.key} data-selector={i}>
                 <label htmlFor={`selector-${i}`}>Selector {i + 1}</label>
-                <Suspense fallback={<p className="loading">Loading the editor…</p>}>
+                <Lazy what="the editor">
                   <CelEditor
                     id={`selector-${i}`}
                     label={`Selector ${i + 1}`}
@@ -457,7 +457,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
                       )
                     }
                   />
-                </Suspense>
+                </Lazy>
                 {problems.length > 0 && (
                   <ul id={errorId} className="field-error" role="alert" data-testid="selector-error">
                     {problems.map((p, j) => (

@@ -1,6 +1,5 @@
 import {
   FormEvent,
-  Suspense,
   createContext,
   lazy,
   memo,
@@ -24,6 +23,7 @@ import {
 } from '../api';
 import type { CelProblem } from '../CelEditor';
 import {
+  Lazy,
   Badge,
   GuardedButton,
   Labels,
@@ -896,7 +896,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
             Devices for which the expression is true, as a DeviceClass selector sees them, e.g.{' '}
             <code>device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) &gt;= 0</code>
           </p>
-          <Suspense fallback={<p className="loading">Loading the editor…</p>}>
+          <Lazy what="the editor">
             <CelEditor
               id="cel-filter"
               label="CEL filter"
@@ -905,7 +905,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
               describedBy={celProblems.length ? 'cel-filter-error' : 'cel-filter-hint'}
               onChange={setCel}
             />
-          </Suspense>
+          </Lazy>
           {celProblems.length > 0 && (
             <ul id="cel-filter-error" className="field-error" role="alert" data-testid="cel-filter-error">
               {celProblems.map((p, i) => (

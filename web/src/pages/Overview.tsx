@@ -1,6 +1,6 @@
-import { Suspense, lazy, useEffect, useMemo, useRef, useState } from 'react';
+import { lazy, useEffect, useMemo, useRef, useState } from 'react';
 import { K8sObject, UtilizationGroup, errorText, listAll, paths, reviewUtilization, withQuery } from '../api';
-import { Link, LoadState, age } from '../components';
+import { Lazy, Link, LoadState, age } from '../components';
 import { nodeReady, pendingPods } from '../model';
 import { useTally, useUnboundPods } from '../paged';
 import { useChanges } from '../store';
@@ -241,9 +241,9 @@ export function OverviewPage() {
               <dd data-testid="count-pending">{summary.pending}</dd>
             </div>
           </dl>
-          <Suspense fallback={<p className="loading">Loading the utilization chart…</p>}>
+          <Lazy what="the utilization chart">
             <UtilizationChart changeKey={claimsChanged} />
-          </Suspense>
+          </Lazy>
           <h2>Devices by model</h2>
           <table>
             <thead>
