@@ -217,9 +217,21 @@ Placement PlaceWithMemo(const PlacementRequest& request) {
     m.seen.assign(nodes.size(), PlacementMemo::kUnseen);
   }
   std::vector<size_t> stale;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (m.seen[i] != versions[i]) stale.push_back(i);
+  const auto* changed = request.changed_nodes;
+  if (changed != nullptr && m.scanned && m.changes_seen <= changed->size()) {
+    for (size_t k = m.changes_seen; k < changed->size(); ++k) {
+      const size_t i = (*changed)[k];
+      if (i < nodes.size() && m.seen[i] != versions[i]) stale.push_back(i);
+    }
+    std::sort(stale.begin(), stale.end());
+    stale.erase(std::unique(stale.begin(), stale.end()), stale.end());
+  } else {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (m.seen[i] != versions[i]) stale.push_back(i);
+    }
   }
+  m.scanned = true;
+  m.changes_seen = changed != nullptr ? changed->size() : 0;
   for (size_t i : stale) {
     if (m.seen[i] == PlacementMemo::kUnseen) continue;
     const NodeVerdict& old = m.verdicts[i];

@@ -125,6 +125,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
   for (const ClaimView* c : to_allocate) signature.push_back(At(*c->body, "spec"));
   request.memo = &memos_[signature.dump()];
   request.node_versions = &node_versions_;
+  request.changed_nodes = &bumped_nodes_;
   Placement placement;
   if (problem.empty()) {
     const auto place_start = clock_.Monotonic();
@@ -199,6 +200,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     if (NodeLocal(placement.allocations)) {
       if (auto n = node_index_.find(placement.node); n != node_index_.end()) {
         ++node_versions_[n->second];
+        bumped_nodes_.push_back(static_cast<uint32_t>(n->second));
       }
     } else {
       memos_.clear();

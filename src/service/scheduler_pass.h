@@ -482,6 +482,7 @@ class Scheduler::PassRun {
   // Placement memos per pod signature, and a version per node bumped by each binding on it.
   std::map<std::string, PlacementMemo> memos_;
   std::vector<uint64_t> node_versions_;
+  std::vector<uint32_t> bumped_nodes_;  // indices into node_versions_, as they were bumped
   const std::unordered_map<std::string, size_t>& node_index_;
   size_t pending_ = 0;
   double placement_ms_ = 0;

@@ -56,6 +56,7 @@ void Scheduler::PassRun::Schedule() {
   if (pending.empty()) return;
 
   node_versions_.assign(nodes_.size(), 0);
+  bumped_nodes_.clear();
   if (!st_.allocated.has_value()) {
     std::vector<allocator::AllocatedDevice> in_use;
     for (const auto& [key, c] : claims_) {

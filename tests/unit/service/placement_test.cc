@@ -185,8 +185,10 @@ TEST_F(PlacementTest, AMemoAgreesWithAFreshPlacementAsBindingsLand) {
     }
     Build(slices, used);
     model::ResourceClaim claim = Claim(2);
-    PlacementMemo memo;
+    // Two memos: one that compares every node's version, one told which nodes changed.
+    PlacementMemo memo, told;
     std::vector<uint64_t> versions(nodes_.size(), 0);
+    std::vector<uint32_t> changed;
     int placed = 0;
     for (int pod = 0; pod < 80; ++pod) {
       PlacementRequest fresh = Request(claim);
@@ -194,11 +196,18 @@ TEST_F(PlacementTest, AMemoAgreesWithAFreshPlacementAsBindingsLand) {
       PlacementRequest memoized = fresh;
       memoized.memo = &memo;
       memoized.node_versions = &versions;
+      PlacementRequest by_changes = memoized;
+      by_changes.memo = &told;
+      by_changes.changed_nodes = &changed;
       const Placement want = Place(fresh);
       const Placement got = Place(memoized);
+      const Placement got_by_changes = Place(by_changes);
       ASSERT_EQ(got.kind, want.kind) << "pod " << pod;
       EXPECT_EQ(got.node, want.node) << "pod " << pod;
       EXPECT_EQ(got.message, want.message) << "pod " << pod;
+      ASSERT_EQ(got_by_changes.kind, want.kind) << "pod " << pod;
+      EXPECT_EQ(got_by_changes.node, want.node) << "pod " << pod;
+      EXPECT_EQ(got_by_changes.message, want.message) << "pod " << pod;
       if (want.kind != Placement::Kind::kPlaced) break;
       ++placed;
       std::vector<allocator::AllocatedDevice> taken;
@@ -207,7 +216,10 @@ TEST_F(PlacementTest, AMemoAgreesWithAFreshPlacementAsBindingsLand) {
       }
       inventory_->AddAllocated(allocated_, taken);
       for (size_t i = 0; i < nodes_.size(); ++i) {
-        if (nodes_[i].info.name == want.node) ++versions[i];
+        if (nodes_[i].info.name != want.node) continue;
+        ++versions[i];
+        changed.push_back(static_cast<uint32_t>(i));
+        if (pod % 5 == 0) changed.push_back(static_cast<uint32_t>(i));  // repeats are allowed
       }
     }
     // 120 devices, 30 in use, two per pod: 45 pods fit (nodes with 3 free keep one).
