@@ -108,12 +108,13 @@ void AssignmentFeed::OfferLocked(const v1::Assignment* full, const v1::ClaimRef&
   }
 }
 
-void AssignmentFeed::BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now) {
+bool AssignmentFeed::BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now) {
   qm::MutexLock lock(&mu_);
-  if (ended_.has_value() || closed_ || !queue_.empty() || rv <= last_rv_) return;
-  if (now - last_sent_ < router_->options_.bookmark_interval) return;
+  if (ended_.has_value() || closed_ || !queue_.empty() || rv <= last_rv_) return false;
+  if (now - last_sent_ < router_->options_.bookmark_interval) return false;
   queue_.emplace_back().set_resource_version(rv);
   tail_open_ = true;
+  return true;
 }
 
 void AssignmentFeed::EndLocked(absl::Status status) {
@@ -311,9 +312,10 @@ void AssignmentRouter::OnTick(int64_t rv) {
     qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, rv);
     const auto now = std::chrono::steady_clock::now();
+    // Only the streams that got a bookmark are woken: a tick comes every second, and waking
+    // every stream took a lock round and a reactor wake-up per connected agent each time.
     for (auto& [node, feed] : feeds_) {
-      feed->BookmarkLocked(rv_, now);
-      touched.push_back(feed);
+      if (feed->BookmarkLocked(rv_, now)) touched.push_back(feed);
     }
   }
   changed_.SignalAll();

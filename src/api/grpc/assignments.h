@@ -69,7 +69,8 @@ class AssignmentFeed {
   // Queue operations, called by the router with its lock held; the caller notifies afterwards.
   // `full` has every driver's devices; the feed keeps what its drivers need.
   void OfferLocked(const v1::Assignment* full, const v1::ClaimRef& claim, int64_t rv);
-  void BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now);
+  // True when it queued one (the stream then needs a wake-up).
+  bool BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now);
   void EndLocked(absl::Status status);
   // Appends to the unsent last message unless it already names `uid` (order within a message:
   // unprepare before prepare, so one claim appears once per message).
