@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/flat_map.h"
 #include "common/quantity.h"
 
 namespace qm::model {
@@ -109,9 +110,11 @@ bool Tolerates(const DeviceToleration& toleration, const DeviceTaint& taint);
 
 struct Device {
   std::string name;
-  // Keys as written in the slice: "productName" or "gpu.nvidia.com/productName".
-  std::map<std::string, AttributeValue> attributes;
-  std::map<std::string, DeviceCapacity> capacity;
+  // Keys as written in the slice: "productName" or "gpu.nvidia.com/productName". Sorted vectors
+  // (FlatMap), not std::map: a fleet holds hundreds of thousands of devices, each with a handful
+  // of entries, and a node per entry cost ~300 bytes a device more.
+  FlatMap<std::string, AttributeValue> attributes;
+  FlatMap<std::string, DeviceCapacity> capacity;
   std::vector<DeviceCounterConsumption> consumes_counters;
   // Per-device node selection (only with slice.per_device_node_selection).
   std::string node_name;

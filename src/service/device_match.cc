@@ -184,8 +184,8 @@ absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
     if (!device.allocated_to.empty()) ++out.allocated;
     if (!device.node_name.empty()) nodes.insert(device.node_name);
     if (out.devices.size() < request.limit) {
-      device.attributes = entry.device->attributes;
-      device.capacity = entry.device->capacity;
+      device.attributes = {entry.device->attributes.begin(), entry.device->attributes.end()};
+      device.capacity = {entry.device->capacity.begin(), entry.device->capacity.end()};
       device.taints = entry.taints;
       out.devices.push_back(std::move(device));
     }
