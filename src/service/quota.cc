@@ -197,13 +197,10 @@ absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model
     auto committed = store.Commit(txn);
     if (committed.ok()) return std::move(committed->front());
     if (store::IsQuotaSetChanged(committed.status()) && from_cache) {
-      // The cache lags behind the store's quotas: the store's own from now on.
+      // The cache lags behind the store's quotas: the store's own from now on (no quota-set
+      // check; with no quota check either, the transaction is a plain create).
       from_cache = false;
-      QM_ASSIGN_OR_RETURN(checked, read());
-      if (!checked) {
-        txn.quota_checks.clear();
-        txn.quota_sets.clear();
-      }
+      QM_RETURN_IF_ERROR(read().status());
       continue;
     }
     if (!absl::IsResourceExhausted(committed.status())) return committed.status();
