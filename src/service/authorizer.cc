@@ -326,6 +326,8 @@ std::vector<model::PolicyRule> ViewRules() {
   rules.push_back(
       Rule({"create"}, {"admin.quartermaster.io"},
            {"devicematchreviews", "utilizationhistoryreviews", "deviceallocationhistoryreviews"}));
+  // The cluster summary (api/rest/cluster_summary.h): counts of nodes view reads.
+  rules.push_back(Rule(ReadVerbs(), {"admin.quartermaster.io"}, {"clustersummaries"}));
   return rules;
 }
 

@@ -495,6 +495,18 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
   if (path == VersionPath() && req.method == "GET") {
     return Json(200, LegacyResourceList(kAdminGroup, kAdminVersion));
   }
+  const std::string summaries = VersionPath() + "/" + kClusterSummaryResource;
+  if (summary_ != nullptr && (path == summaries || absl::StartsWith(path, summaries + "/"))) {
+    const std::string name = path == summaries ? "" : path.substr(summaries.size() + 1);
+    if (name.find('/') != std::string::npos) {
+      return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
+    }
+    if (req.method != "GET") {
+      return Error(MakeError(405, "MethodNotAllowed",
+                             "the server does not allow this method on the requested resource"));
+    }
+    return summary_->Get(name);
+  }
   const bool match = path == VersionPath() + "/" + kReviewResource;
   const bool utilization = path == VersionPath() + "/" + kUtilizationResource;
   const bool device_history = path == VersionPath() + "/" + kDeviceHistoryResource;
@@ -517,6 +529,17 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
                                       : DeviceAllocationHistoryReview(body);
     resp.warnings.insert(resp.warnings.end(), warnings.begin(), warnings.end());
     return resp;
+  }
+  return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
+}
+
+std::optional<HttpResponse> AdminApi::StartWatch(const HttpRequest& req,
+                                                 std::shared_ptr<WatchSink> sink) {
+  std::string path = req.path;
+  if (path.size() > 1 && path.back() == '/') path.pop_back();
+  const std::string summaries = VersionPath() + "/" + kClusterSummaryResource;
+  if (summary_ != nullptr && (path == summaries || path == summaries + "/" + kClusterSummaryName)) {
+    return summary_->StartWatch(req, std::move(sink));
   }
   return Error(MakeError(404, "NotFound", "the server could not find the requested resource"));
 }

@@ -23,6 +23,8 @@
 //     adminAccess), status.events (newest first: time as MicroTime, type Allocated or Released,
 //     claim, shareID, adminAccess), status.truncated, status.start and status.end out. Claim
 //     names come from the claims that still exist; a deleted claim has namespace and uid only.
+//   GET /apis/admin.quartermaster.io/v1alpha1/clustersummaries (and /cluster, and ?watch=1): node
+//     counts and the last change of the kinds the admin views count (cluster_summary.h).
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
 //     its resources (discovery.h's ReviewResources(), also in /apis and OpenAPI v3).
 // Unknown fields (the schema table's admin.* definitions) follow fieldValidation: Strict 400,
@@ -30,8 +32,11 @@
 // Callers have been authenticated and authorized (create on the review's resource in the group)
 // before Handle runs.
 
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "api/rest/cluster_summary.h"
 #include "api/rest/rest_api.h"
 #include "common/clock.h"
 #include "service/inventory_cache.h"
@@ -48,13 +53,21 @@ bool IsAdminApiPath(const std::string& path);
 // Thread-safe. Keeps the inventory the reviews read between requests (service::InventoryCache).
 class AdminApi {
  public:
-  AdminApi(service::ObjectService& objects, const Clock& clock)
-      : objects_(objects), clock_(clock), inventories_(objects) {}
+  // Without a hub, clustersummaries are 404.
+  AdminApi(service::ObjectService& objects, const Clock& clock, service::WatchHub* hub = nullptr)
+      : objects_(objects),
+        clock_(clock),
+        inventories_(objects),
+        summary_(hub == nullptr ? nullptr : std::make_unique<ClusterSummary>(*hub)) {}
 
   // 201 with the review; 400 for a body that is not JSON, 422 with field paths for a malformed
   // review, 404 for unknown paths of the group, 405 for other methods; 501 for a utilization
   // review on a store that keeps no allocation history.
   HttpResponse Handle(const HttpRequest& req);
+
+  // A watch of a path of the group (only clustersummaries can be watched): as
+  // RestApi::StartWatch.
+  std::optional<HttpResponse> StartWatch(const HttpRequest& req, std::shared_ptr<WatchSink> sink);
 
   service::InventoryCache& inventories() { return inventories_; }
 
@@ -67,6 +80,7 @@ class AdminApi {
   service::ObjectService& objects_;
   const Clock& clock_;
   service::InventoryCache inventories_;
+  std::unique_ptr<ClusterSummary> summary_;
 };
 
 }  // namespace qm::api

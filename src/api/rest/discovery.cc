@@ -63,7 +63,7 @@ json AggregatedVersion(const std::string& group, const std::string& version) {
          {"responseKind", {{"group", group}, {"version", version}, {"kind", review.kind}}},
          {"scope", "Cluster"},
          {"singularResource", review.singular},
-         {"verbs", {"create"}}});
+         {"verbs", review.verbs}});
   }
   return json{{"version", version}, {"resources", resources}, {"freshness", "Current"}};
 }
@@ -104,6 +104,12 @@ const std::vector<ReviewResource>& ReviewResources() {
        "utilizationhistoryreview", "UtilizationHistoryReview"},
       {"admin.quartermaster.io", "v1alpha1", "deviceallocationhistoryreviews",
        "deviceallocationhistoryreview", "DeviceAllocationHistoryReview"},
+      {"admin.quartermaster.io",
+       "v1alpha1",
+       "clustersummaries",
+       "clustersummary",
+       "ClusterSummary",
+       {"get", "list", "watch"}},
   };
   return *reviews;
 }
@@ -180,7 +186,7 @@ json LegacyResourceList(const std::string& group, const std::string& version) {
                          {"singularName", review.singular},
                          {"namespaced", false},
                          {"kind", review.kind},
-                         {"verbs", {"create"}}});
+                         {"verbs", review.verbs}});
   }
   if (resources.empty()) return json();
   return json{{"kind", "APIResourceList"},

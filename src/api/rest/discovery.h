@@ -11,9 +11,11 @@ namespace qm::api {
 // stored, so not in model::AllResourceTypes(); cluster-scoped, verb "create" only.
 struct ReviewResource {
   std::string group, version, plural, singular, kind;
+  // Reviews are create-only; a computed read-only object (clustersummaries) is get, list, watch.
+  std::vector<std::string> verbs = {"create"};
 };
 // admin.quartermaster.io/v1alpha1: devicematchreviews, utilizationhistoryreviews,
-// deviceallocationhistoryreviews (api/rest/admin_api.h serves them).
+// deviceallocationhistoryreviews, clustersummaries (api/rest/admin_api.h serves them).
 const std::vector<ReviewResource>& ReviewResources();
 
 // Discovery documents, all derived from model::AllResourceTypes() and ReviewResources().

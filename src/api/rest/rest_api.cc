@@ -474,7 +474,7 @@ RestApi::RestApi(service::ObjectService& objects, service::WatchHub& hub, const 
     : objects_(objects),
       hub_(hub),
       clock_(clock),
-      admin_(std::make_unique<AdminApi>(objects, clock)) {}
+      admin_(std::make_unique<AdminApi>(objects, clock, &hub)) {}
 
 RestApi::~RestApi() = default;
 
@@ -949,6 +949,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
 
 std::optional<HttpResponse> RestApi::StartWatch(const HttpRequest& req,
                                                 std::shared_ptr<WatchSink> sink) {
+  if (IsAdminApiPath(req.path)) return admin_->StartWatch(req, std::move(sink));
   Target t;
   if (!ResolvePath(req.path, &t) || !t.subresource.empty()) return NotFoundPath();
   const model::ResourceType& type = *t.type;

@@ -188,7 +188,8 @@ class DocumentBuilder {
       const std::string id = schema_internal::PackageOf(review.group) + "." + review.kind;
       if (FindDef(id, shape_) == nullptr) continue;
       AddKind(id, review.kind);
-      AddReviewPaths(review, id);
+      // Paths are described for the create-only reviews; the read-only summary has its kind only.
+      if (review.verbs == std::vector<std::string>{"create"}) AddReviewPaths(review, id);
     }
     return json{{"openapi", "3.0.0"},
                 {"info", json{{"title", "Quartermaster"}, {"version", "unversioned"}}},

@@ -1283,6 +1283,14 @@ std::vector<Def> AdminDefs() {
         Req(Str("device", "The device's name within the pool.")), range,
         Time("start", "The start of the range (RFC 3339); default 7 days ago."),
         I32("limit", "Events listed at most (default 200, at most 5000).")}},
+      {"admin.ClusterSummary", kAllShapes,
+       "Computed, read-only (get, list, watch): one object named cluster with the node counts and "
+       "the last change of the kinds the admin views count.",
+       Cat(KindHead(),
+           {Free("status",
+                 "nodes (total, ready, notReady, unknown, unschedulable) and lastChanges "
+                 "(per resource: nodes, resourceslices, resourceclaims, devicetaintrules, "
+                 "deviceclasses, the resourceVersion of its newest change).")})},
   };
 }
 

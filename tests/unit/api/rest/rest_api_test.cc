@@ -100,13 +100,16 @@ TEST_F(RestApiTest, VersionAndDiscovery) {
   for (const auto& r : admin["versions"][0]["resources"]) {
     reviews.insert(r["resource"].get<std::string>() + " " +
                    r["responseKind"]["kind"].get<std::string>());
-    EXPECT_EQ(r["verbs"], json::array({"create"}));
+    EXPECT_EQ(r["verbs"], r["resource"] == "clustersummaries"
+                              ? json::array({"get", "list", "watch"})
+                              : json::array({"create"}));
     EXPECT_EQ(r["scope"], "Cluster");
   }
-  EXPECT_EQ(reviews, (std::set<std::string>{
-                         "devicematchreviews DeviceMatchReview",
-                         "utilizationhistoryreviews UtilizationHistoryReview",
-                         "deviceallocationhistoryreviews DeviceAllocationHistoryReview"}));
+  EXPECT_EQ(reviews,
+            (std::set<std::string>{"devicematchreviews DeviceMatchReview",
+                                   "utilizationhistoryreviews UtilizationHistoryReview",
+                                   "deviceallocationhistoryreviews DeviceAllocationHistoryReview",
+                                   "clustersummaries ClusterSummary"}));
   EXPECT_EQ(groups["items"][0]["versions"][0]["version"], "v1");
   bool found_status = false;
   for (const auto& r : groups["items"][0]["versions"][0]["resources"]) {

@@ -1,0 +1,77 @@
+#pragma once
+
+// The ClusterSummary of our API group (admin.quartermaster.io/v1alpha1): one computed,
+// read-only object named "cluster" that says, without listing them, how many Nodes there are and
+// in which state, and when the kinds the admin views count last changed, so that a view (the web
+// UI's Overview) watches one object instead of every Node, ResourceSlice and ResourceClaim:
+//   GET /apis/admin.quartermaster.io/v1alpha1/clustersummaries            a ClusterSummaryList
+//   GET /apis/admin.quartermaster.io/v1alpha1/clustersummaries/cluster    the ClusterSummary
+//   GET .../clustersummaries?watch=1[&resourceVersion=R]                  its changes
+// The object:
+//   metadata: name "cluster", resourceVersion (the newest change it counts)
+//   status.nodes: total, ready, notReady, unknown (no Ready condition, or one neither True nor
+//     False), unschedulable (spec.unschedulable: cordoned)
+//   status.lastChanges: per resource ("nodes", "resourceslices", "resourceclaims",
+//     "devicetaintrules", "deviceclasses"), the resourceVersion of the newest create, update or
+//     delete of one of its objects: equal values mean nothing of that kind changed in between.
+// A watch sends the current object first (ADDED without a resourceVersion or with "0";
+// MODIFIED when it changed after the resourceVersion given), then MODIFIED whenever it changes,
+// at most every 100 ms (changes in between are folded into one event; the last one of a burst
+// follows within a second). The counts are kept from the watch hub's change feed by one
+// in-process watcher, started by the first request (its one list of the Nodes) and kept
+// afterwards, so a request costs no list.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "api/rest/rest_api.h"
+#include "common/mutex.h"
+#include "service/watch_hub.h"
+
+namespace qm::api {
+
+inline constexpr char kClusterSummaryResource[] = "clustersummaries";
+inline constexpr char kClusterSummaryKind[] = "ClusterSummary";
+inline constexpr char kClusterSummaryName[] = "cluster";
+
+// What the summary counts, at one resourceVersion.
+struct ClusterSummaryState {
+  int64_t resource_version = 0;
+  int64_t nodes = 0, ready = 0, not_ready = 0, unknown = 0, unschedulable = 0;
+  std::map<std::string, int64_t> last_changes;  // plural -> resourceVersion
+};
+
+class NodeTally;
+
+// Thread-safe.
+class ClusterSummary {
+ public:
+  explicit ClusterSummary(service::WatchHub& hub) : hub_(hub) {}
+  ~ClusterSummary();
+
+  // GET of the collection or of "cluster" (`name` empty: the list); 404 for other names.
+  HttpResponse Get(const std::string& name);
+  // A watch of the collection (or of "cluster"); an error response when it cannot start.
+  std::optional<HttpResponse> StartWatch(const HttpRequest& req, std::shared_ptr<WatchSink> sink);
+
+  // The current counts (starting the tally on first use).
+  absl::StatusOr<ClusterSummaryState> State();
+
+  // The object as the API shows it.
+  static nlohmann::json Encode(const ClusterSummaryState& s);
+
+ private:
+  absl::StatusOr<std::shared_ptr<NodeTally>> Tally();
+
+  service::WatchHub& hub_;
+  qm::Mutex mu_;
+  std::shared_ptr<NodeTally> tally_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace qm::api
