@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,61 @@ cel::DeviceInput ToDeviceInput(const std::string& driver, const model::Device& d
   for (const auto& [name, cap] : d.capacity) in.capacity.emplace(name, cap.value);
   in.allow_multiple_allocations = d.allow_multiple_allocations;
   return in;
+}
+
+// A hash of what a slice's device values are built from: the driver and, per device, the
+// attributes, capacity and allowMultipleAllocations (not the name).
+uint64_t ValueShape(const model::ResourceSlice& slice) {
+  uint64_t h = std::hash<std::string_view>{}(slice.driver);
+  auto mix = [&h](uint64_t x) { h = (h ^ x) * 0x100000001b3ULL + (h >> 29); };
+  auto text = [&mix](std::string_view t) { mix(std::hash<std::string_view>{}(t)); };
+  for (const model::Device& d : slice.devices) {
+    mix(d.allow_multiple_allocations ? 0x9e37 : 0x79b9);
+    for (const auto& [name, value] : d.attributes) {
+      text(name);
+      mix(value.index());
+      std::visit(
+          [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+              mix(static_cast<uint64_t>(v));
+            } else if constexpr (std::is_same_v<T, std::string>) {
+              text(v);
+            } else if constexpr (std::is_same_v<T, model::Version>) {
+              text(v.value);
+            } else if constexpr (!std::is_same_v<T, std::monostate>) {
+              mix(v.size());
+            }
+          },
+          value);
+    }
+    for (const auto& [name, cap] : d.capacity) {
+      text(name);
+      mix(absl::Int128Low64(cap.value.nanos()));
+    }
+  }
+  return h;
+}
+
+// Whether two slices' devices have the same values, in order (what ValueShape hashes).
+bool SameValues(const model::ResourceSlice& a, const model::ResourceSlice& b) {
+  if (a.driver != b.driver || a.devices.size() != b.devices.size()) return false;
+  for (size_t i = 0; i < a.devices.size(); ++i) {
+    const model::Device& x = a.devices[i];
+    const model::Device& y = b.devices[i];
+    if (x.allow_multiple_allocations != y.allow_multiple_allocations ||
+        x.attributes != y.attributes || x.capacity.size() != y.capacity.size()) {
+      return false;
+    }
+    for (auto ix = x.capacity.begin(), iy = y.capacity.begin(); ix != x.capacity.end();
+         ++ix, ++iy) {
+      if (ix->first != iy->first || !(ix->second.value == iy->second.value) ||
+          ix->second.value.format() != iy->second.value.format()) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 bool RuleMatches(const model::DeviceTaintRule& rule, const std::string& driver,
@@ -196,6 +252,9 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::Pro
   for (const auto& s : inv->slices_) device_count += s.slice->devices.size();
   inv->devices_.reserve(device_count);
   cel::DeviceValueBuilder values;  // shares equal attribute values and maps between devices
+  std::shared_ptr<const ShapeCache> shapes =
+      previous != nullptr ? previous->shapes_ : std::shared_ptr<const ShapeCache>();
+  std::shared_ptr<ShapeCache> grown;  // a copy of `shapes` with new shapes, once one is added
   // The first device of each slice `previous` holds, by the slice's address.
   std::unordered_map<const model::ResourceSlice*, uint32_t> built_before;
   if (previous != nullptr) {
@@ -209,6 +268,24 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::Pro
     auto before = built_before.find(se.slice.get());
     const DeviceEntry* reuse =
         before == built_before.end() ? nullptr : previous->devices_.data() + before->second;
+    // A new slice shaped like one seen before takes that one's values.
+    const std::vector<cel::Value>* same_shape = nullptr;
+    uint64_t shape = 0;
+    if (reuse == nullptr && !slice.devices.empty()) {
+      shape = ValueShape(slice);
+      const ShapeCache* cache = grown != nullptr ? grown.get() : shapes.get();
+      if (cache != nullptr) {
+        auto [first, last] = cache->equal_range(shape);
+        for (auto it = first; it != last; ++it) {
+          if (SameValues(*it->second.slice, slice)) {
+            same_shape = &it->second.values;
+            break;
+          }
+        }
+      }
+    }
+    const uint32_t slice_first = static_cast<uint32_t>(inv->devices_.size());
+    size_t device_index = 0;
     for (const auto& d : slice.devices) {
       DeviceEntry e;
       e.device = &d;
@@ -223,14 +300,36 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::Pro
         e.value = reuse->value;
         e.value_error = reuse->value_error;
         ++reuse;
+      } else if (same_shape != nullptr) {
+        e.value = (*same_shape)[device_index];
       } else if (auto value = values.Build(ToDeviceInput(slice.driver, d)); value.ok()) {
         e.value = std::move(*value);
       } else {
         e.value_error = std::string(value.status().message());
       }
       inv->devices_.push_back(std::move(e));
+      ++device_index;
+    }
+    const size_t cached = grown != nullptr ? grown->size() : (shapes ? shapes->size() : 0);
+    if (reuse == nullptr && same_shape == nullptr && !slice.devices.empty() &&
+        cached < kMaxShapes) {
+      ShapeEntry entry{se.slice, {}};
+      entry.values.reserve(slice.devices.size());
+      for (uint32_t i = slice_first; i < inv->devices_.size(); ++i) {
+        if (!inv->devices_[i].value.has_value()) break;  // no shape for values that failed
+        entry.values.push_back(*inv->devices_[i].value);
+      }
+      if (entry.values.size() == slice.devices.size()) {
+        if (grown == nullptr) {
+          grown = shapes != nullptr ? std::make_shared<ShapeCache>(*shapes)
+                                    : std::make_shared<ShapeCache>();
+        }
+        grown->emplace(shape, std::move(entry));
+      }
     }
   }
+  inv->shapes_ =
+      grown != nullptr ? std::shared_ptr<const ShapeCache>(std::move(grown)) : std::move(shapes);
   for (auto& g : inv->groups_) g.invalid = ValidateGroup(g, inv->slices_);
 
   for (auto& c : input.classes) {

@@ -185,6 +185,17 @@ class Inventory {
   std::map<std::string, ClassEntry> classes_;
   std::unordered_map<std::string, std::vector<uint32_t>> slices_by_node_;
   std::vector<uint32_t> other_slices_;
+  // Device values by the shape of their slice (its driver and every device's attributes,
+  // capacity and allowMultipleAllocations; names aside), so that a fleet of identical nodes
+  // holds one set of values instead of one per node. Handed from each inventory to the next;
+  // copied only when a shape is added, and at most kMaxShapes of them.
+  struct ShapeEntry {
+    SharedSlice slice;
+    std::vector<cel::Value> values;
+  };
+  using ShapeCache = std::unordered_multimap<uint64_t, ShapeEntry>;
+  static constexpr size_t kMaxShapes = 1024;
+  std::shared_ptr<const ShapeCache> shapes_;
   cel::ProgramCache* programs_ = nullptr;
   std::unique_ptr<cel::ProgramCache> own_programs_;
 

@@ -77,6 +77,13 @@ absl::StatusOr<Value> AttributeToValue(const std::string& name, const AttributeV
   return std::visit(Visitor{name}, attr);
 }
 
+// The default of every domain map: an unknown domain reads as an empty map. One for all maps.
+const std::shared_ptr<const Value>& EmptyMapDefault() {
+  static const auto* const v =
+      new std::shared_ptr<const Value>(std::make_shared<const Value>(Value::Map(MapValue())));
+  return *v;
+}
+
 // Groups (domain, id) -> value into map<domain, map<id, value>> whose missing domains read as
 // empty maps.
 Value DomainMap(std::map<std::string, std::map<std::string, Value>> grouped) {
@@ -86,7 +93,7 @@ Value DomainMap(std::map<std::string, std::map<std::string, Value>> grouped) {
     for (auto& [id, v] : ids) inner.Insert(Value::String(id), std::move(v));
     outer.Insert(Value::String(domain), Value::Map(std::move(inner)));
   }
-  outer.set_default_value(Value::Map(MapValue()));
+  outer.set_default_value(EmptyMapDefault());
   return Value::Map(std::move(outer));
 }
 
@@ -172,24 +179,43 @@ struct DeviceValueBuilder::Shared {
     auto it = maps.find(key);
     if (it != maps.end()) return it->second;
     MapValue inner;
+    inner.reserve(entries.size());
     for (const auto& [k, v] : entries) inner.Insert(k->value, v->value);
     return maps.emplace(std::move(key), Value::Map(std::move(inner))).first->second;
   }
 
-  // The domain map of a device: domain -> (id -> value), missing domains read as empty maps.
+  // The domain map of a device: domain -> (id -> value), missing domains read as empty maps;
+  // shared with devices whose domains hold the same (shared) maps.
   Value Domains(const std::map<std::string,
                                std::vector<std::pair<const Interned*, const Interned*>>>& grouped) {
-    MapValue outer;
+    std::vector<std::pair<const Interned*, Value>> domains;
+    domains.reserve(grouped.size());
+    std::string key;
+    key.reserve(grouped.size() * (sizeof(uint32_t) + sizeof(const void*)));
     for (const auto& [domain, entries] : grouped) {
-      outer.Insert(String(domain).value, DomainEntries(entries));
+      const Interned& d = String(domain);
+      Value inner = DomainEntries(entries);
+      // Every inner map lives in `maps` as long as this builder, so its address identifies it.
+      const void* payload = &inner.map_value();
+      key.append(reinterpret_cast<const char*>(&d.id), sizeof(uint32_t));
+      key.append(reinterpret_cast<const char*>(&payload), sizeof(payload));
+      domains.emplace_back(&d, std::move(inner));
     }
-    outer.set_default_value(empty_map);
-    return Value::Map(std::move(outer));
+    auto it = domain_maps.find(key);
+    if (it != domain_maps.end()) return it->second;
+    MapValue outer;
+    outer.reserve(domains.size());
+    for (auto& [d, inner] : domains) outer.Insert(d->value, std::move(inner));
+    outer.set_default_value(EmptyMapDefault());
+    return domain_maps.emplace(std::move(key), Value::Map(std::move(outer))).first->second;
   }
 
   std::unordered_map<std::string, Interned> values;
   std::unordered_map<std::string, Value> maps;  // by the ids of their keys and values
-  Value empty_map = Value::Map(MapValue());
+  // Domain maps by their domains' ids and inner maps' addresses.
+  std::unordered_map<std::string, Value> domain_maps;
+  // Device values by their driver's id and their domain maps' addresses.
+  std::unordered_map<std::string, Value> devices;
 };
 
 DeviceValueBuilder::DeviceValueBuilder() : shared_(std::make_unique<Shared>()) {}
@@ -227,13 +253,25 @@ absl::StatusOr<Value> DeviceValueBuilder::Build(const DeviceInput& device) {
       entries = std::move(unique);
     }
   }
+  const Shared::Interned& driver = s.String(device.driver);
+  Value attribute_map = s.Domains(attributes);
+  Value capacity_map = s.Domains(capacity);
+  // Devices that differ only in name (no uuid or bus id among their attributes) share one value.
+  std::string key;
+  const void* payloads[] = {&attribute_map.map_value(), &capacity_map.map_value()};
+  key.append(reinterpret_cast<const char*>(&driver.id), sizeof(uint32_t));
+  key.append(reinterpret_cast<const char*>(payloads), sizeof(payloads));
+  key.push_back(device.allow_multiple_allocations ? '1' : '0');
+  auto it = s.devices.find(key);
+  if (it != s.devices.end()) return it->second;
   MapValue m;
-  m.Insert(s.String("driver").value, s.String(device.driver).value);
-  m.Insert(s.String("attributes").value, s.Domains(attributes));
-  m.Insert(s.String("capacity").value, s.Domains(capacity));
+  m.reserve(4);
+  m.Insert(s.String("driver").value, driver.value);
+  m.Insert(s.String("attributes").value, std::move(attribute_map));
+  m.Insert(s.String("capacity").value, std::move(capacity_map));
   m.Insert(s.String("allowMultipleAllocations").value,
            Value::Bool(device.allow_multiple_allocations));
-  return Value::Map(std::move(m));
+  return s.devices.emplace(std::move(key), Value::Map(std::move(m))).first->second;
 }
 
 absl::StatusOr<Value> BuildDeviceValue(const DeviceInput& device) {

@@ -453,7 +453,7 @@ bool KeysEqual(const Value& a, const Value& b) {
   return a.string_value() == b.string_value();
 }
 
-constexpr size_t kIndexThreshold = 8;
+constexpr size_t kIndexThreshold = 16;
 
 }  // namespace
 
@@ -499,6 +499,18 @@ std::optional<int> Compare(const Value& a, const Value& b) {
   }
 }
 
+MapValue::MapValue(const MapValue& other)
+    : entries_(other.entries_),
+      index_(other.index_ != nullptr ? std::make_unique<Index>(*other.index_) : nullptr),
+      default_(other.default_) {}
+
+MapValue& MapValue::operator=(const MapValue& other) {
+  if (this != &other) *this = MapValue(other);
+  return *this;
+}
+
+MapValue::~MapValue() = default;
+
 bool MapValue::IsValidKey(const Value& key) {
   switch (key.kind()) {
     case ValueKind::kBool:
@@ -516,13 +528,14 @@ bool MapValue::Insert(Value key, Value value) {
   if (FindEntry(key) != nullptr) return false;
   entries_.emplace_back(std::move(key), std::move(value));
   if (entries_.size() > kIndexThreshold) {
+    if (index_ == nullptr) index_ = std::make_unique<Index>();
     const size_t from = entries_.size() == kIndexThreshold + 1 ? 0 : entries_.size() - 1;
     for (size_t i = from; i < entries_.size(); ++i) {
       const Value& k = entries_[i].first;
       if (k.kind() == ValueKind::kString) {
-        string_index_[std::string_view(k.string_value())] = i;
+        index_->strings[std::string_view(k.string_value())] = i;
       } else {
-        other_index_[EncodeKey(k)] = i;
+        index_->others[EncodeKey(k)] = i;
       }
     }
   }
@@ -535,13 +548,13 @@ const Value* MapValue::FindEntry(const Value& key) const {
     return k.has_value() ? FindEntry(*k) : nullptr;
   }
   if (!IsValidKey(key)) return nullptr;
-  if (entries_.size() > kIndexThreshold) {
+  if (index_ != nullptr) {
     if (key.kind() == ValueKind::kString) {
-      auto it = string_index_.find(std::string_view(key.string_value()));
-      return it == string_index_.end() ? nullptr : &entries_[it->second].second;
+      auto it = index_->strings.find(std::string_view(key.string_value()));
+      return it == index_->strings.end() ? nullptr : &entries_[it->second].second;
     }
-    auto it = other_index_.find(EncodeKey(key));
-    return it == other_index_.end() ? nullptr : &entries_[it->second].second;
+    auto it = index_->others.find(EncodeKey(key));
+    return it == index_->others.end() ? nullptr : &entries_[it->second].second;
   }
   // String keys (field selection, attribute names) are the common case: compare them directly.
   if (key.kind() == ValueKind::kString) {

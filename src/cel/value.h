@@ -172,6 +172,11 @@ bool Comparable(const Value& a, const Value& b);
 class MapValue {
  public:
   MapValue() = default;
+  MapValue(const MapValue& other);
+  MapValue& operator=(const MapValue& other);
+  MapValue(MapValue&&) noexcept = default;
+  MapValue& operator=(MapValue&&) noexcept = default;
+  ~MapValue();
 
   // Adds an entry. Returns false (and changes nothing) when the key is already present or is not
   // a valid key type.
@@ -182,7 +187,11 @@ class MapValue {
   size_t size() const { return entries_.size(); }
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
 
+  void reserve(size_t n) { entries_.reserve(n); }
+
   void set_default_value(Value v) { default_ = std::make_shared<const Value>(std::move(v)); }
+  // As above, sharing one default between many maps (a fleet's device values).
+  void set_default_value(std::shared_ptr<const Value> v) { default_ = std::move(v); }
 
   // True when `key` may be a map key (bool, int, uint, string).
   static bool IsValidKey(const Value& key);
@@ -190,11 +199,18 @@ class MapValue {
  private:
   const Value* FindEntry(const Value& key) const;
 
+  // Key -> entry index: string keys by a view of the key's own (immutable, shared) text, other
+  // keys encoded.
+  struct Index {
+    std::unordered_map<std::string_view, size_t> strings;
+    std::unordered_map<std::string, size_t> others;
+  };
+
   std::vector<std::pair<Value, Value>> entries_;
-  // Key -> entry index, built once the map grows past a few entries: string keys by a view of
-  // the key's own (immutable, shared) text, other keys encoded.
-  std::unordered_map<std::string_view, size_t> string_index_;
-  std::unordered_map<std::string, size_t> other_index_;
+  // Built once the map grows past a few entries (smaller maps are searched in order). Behind a
+  // pointer: a fleet holds a few maps per device, nearly all of them small, and two empty hash
+  // maps would triple each one's size.
+  std::unique_ptr<Index> index_;
   std::shared_ptr<const Value> default_;
 };
 

@@ -145,6 +145,50 @@ TEST(InventoryTest, ARebuildTakesTheValuesOfSlicesItSharesWithThePreviousInvento
   EXPECT_EQ(second->devices()[2].device, &kept->devices[1]);
 }
 
+// The address of a device's `device` value (equal addresses: one value shared).
+const void* ValueAddress(const Inventory& inv, uint32_t device) {
+  return &inv.devices()[device].value->map_value();
+}
+
+TEST(InventoryTest, SlicesOfTheSameShapeShareTheirDeviceValuesAcrossRebuilds) {
+  auto first =
+      Inventory::Build({{Slice("node-a", 1, {Gpu("gpu-0", "A100"), Gpu("gpu-1", "L4")})}, {}, {}});
+  // node-b is node-a again under other names; node-c differs in one attribute of its second
+  // device; node-d has a capacity node-a lacks.
+  model::ResourceSlice d = Slice("node-d", 1, {Gpu("gpu-0", "A100"), Gpu("gpu-1", "L4")});
+  d.devices[1].capacity["memory"].value = Q("80Gi");
+  model::ResourceSlice c = Slice("node-c", 1, {Gpu("gpu-0", "A100"), Gpu("gpu-1", "L4")});
+  c.devices[1].attributes["gpu.example.com/numa"] = int64_t{1};
+  InventoryInput input{{Slice("node-b", 1, {Gpu("x", "A100"), Gpu("y", "L4")}), c, d}, {}, {}};
+  auto second = Inventory::Build(std::move(input), nullptr, first.get());
+  ASSERT_EQ(second->devices().size(), 6u);
+  auto at = [&](const char* node, const char* device) {
+    const std::vector<uint32_t> found = second->FindDevice("gpu.example.com", node, device);
+    EXPECT_EQ(found.size(), 1u) << node << "/" << device;
+    return found.empty() ? 0u : found[0];
+  };
+  // node-a's slice is gone, but its shape stays: node-b takes its values.
+  EXPECT_EQ(ValueAddress(*second, at("node-b", "x")), ValueAddress(*first, 0));
+  EXPECT_EQ(ValueAddress(*second, at("node-b", "y")), ValueAddress(*first, 1));
+  EXPECT_NE(ValueAddress(*second, at("node-c", "gpu-0")), ValueAddress(*first, 0));
+  EXPECT_NE(ValueAddress(*second, at("node-c", "gpu-1")), ValueAddress(*first, 1));
+  EXPECT_NE(ValueAddress(*second, at("node-d", "gpu-1")), ValueAddress(*first, 1));
+  EXPECT_EQ(second->devices()[at("node-c", "gpu-1")].value->DebugString(),
+            R"({"driver": "gpu.example.com", "attributes": {"gpu.example.com": {"numa": 1, )"
+            R"("productName": "L4"}}, "capacity": {}, "allowMultipleAllocations": false})");
+  EXPECT_EQ(second->devices()[at("node-d", "gpu-1")].value->DebugString(),
+            R"({"driver": "gpu.example.com", "attributes": {"gpu.example.com": {"numa": 0, )"
+            R"("productName": "L4"}}, "capacity": {"gpu.example.com": {"memory": )"
+            R"(quantity("80Gi")}}, "allowMultipleAllocations": false})");
+  // Within one build too: a third inventory with node-c twice under two names.
+  model::ResourceSlice c2 = c;
+  c2.name = "node-e-g1";
+  c2.pool = c2.node_name = "node-e";
+  auto third = Inventory::Build({{c, c2}, {}, {}});
+  EXPECT_EQ(ValueAddress(*third, 0), ValueAddress(*third, 2));
+  EXPECT_EQ(ValueAddress(*third, 1), ValueAddress(*third, 3));
+}
+
 TEST(InventoryTest, AllocatedStateCountsExclusiveSharedAndCounters) {
   InventoryInput input;
   model::Device shared = Gpu("gpu-0", "A100");
