@@ -58,7 +58,7 @@ class AdminApi {
       : objects_(objects),
         clock_(clock),
         inventories_(objects),
-        summary_(hub == nullptr ? nullptr : std::make_unique<ClusterSummary>(*hub)) {}
+        summary_(hub == nullptr ? nullptr : std::make_unique<ClusterSummary>(objects, *hub)) {}
 
   // 201 with the review; 400 for a body that is not JSON, 422 with field paths for a malformed
   // review, 404 for unknown paths of the group, 405 for other methods; 501 for a utilization

@@ -226,6 +226,10 @@ HttpResponse ErrorOf(const HttpError& e) { return JsonResponse(e.code, e.status)
 ClusterSummary::~ClusterSummary() = default;
 
 absl::StatusOr<std::shared_ptr<NodeTally>> ClusterSummary::Tally() {
+  // Waits until the hub shows this process's committed writes: the tally, called before the hub
+  // moves past a change, has then counted them. Should the hub lag more than its wait (a second),
+  // the counts are served as the hub has them.
+  (void)objects_.LastChanges({"nodes"});
   qm::MutexLock lock(&mu_);
   if (tally_ != nullptr && !tally_->expired()) return tally_;
   // First use, or the hub ended the last tally (it lost its place): one list of the Nodes, then

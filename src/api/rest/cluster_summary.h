@@ -19,7 +19,8 @@
 // at most every 100 ms (changes in between are folded into one event; the last one of a burst
 // follows within a second). The counts are kept from the watch hub's change feed by one
 // in-process watcher, started by the first request (its one list of the Nodes) and kept
-// afterwards, so a request costs no list.
+// afterwards, so a request costs no list. A request waits (at most a second) until the hub shows
+// every write this process has committed, so it reads its own writes.
 
 #include <chrono>
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "api/rest/rest_api.h"
 #include "common/mutex.h"
+#include "service/object_service.h"
 #include "service/watch_hub.h"
 
 namespace qm::api {
@@ -52,7 +54,8 @@ class NodeTally;
 // Thread-safe.
 class ClusterSummary {
  public:
-  explicit ClusterSummary(service::WatchHub& hub) : hub_(hub) {}
+  ClusterSummary(service::ObjectService& objects, service::WatchHub& hub)
+      : objects_(objects), hub_(hub) {}
   ~ClusterSummary();
 
   // GET of the collection or of "cluster" (`name` empty: the list); 404 for other names.
@@ -60,15 +63,18 @@ class ClusterSummary {
   // A watch of the collection (or of "cluster"); an error response when it cannot start.
   std::optional<HttpResponse> StartWatch(const HttpRequest& req, std::shared_ptr<WatchSink> sink);
 
-  // The current counts (starting the tally on first use).
+  // The current counts (starting the tally on first use), once they include every write this
+  // process has committed (a client reads its own writes, as with a list).
   absl::StatusOr<ClusterSummaryState> State();
 
   // The object as the API shows it.
   static nlohmann::json Encode(const ClusterSummaryState& s);
 
  private:
+  // The tally, once the hub shows every write this process has committed.
   absl::StatusOr<std::shared_ptr<NodeTally>> Tally();
 
+  service::ObjectService& objects_;
   service::WatchHub& hub_;
   qm::Mutex mu_;
   std::shared_ptr<NodeTally> tally_ ABSL_GUARDED_BY(mu_);

@@ -188,8 +188,11 @@ class DocumentBuilder {
       const std::string id = schema_internal::PackageOf(review.group) + "." + review.kind;
       if (FindDef(id, shape_) == nullptr) continue;
       AddKind(id, review.kind);
-      // Paths are described for the create-only reviews; the read-only summary has its kind only.
-      if (review.verbs == std::vector<std::string>{"create"}) AddReviewPaths(review, id);
+      if (review.verbs == std::vector<std::string>{"create"}) {
+        AddReviewPaths(review, id);
+      } else {
+        AddReadOnlyPaths(review, id);
+      }
     }
     return json{{"openapi", "3.0.0"},
                 {"info", json{{"title", "Quartermaster"}, {"version", "unversioned"}}},
@@ -415,6 +418,22 @@ class DocumentBuilder {
                   "manifests (fieldValidation).",
                   json::array({FieldValidationParam()}),
                   json{{"405", Response("MethodNotAllowed", SchemaKey("meta.Status", version_))}});
+  }
+
+  // A computed, read-only resource of our group (clustersummaries): get of the object; the list
+  // and watch are described in words.
+  void AddReadOnlyPaths(const ReviewResource& r, const std::string& id) {
+    const std::string collection = "/apis/" + r.group + "/" + version_ + "/" + r.plural;
+    const std::string kind_key = SchemaKey(id, version_);
+    const std::string what = UpperFirst(GroupTag(r.group)) + UpperFirst(version_) + r.kind;
+    const json pretty = QueryParam("pretty", "string", "When true, indent the output.");
+    json& item = paths_[collection + "/{name}"];
+    item["parameters"] = json::array({PathParam("name", "Name of the " + r.kind + "."), pretty});
+    item["get"] = Operation("get", "read", r.kind, what,
+                            "Read the " + r.kind +
+                                " (computed by the server; a list has the one object, "
+                                "a watch sends its changes).",
+                            json::array(), json{{"200", Response("OK", kind_key)}});
   }
 
   const std::string group_;
