@@ -97,6 +97,21 @@ page.on('requestfailed', (r) => {
   if (!/watch=1/.test(r.url())) consoleErrors.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
 });
 
+// The watches the page holds open now (each holds one of the six HTTP/1.1 connections a browser
+// opens to a server: at most four may, so that ordinary requests never wait behind them).
+const watchesOpen = new Set();
+page.on('request', (r) => {
+  if (/[?&]watch=1/.test(r.url())) watchesOpen.add(r);
+});
+page.on('requestfinished', (r) => watchesOpen.delete(r));
+page.on('requestfailed', (r) => watchesOpen.delete(r));
+function openWatches() {
+  return [...watchesOpen].map((r) => {
+    const u = new globalThis.URL(r.url());
+    return decodeURIComponent(u.pathname + u.search).replace(/&resourceVersion=\d*|&allowWatchBookmarks=true/g, '');
+  });
+}
+
 await step('a bad token is refused with a message on the form', async () => {
   await signIn('not-a-real-token');
   const alert = page.getByRole('alert');
@@ -276,7 +291,7 @@ function recordRequests() {
   return { urls, stop: () => page.off('request', onRequest) };
 }
 
-await step('Overview counts nodes live without listing pods: a cordon and a NotReady node show up', async () => {
+await step('Overview counts nodes live without listing nodes or pods: a cordon and a NotReady node show up', async () => {
   const requests = recordRequests();
   await nav('Overview');
   const states = page.getByTestId('count-node-states');
@@ -311,10 +326,16 @@ await step('Overview counts nodes live without listing pods: a cordon and a NotR
   const podWatches = requests.urls.filter((u) => u.startsWith('/api/v1/pods?') && /watch=1/.test(u));
   expect(podWatches.every((u) => u.includes('fieldSelector=spec.nodeName=&')),
     `only unbound pods are watched: ${podWatches.join(' ')}`);
-  const nodeLists = requests.urls.filter((u) => u.startsWith('/api/v1/nodes?') && !/watch=1/.test(u));
-  expect(nodeLists.some((u) => /^\/api\/v1\/nodes\?limit=500$/.test(u)) &&
-    nodeLists.every((u) => /^\/api\/v1\/nodes\?limit=(500|5000&continue=.*)$/.test(u)),
-    `nodes are counted page by page: ${nodeLists.join(' ')}`);
+  // The node counts are the server's (the ClusterSummary, watched): no Node is listed or watched,
+  // and slices and claims are not watched either (the summary says when they change).
+  const nodeRequests = requests.urls.filter((u) => /^\/api\/v1\/nodes\b/.test(u));
+  expect(nodeRequests.length === 0, `no node is read: ${nodeRequests.join(' ')}`);
+  const summaryWatches = requests.urls.filter((u) =>
+    u.startsWith('/apis/admin.quartermaster.io/v1alpha1/clustersummaries?') && /watch=1/.test(u));
+  expect(summaryWatches.length >= 1, `the ClusterSummary is watched: ${requests.urls.join(' ')}`);
+  const kindWatches = requests.urls.filter((u) =>
+    /^\/apis\/resource\.k8s\.io\/v1\/(resourceslices|resourceclaims)\?/.test(u) && /watch=1/.test(u));
+  expect(kindWatches.length === 0, `slices and claims are not watched: ${kindWatches.join(' ')}`);
 });
 
 const inventoryCount = () => page.getByTestId('inventory-count');
@@ -489,14 +510,14 @@ spec:
   kubectl('label', 'node', 'gpu-node-a', 'ui-test/placement-');
 });
 
-await step('the Overview lists recent warning events (the scheduler\'s FailedScheduling)', async () => {
+await step('the Overview lists recent warning events live (the scheduler\'s FailedScheduling; one made with kubectl within 2 s)', async () => {
   const fromKubectl = await eventually(() => kubectl('get', 'events', '-n', 'dra-test', '--field-selector',
     'type=Warning,involvedObject.name=waits-for-gpus', '-o', 'jsonpath={.items[*].reason}').includes('FailedScheduling'));
   expect(fromKubectl === true, 'kubectl shows the FailedScheduling event');
   await nav('Overview');
   const table = page.getByTestId('warning-events');
   await table.locator('tr[data-event-reason="FailedScheduling"]', { hasText: 'Pod dra-test/waits-for-gpus' }).first().waitFor();
-  // A warning recorded later shows up with Refresh.
+  // A warning recorded later shows up without a reload, within 2 s.
   const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   kubectlApply(`apiVersion: v1
 kind: Event
@@ -509,12 +530,32 @@ count: 1
 firstTimestamp: "${now}"
 lastTimestamp: "${now}"
 `);
-  await page.getByRole('button', { name: 'Refresh' }).click();
+  const created = Date.now();
   const row = table.locator('tr[data-event-reason="UiTestWarning"]');
-  await row.waitFor();
+  await row.waitFor({ timeout: 2000 });
+  console.log(`      the new warning event was shown ${Date.now() - created} ms after kubectl created it`);
   expect((await row.getByRole('link', { name: 'Pod dra-test/waits-for-gpus' }).count()) === 1, 'the pod is linked');
+  // Three watches: the ClusterSummary, the unbound pods, the warning events.
+  await new Promise((r) => setTimeout(r, 2000)); // the last page's watches stop after 1.5 s
+  const open = openWatches();
+  expect(open.length <= 4, `the Overview holds at most four watches: ${open.join(' ')}`);
+  expect(open.some((u) => u.startsWith('/api/v1/events?fieldSelector=type=Warning&watch=1')),
+    `warning events are watched: ${open.join(' ')}`);
   await shot('overview-warnings');
   kubectl('delete', 'event', '-n', 'dra-test', 'ui-test-warning');
+});
+
+await step('no page holds more than four watches (six HTTP/1.1 connections per server)', async () => {
+  const held = [];
+  for (const name of ['Overview', 'Device classes', 'Inventory', 'Assignments', 'Pending', 'Quotas', 'Audit']) {
+    await nav(name);
+    // The previous page's watches stop 1.5 s after it is left; this page's have started by then.
+    await new Promise((r) => setTimeout(r, 2500));
+    const open = openWatches();
+    held.push(`${name}: ${open.length}`);
+    expect(open.length <= 4, `${name} holds ${open.length} watches: ${open.join(' ')}`);
+  }
+  console.log(`      watches held: ${held.join(', ')}`);
 });
 
 await step('deleting a class names the claims that use it (claims are read only for that)', async () => {

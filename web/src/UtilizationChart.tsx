@@ -72,7 +72,7 @@ function linesOf(status: UtilizationStatus, groupBy: UtilizationGroupBy): Line[]
   return lines;
 }
 
-export function UtilizationChart({ changeKey }: { changeKey: number }) {
+export function UtilizationChart({ changeKey }: { changeKey: number | string }) {
   const [range, setRange] = useState('1h');
   const [groupBy, setGroupBy] = useState<UtilizationGroupBy>('');
   // The answer with the range and grouping it was asked for (the controls may be ahead of it).

@@ -216,6 +216,7 @@ export const paths = {
   matchReviews: '/apis/admin.quartermaster.io/v1alpha1/devicematchreviews',
   utilizationReviews: '/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews',
   deviceHistoryReviews: '/apis/admin.quartermaster.io/v1alpha1/deviceallocationhistoryreviews',
+  clusterSummaries: '/apis/admin.quartermaster.io/v1alpha1/clustersummaries',
   audit: '/apis/audit.quartermaster.io/v1/events',
   selfSubjectReview: '/apis/authentication.k8s.io/v1/selfsubjectreviews',
   accessReview: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',

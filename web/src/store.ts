@@ -6,7 +6,7 @@
 // arrived. A change signal (useChanges) watches a kind without listing it, for pages that only
 // need to know that something changed (the server-side counts are then asked for again).
 
-import { useEffect, useState, useSyncExternalStore } from 'react';
+import { useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import {
   ApiError,
   K8sObject,
@@ -242,6 +242,48 @@ export function useCollectionSelect<T>(path: string, select: (s: CollectionState
 export function useChanges(path: string): number {
   const c = collection(path, true);
   return useSyncExternalStore(c.subscribe, c.snapshot).version;
+}
+
+// The server's ClusterSummary (admin.quartermaster.io/v1alpha1, one object named `cluster`): node
+// counts by state and, per kind it follows, the resourceVersion of the kind's newest change. One
+// list + watch of it replaces a watch per kind for pages that need counts or change signals only.
+export interface ClusterSummaryStatus {
+  nodes: { total: number; ready: number; notReady: number; unknown: number; unschedulable: number };
+  // resourceVersion of the newest change, by plural: nodes, resourceslices, resourceclaims,
+  // devicetaintrules, deviceclasses.
+  lastChanges: Record<string, string>;
+}
+
+export interface ClusterSummaryState {
+  status: ClusterSummaryStatus | null;
+  error: string;
+}
+
+const selectSummary = (s: CollectionState): ClusterSummaryState => {
+  const status = (s.items[0]?.status as ClusterSummaryStatus | undefined) || null;
+  const last = summaryCache;
+  if (last && last.status === status && last.error === s.error) return last;
+  summaryCache = { status, error: s.error };
+  return summaryCache;
+};
+let summaryCache: ClusterSummaryState | null = null;
+
+export function useClusterSummary(): ClusterSummaryState {
+  return useCollectionSelect(paths.clusterSummaries, selectSummary);
+}
+
+// A number that changes whenever an object of one of the kinds `plurals` names (e.g.
+// 'resourceclaims') is created, changed or deleted, from the ClusterSummary's lastChanges: as
+// useChanges, without a watch of the kinds. The summary's first arrival is no change.
+export function useKindChanges(...plurals: string[]): number {
+  const { status } = useClusterSummary();
+  const key = status ? plurals.map((p) => status.lastChanges?.[p] || '0').join('/') : '';
+  const seen = useRef({ key: '', changes: 0 });
+  if (key !== seen.current.key) {
+    if (seen.current.key !== '') seen.current.changes++;
+    seen.current.key = key;
+  }
+  return seen.current.changes;
 }
 
 // Stops every watch and forgets every object (sign-out).

@@ -19,7 +19,7 @@ import { GuardedButton, Lazy, Link, LoadState, ReadOnlyNotice, toYaml } from '..
 import { classesOfClaim, deviceModel } from '../model';
 import { navigate } from '../router';
 import { useWholePagedCollectionWhen } from '../paged';
-import { useCan, useChanges, useCollection } from '../store';
+import { useCan, useCollection, useKindChanges } from '../store';
 
 const GROUP = 'resource.k8s.io';
 const DEBOUNCE_MS = 350;
@@ -73,9 +73,9 @@ interface Counts {
 
 export function DeviceClassesPage() {
   const classes = useCollection(paths.classes);
-  // Slices and claims only say when to count again: watched, not listed.
-  const slicesChanged = useChanges(paths.slices);
-  const claimsChanged = useChanges(paths.claims);
+  // Slices and claims only say when to count again: neither listed nor watched (the
+  // ClusterSummary's lastChanges say when they change).
+  const devicesChanged = useKindChanges('resourceslices', 'resourceclaims');
   const canCreate = useCan('create', 'deviceclasses', GROUP);
   const [counts, setCounts] = useState<Record<string, Counts>>({});
   const countsRef = useRef<Record<string, Counts>>({});
@@ -115,7 +115,7 @@ export function DeviceClassesPage() {
       superseded.abort();
       window.clearTimeout(timer);
     };
-  }, [classes.loaded, classes.version, slicesChanged, claimsChanged]); // eslint-disable-line
+  }, [classes.loaded, classes.version, devicesChanged]); // eslint-disable-line
 
   return (
     <section aria-labelledby="classes-title">

@@ -1,9 +1,9 @@
 import { lazy, useEffect, useMemo, useRef, useState } from 'react';
-import { K8sObject, UtilizationGroup, errorText, listAll, paths, reviewUtilization, withQuery } from '../api';
+import { K8sObject, UtilizationGroup, errorText, paths, reviewUtilization, withQuery } from '../api';
 import { Lazy, Link, LoadState, age } from '../components';
-import { nodeReady, pendingPods } from '../model';
-import { useTally, useUnboundPods } from '../paged';
-import { useChanges } from '../store';
+import { pendingPods } from '../model';
+import { useUnboundPods } from '../paged';
+import { useClusterSummary, useCollectionWhen, useKindChanges } from '../store';
 
 // uPlot is loaded with the chart, after the counts are on screen.
 const UtilizationChart = lazy(() =>
@@ -11,29 +11,39 @@ const UtilizationChart = lazy(() =>
 );
 
 // Device counts come from the server (a one-bucket UtilizationHistoryReview by model: devices,
-// tainted and allocated now), asked for again when slices or claims change, so the Overview never
-// lists every ResourceSlice of a large fleet.
+// tainted and allocated now), asked for again when slices, claims or taint rules change (the
+// ClusterSummary's lastChanges), so the Overview never lists every ResourceSlice of a large fleet.
 export function useDeviceSummary(changeKey: string) {
   const [groups, setGroups] = useState<UtilizationGroup[] | null>(null);
   const [error, setError] = useState('');
   const last = useRef(0);
+  // Answers apply in the order asked (a newer request does not drop an older answer still on its
+  // way: the first counts are drawn from the first answer, while the change signals arrive).
+  const asked = useRef(0);
+  const applied = useRef(0);
+  const mounted = useRef(true);
   useEffect(() => {
-    let current = true;
+    mounted.current = true;
+    return () => {
+      mounted.current = false;
+    };
+  }, []);
+  useEffect(() => {
     const wait = Math.max(0, last.current + REFRESH_MS - Date.now());
     const timer = window.setTimeout(() => {
       last.current = Date.now();
+      const n = ++asked.current;
+      const fresh = () => mounted.current && n > applied.current;
       reviewUtilization({ range: '1m', step: '1m', groupBy: 'model' })
         .then((s) => {
-          if (!current) return;
+          if (!fresh()) return;
+          applied.current = n;
           setGroups(s.groups);
           setError('');
         })
-        .catch((e) => current && setError(errorText(e)));
+        .catch((e) => fresh() && setError(errorText(e)));
     }, wait);
-    return () => {
-      current = false;
-      window.clearTimeout(timer);
-    };
+    return () => window.clearTimeout(timer);
   }, [changeKey]);
   return { groups, error };
 }
@@ -59,25 +69,11 @@ function involvedLink(o: { kind?: string; namespace?: string; name?: string }): 
 }
 
 // The newest warning events (scheduling failures, objects the server could not decode, ...):
-// listed (page by page) once the counts are on screen, and again with `Refresh`. Not watched: the
-// Overview already holds four watches and browsers open six HTTP/1.1 connections to a server; a
-// fifth watch starved the page's other requests.
+// listed (page by page) once the counts are on screen, then watched (fieldSelector=type=Warning).
+// The Overview holds three watches (the ClusterSummary, unbound pods, these events) of the six
+// HTTP/1.1 connections a browser opens to a server.
 function RecentWarnings({ enabled }: { enabled: boolean }) {
-  const [asked, setAsked] = useState(0);
-  const [events, setEvents] = useState<{ items: K8sObject[]; loaded: boolean; error: string; at: Date | null }>(
-    { items: [], loaded: false, error: '', at: null },
-  );
-  useEffect(() => {
-    if (!enabled) return;
-    // Left or asked again: the answer is dropped (not aborted, so no request fails for it).
-    let current = true;
-    listAll(WARNINGS)
-      .then((list) => current && setEvents({ items: list.items, loaded: true, error: '', at: new Date() }))
-      .catch((e) => current && setEvents((s) => ({ ...s, loaded: true, error: errorText(e) })));
-    return () => {
-      current = false;
-    };
-  }, [enabled, asked]);
+  const events = useCollectionWhen(WARNINGS, enabled);
   const recent = useMemo(() => {
     const sorted = events.items.map((e) => ({ e, t: eventTime(e) }));
     sorted.sort((a, b) => (a.t < b.t ? 1 : a.t > b.t ? -1 : 0));
@@ -86,12 +82,6 @@ function RecentWarnings({ enabled }: { enabled: boolean }) {
   return (
     <section aria-labelledby="warnings-title">
       <h2 id="warnings-title">Recent warning events</h2>
-      <p className="muted">
-        {events.at ? `As of ${events.at.toLocaleTimeString([], { hour12: false })}. ` : ''}
-        <button type="button" className="secondary" onClick={() => setAsked((n) => n + 1)}>
-          Refresh
-        </button>
-      </p>
       <LoadState loaded={events.loaded} error={events.error} />
       {events.loaded && recent.length === 0 && <p>No warning event.</p>}
       {recent.length > 0 && (
@@ -136,21 +126,15 @@ function RecentWarnings({ enabled }: { enabled: boolean }) {
   );
 }
 
-// What the node card counts of each Node (one small record per node is kept, not the Node).
-function nodeLabels(n: K8sObject): string[] {
-  const ready = nodeReady(n);
-  const out = [ready === 'True' ? 'ready' : ready === 'False' ? 'notReady' : 'unknown'];
-  if (n.spec?.unschedulable) out.push('cordoned');
-  return out;
-}
-
 export function OverviewPage() {
-  // Nodes are counted page by page and kept live as counts; only unbound pods are listed.
-  const nodes = useTally(paths.nodes, nodeLabels);
+  // Nodes are counted by the server (the ClusterSummary, watched), whose lastChanges also say
+  // when to ask for the device counts again; only unbound pods are listed.
+  const cluster = useClusterSummary();
+  const nodes = cluster.status?.nodes;
   const pods = useUnboundPods(paths.pods);
-  const slicesChanged = useChanges(paths.slices);
-  const claimsChanged = useChanges(paths.claims);
-  const devices = useDeviceSummary(`${slicesChanged}/${claimsChanged}`);
+  const claimsChanged = useKindChanges('resourceclaims');
+  const devicesChanged = useKindChanges('resourceslices', 'resourceclaims', 'devicetaintrules');
+  const devices = useDeviceSummary(String(devicesChanged));
 
   const summary = useMemo(() => {
     type Counts = { total: number; allocated: number; unhealthy: number; free: number; tainted: number };
@@ -193,12 +177,10 @@ export function OverviewPage() {
       reasons: Array.from(reasons.entries()),
     };
   }, [devices.groups, pods.items]);
-  const count = (label: string) => nodes.counts[label] || 0;
 
-  // The device counts do not wait for the node list: at 5,000 nodes its ten pages arrive after
-  // the counts, and the node card counts them as they come.
+  // The device counts do not wait for the node counts (nor the other way round).
   const loaded = pods.loaded && devices.groups !== null;
-  const error = nodes.error || devices.error || pods.error;
+  const error = cluster.error || devices.error || pods.error;
   return (
     <section aria-labelledby="overview-title">
       <h1 id="overview-title">Overview</h1>
@@ -208,15 +190,15 @@ export function OverviewPage() {
           <dl className="cards">
             <div className="card">
               <dt>Nodes</dt>
-              <dd data-testid="count-nodes" aria-busy={!nodes.complete}>
-                {nodes.loaded ? nodes.total : '…'}
-                {nodes.loaded && !nodes.complete ? '+' : ''}
+              <dd data-testid="count-nodes" aria-busy={!nodes}>
+                {nodes ? nodes.total : '…'}
               </dd>
-              <dd className="sub" data-testid="count-node-states">
-                {nodes.complete ? '' : 'counting so far: '}
-                {count('ready')} ready, {count('notReady')} not ready, {count('unknown')} unknown,{' '}
-                {count('cordoned')} cordoned
-              </dd>
+              {nodes && (
+                <dd className="sub" data-testid="count-node-states">
+                  {nodes.ready} ready, {nodes.notReady} not ready, {nodes.unknown} unknown, {nodes.unschedulable}{' '}
+                  cordoned
+                </dd>
+              )}
             </div>
             <div className="card">
               <dt>Devices</dt>
