@@ -323,9 +323,9 @@ std::vector<model::PolicyRule> ViewRules() {
   }
   // The device-match preview and the utilization history (api/rest/admin_api.h) show only
   // devices, claims and counts that view reads.
-  rules.push_back(
-      Rule({"create"}, {"admin.quartermaster.io"},
-           {"devicematchreviews", "utilizationhistoryreviews", "deviceallocationhistoryreviews"}));
+  rules.push_back(Rule({"create"}, {"admin.quartermaster.io"},
+                       {"devicematchreviews", "utilizationhistoryreviews",
+                        "deviceallocationhistoryreviews", "deviceholderreviews"}));
   // The cluster summary (api/rest/cluster_summary.h): counts of nodes view reads.
   rules.push_back(Rule(ReadVerbs(), {"admin.quartermaster.io"}, {"clustersummaries"}));
   return rules;

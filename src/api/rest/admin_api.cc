@@ -510,7 +510,8 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
   const bool match = path == VersionPath() + "/" + kReviewResource;
   const bool utilization = path == VersionPath() + "/" + kUtilizationResource;
   const bool device_history = path == VersionPath() + "/" + kDeviceHistoryResource;
-  if (match || utilization || device_history) {
+  const bool holders = holders_ != nullptr && path == VersionPath() + "/" + kDeviceHolderResource;
+  if (match || utilization || device_history || holders) {
     if (req.method != "POST") {
       return Error(MakeError(405, "MethodNotAllowed",
                              "the server does not allow this method on the requested resource"));
@@ -519,13 +520,17 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
     if (body.is_discarded() || !body.is_object()) {
       return Error(MakeError(400, "BadRequest", "the request body is not a JSON object"));
     }
-    const char* kind = match ? kReviewKind : utilization ? kUtilizationKind : kDeviceHistoryKind;
+    const char* kind = match         ? kReviewKind
+                       : utilization ? kUtilizationKind
+                       : holders     ? kDeviceHolderKind
+                                     : kDeviceHistoryKind;
     std::vector<std::string> warnings;
     if (auto st = CheckReviewFields(kind, body, req, &warnings); !st.ok()) {
       return Error(MakeError(400, "BadRequest", std::string(st.message())));
     }
     HttpResponse resp = match         ? DeviceMatchReview(body)
                         : utilization ? UtilizationHistoryReview(body)
+                        : holders     ? holders_->Review(body)
                                       : DeviceAllocationHistoryReview(body);
     resp.warnings.insert(resp.warnings.end(), warnings.begin(), warnings.end());
     return resp;

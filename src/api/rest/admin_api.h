@@ -23,6 +23,9 @@
 //     adminAccess), status.events (newest first: time as MicroTime, type Allocated or Released,
 //     claim, shareID, adminAccess), status.truncated, status.start and status.end out. Claim
 //     names come from the claims that still exist; a deleted claim has namespace and uid only.
+//   POST /apis/admin.quartermaster.io/v1alpha1/deviceholderreviews
+//     spec.pools[] {driver, pool} in; who holds each device of those pools now out
+//     (device_holders.h).
 //   GET /apis/admin.quartermaster.io/v1alpha1/clustersummaries (and /cluster, and ?watch=1): node
 //     counts and the last change of the kinds the admin views count (cluster_summary.h).
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
@@ -37,6 +40,7 @@
 #include <string>
 
 #include "api/rest/cluster_summary.h"
+#include "api/rest/device_holders.h"
 #include "api/rest/rest_api.h"
 #include "common/clock.h"
 #include "service/inventory_cache.h"
@@ -53,12 +57,13 @@ bool IsAdminApiPath(const std::string& path);
 // Thread-safe. Keeps the inventory the reviews read between requests (service::InventoryCache).
 class AdminApi {
  public:
-  // Without a hub, clustersummaries are 404.
+  // Without a hub, clustersummaries and deviceholderreviews are 404.
   AdminApi(service::ObjectService& objects, const Clock& clock, service::WatchHub* hub = nullptr)
       : objects_(objects),
         clock_(clock),
         inventories_(objects),
-        summary_(hub == nullptr ? nullptr : std::make_unique<ClusterSummary>(objects, *hub)) {}
+        summary_(hub == nullptr ? nullptr : std::make_unique<ClusterSummary>(objects, *hub)),
+        holders_(hub == nullptr ? nullptr : std::make_unique<DeviceHolders>(objects, *hub)) {}
 
   // 201 with the review; 400 for a body that is not JSON, 422 with field paths for a malformed
   // review, 404 for unknown paths of the group, 405 for other methods; 501 for a utilization
@@ -81,6 +86,7 @@ class AdminApi {
   const Clock& clock_;
   service::InventoryCache inventories_;
   std::unique_ptr<ClusterSummary> summary_;
+  std::unique_ptr<DeviceHolders> holders_;
 };
 
 }  // namespace qm::api

@@ -104,6 +104,8 @@ const std::vector<ReviewResource>& ReviewResources() {
        "utilizationhistoryreview", "UtilizationHistoryReview"},
       {"admin.quartermaster.io", "v1alpha1", "deviceallocationhistoryreviews",
        "deviceallocationhistoryreview", "DeviceAllocationHistoryReview"},
+      {"admin.quartermaster.io", "v1alpha1", "deviceholderreviews", "deviceholderreview",
+       "DeviceHolderReview"},
       {"admin.quartermaster.io",
        "v1alpha1",
        "clustersummaries",

@@ -15,7 +15,8 @@ struct ReviewResource {
   std::vector<std::string> verbs = {"create"};
 };
 // admin.quartermaster.io/v1alpha1: devicematchreviews, utilizationhistoryreviews,
-// deviceallocationhistoryreviews, clustersummaries (api/rest/admin_api.h serves them).
+// deviceallocationhistoryreviews, deviceholderreviews, clustersummaries (api/rest/admin_api.h
+// serves them).
 const std::vector<ReviewResource>& ReviewResources();
 
 // Discovery documents, all derived from model::AllResourceTypes() and ReviewResources().

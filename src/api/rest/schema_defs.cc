@@ -1283,6 +1283,19 @@ std::vector<Def> AdminDefs() {
         Req(Str("device", "The device's name within the pool.")), range,
         Time("start", "The start of the range (RFC 3339); default 7 days ago."),
         I32("limit", "Events listed at most (default 200, at most 5000).")}},
+      review("DeviceHolderReview",
+             "Who holds each device of the given pools now. Create-only; nothing is stored.",
+             "The outcome: devices (driver, pool, device, holders: claim {namespace, name, uid}, "
+             "request, shareID, consumedCapacity, adminAccess, consumers, "
+             "claimCreationTimestamp), sorted by driver, pool and device, and heldDevices."),
+      {"admin.DeviceHolderReviewSpec",
+       kAllShapes,
+       "The pools whose devices to report; none: every held device.",
+       {ListOf("pools", "admin.DevicePool", "Pools, at most 1000.")}},
+      {"admin.DevicePool",
+       kAllShapes,
+       "One pool of one driver.",
+       {Req(Str("driver", "The driver.")), Req(Str("pool", "The pool's name."))}},
       {"admin.ClusterSummary", kAllShapes,
        "Computed, read-only (get, list, watch): one object named cluster with the node counts and "
        "the last change of the kinds the admin views count.",

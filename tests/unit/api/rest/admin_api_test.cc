@@ -138,6 +138,71 @@ TEST_F(AdminApiTest, ClassMatchesExactlyItsDevicesAndShowsWhoHoldsThem) {
   }
 }
 
+// DeviceHolderReview: who holds the devices of the pools asked for, from an index of the
+// allocated claims that follows allocations, shares and releases after its first list.
+TEST_F(AdminApiTest, HolderReviewNamesTheClaimsHoldingThePoolsDevices) {
+  constexpr char kHolders[] = "/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews";
+  auto holders = [&](const json& spec) {
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "DeviceHolderReview"},
+                 {"spec", spec}};
+    return json::parse(Expect(201, "POST", kHolders, body.dump()).body)["status"];
+  };
+  const json pool_a = {
+      {"pools", json::array({{{"driver", "gpu.example.com"}, {"pool", "node-a"}}})}};
+  const json pool_b = {
+      {"pools", json::array({{{"driver", "gpu.example.com"}, {"pool", "node-b"}}})}};
+  json a = holders(pool_a);
+  ASSERT_EQ(a["heldDevices"], 1) << a.dump();
+  const json& d = a["devices"][0];
+  EXPECT_EQ(d["driver"], "gpu.example.com");
+  EXPECT_EQ(d["pool"], "node-a");
+  EXPECT_EQ(d["device"], "gpu-0");
+  ASSERT_EQ(d["holders"].size(), 1u);
+  EXPECT_EQ(d["holders"][0]["claim"]["namespace"], "default");
+  EXPECT_EQ(d["holders"][0]["claim"]["name"], "c1");
+  EXPECT_FALSE(d["holders"][0]["claim"]["uid"].get<std::string>().empty());
+  EXPECT_EQ(d["holders"][0]["request"], "gpu");
+  EXPECT_EQ(d["holders"][0]["consumers"], json::array());
+  EXPECT_EQ(holders(pool_b)["heldDevices"], 0);
+  EXPECT_EQ(holders(json::object())["heldDevices"], 1);  // no pools: every held device
+
+  // A second claim on node-b's gpu-0, reserved for a pod; then c1 released: each review sees
+  // the change it follows (the index was built by the first review).
+  const std::string claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+  json c2 = {{"metadata", {{"name", "c2"}}}};
+  c2["spec"]["devices"]["requests"] =
+      json::array({{{"name", "gpu"}, {"exactly", {{"deviceClassName", "a100"}}}}});
+  Expect(201, "POST", claims, c2.dump());
+  json claim = json::parse(Expect(200, "GET", claims + "/c2").body);
+  claim["status"]["allocation"]["devices"]["results"] = json::array({{{"request", "gpu"},
+                                                                      {"driver", "gpu.example.com"},
+                                                                      {"pool", "node-b"},
+                                                                      {"device", "gpu-0"}}});
+  claim["status"]["reservedFor"] =
+      json::array({{{"resource", "pods"}, {"name", "p1"}, {"uid", "u-p1"}}});
+  Expect(200, "PUT", claims + "/c2/status", claim.dump());
+  json b = holders(pool_b);
+  ASSERT_EQ(b["heldDevices"], 1) << b.dump();
+  EXPECT_EQ(b["devices"][0]["holders"][0]["claim"]["name"], "c2");
+  EXPECT_EQ(b["devices"][0]["holders"][0]["consumers"],
+            json::array({{{"resource", "pods"}, {"name", "p1"}, {"uid", "u-p1"}}}));
+  EXPECT_EQ(holders(json::object())["heldDevices"], 2);
+
+  json c1 = json::parse(Expect(200, "GET", claims + "/c1").body);
+  c1["status"].erase("allocation");
+  Expect(200, "PUT", claims + "/c1/status", c1.dump());
+  EXPECT_EQ(holders(pool_a)["heldDevices"], 0);
+  Expect(200, "DELETE", claims + "/c2");
+  EXPECT_EQ(holders(json::object())["heldDevices"], 0);
+
+  // Malformed: field paths.
+  json bad = {{"kind", "DeviceHolderReview"},
+              {"spec", {{"pools", json::array({{{"driver", "gpu.example.com"}}})}}}};
+  json refused = json::parse(Expect(422, "POST", kHolders, bad.dump()).body);
+  EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.pools[0].pool");
+}
+
 TEST_F(AdminApiTest, SelectorsNarrowTheClassAndWorkWithoutOne) {
   json both = Review({{"className", "a100"},
                       {"selectors",

@@ -109,6 +109,7 @@ TEST_F(RestApiTest, VersionAndDiscovery) {
             (std::set<std::string>{"devicematchreviews DeviceMatchReview",
                                    "utilizationhistoryreviews UtilizationHistoryReview",
                                    "deviceallocationhistoryreviews DeviceAllocationHistoryReview",
+                                   "deviceholderreviews DeviceHolderReview",
                                    "clustersummaries ClusterSummary"}));
   EXPECT_EQ(groups["items"][0]["versions"][0]["version"], "v1");
   bool found_status = false;
