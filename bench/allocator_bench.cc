@@ -30,7 +30,7 @@ model::ResourceSlice NodeSlice(const std::string& node, int devices, int per_roo
     if (per_root > 0) {
       d.attributes["resource.kubernetes.io/pcieRoot"] = "pci000" + std::to_string(i / per_root);
     }
-    d.capacity["memory"] = model::DeviceCapacity{*ParseQuantity("80Gi"), std::nullopt};
+    d.capacity["memory"] = model::DeviceCapacity{*ParseQuantity("80Gi"), nullptr};
     s.devices.push_back(std::move(d));
   }
   return s;

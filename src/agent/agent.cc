@@ -82,7 +82,7 @@ v1::Device DeviceProto(const model::Device& d) {
   for (const auto& [k, c] : d.capacity) {
     v1::Capacity cap;
     cap.set_value(c.value.String());
-    if (c.request_policy.has_value()) {
+    if (c.request_policy != nullptr) {
       auto* p = cap.mutable_request_policy();
       if (c.request_policy->default_value) {
         p->set_default_value(c.request_policy->default_value->String());

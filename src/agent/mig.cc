@@ -46,9 +46,9 @@ model::Device MigDeviceOf(std::string name, const Spec& spec) {
   d.attributes["parentUUID"] = spec.parent_uuid;
   d.attributes["parentIndex"] = spec.parent_index;
   d.attributes["profile"] = spec.profile;
-  d.capacity["memory"] = model::DeviceCapacity{spec.memory, std::nullopt};
+  d.capacity["memory"] = model::DeviceCapacity{spec.memory, nullptr};
   d.capacity["multiprocessors"] =
-      model::DeviceCapacity{Quantity::FromInt(spec.multiprocessors), std::nullopt};
+      model::DeviceCapacity{Quantity::FromInt(spec.multiprocessors), nullptr};
   model::DeviceCounterConsumption use;
   use.counter_set = MigCounterSetName(spec.gpu_name);
   use.counters["memory"] = spec.memory;

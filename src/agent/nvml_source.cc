@@ -530,7 +530,7 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
       d.attributes["minor"] = static_cast<int64_t>(minor);
       d.capacity["memory"] = model::DeviceCapacity{
           Quantity::FromInt(static_cast<int64_t>(memory.total), Quantity::Format::kBinarySI),
-          std::nullopt};
+          nullptr};
       inv.local[d.name] = LocalDevice{uuid, static_cast<int>(index), "", {dev_node}};
       inv.devices.push_back(std::move(d));
       continue;

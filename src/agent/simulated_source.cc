@@ -316,7 +316,7 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
         d.attributes["uuid"] = uuid;
         d.attributes["index"] = static_cast<int64_t>(index);
         d.attributes["minor"] = static_cast<int64_t>(index);
-        d.capacity["memory"] = model::DeviceCapacity{*memory, std::nullopt};
+        d.capacity["memory"] = model::DeviceCapacity{*memory, nullptr};
         inv.local[d.name] = LocalDevice{uuid, index, "", {dev_node}};
         if (!g.unhealthy.empty()) inv.unhealthy[d.name] = g.unhealthy;
         inv.devices.push_back(std::move(d));

@@ -552,14 +552,14 @@ bool Search::CapacityFits(const Req& rq, uint32_t device, std::map<std::string, 
     if (it != rq.spec->capacity_requests.end()) requested = &it->second;
     Quantity amount;
     if (requested != nullptr) {
-      if (cap.request_policy.has_value()) {
+      if (cap.request_policy != nullptr) {
         auto rounded = RoundByPolicy(*cap.request_policy, *requested);
         if (!rounded.has_value()) return false;
         amount = *rounded;
       } else {
         amount = *requested;
       }
-    } else if (cap.request_policy.has_value() && cap.request_policy->default_value.has_value()) {
+    } else if (cap.request_policy != nullptr && cap.request_policy->default_value.has_value()) {
       amount = *cap.request_policy->default_value;
     } else {
       amount = cap.value;

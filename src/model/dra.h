@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -75,7 +76,9 @@ struct CapacityRequestPolicy {
 
 struct DeviceCapacity {
   Quantity value;
-  std::optional<CapacityRequestPolicy> request_policy;
+  // Null when the capacity has none. Shared and immutable: few capacities have a policy, and
+  // inline it would make every device's capacity entry five times larger.
+  std::shared_ptr<const CapacityRequestPolicy> request_policy;
 };
 
 struct DeviceCounterConsumption {

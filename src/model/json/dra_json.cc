@@ -231,7 +231,7 @@ absl::StatusOr<DeviceCapacity> DecodeCapacity(const json& c, const std::string& 
       }
       policy.valid_range = range;
     }
-    out.request_policy = std::move(policy);
+    out.request_policy = std::make_shared<const CapacityRequestPolicy>(std::move(policy));
   }
   return out;
 }
@@ -241,6 +241,7 @@ absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path) {
   QM_RETURN_IF_ERROR(GetString(d, "name", path, out.name));
   if (const json* attrs = Member(d, "attributes")) {
     if (!attrs->is_object()) return TypeError(path + ".attributes", "object");
+    out.attributes.reserve(attrs->size());
     for (const auto& [name, a] : attrs->items()) {
       QM_ASSIGN_OR_RETURN(out.attributes[name],
                           DecodeAttribute(a, absl::StrCat(path, ".attributes[", name, "]")));
@@ -248,6 +249,7 @@ absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path) {
   }
   if (const json* caps = Member(d, "capacity")) {
     if (!caps->is_object()) return TypeError(path + ".capacity", "object");
+    out.capacity.reserve(caps->size());
     for (const auto& [name, c] : caps->items()) {
       QM_ASSIGN_OR_RETURN(out.capacity[name],
                           DecodeCapacity(c, absl::StrCat(path, ".capacity[", name, "]")));

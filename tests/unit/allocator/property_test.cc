@@ -58,7 +58,7 @@ World RandomWorld(std::mt19937& rng) {
         for (int i = 0; i < 1 + pick(2); ++i) links.push_back(pick(3));
         dev.attributes[std::string(kDriver) + "/links"] = links;
       }
-      dev.capacity["mem"] = model::DeviceCapacity{Q(2 + pick(3)), std::nullopt};
+      dev.capacity["mem"] = model::DeviceCapacity{Q(2 + pick(3)), nullptr};
       if (pick(5) == 0) dev.taints.push_back(model::DeviceTaint{"k", "v", "NoSchedule", ""});
       if (pick(6) == 0) dev.taints.push_back(model::DeviceTaint{"info", "", "None", ""});
       if (counters) dev.consumes_counters.push_back({"cs", {{"c", Q(1 + pick(2))}}});
