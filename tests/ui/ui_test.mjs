@@ -330,9 +330,9 @@ await step('Overview counts nodes live without listing nodes or pods: a cordon a
   // and slices and claims are not watched either (the summary says when they change).
   const nodeRequests = requests.urls.filter((u) => /^\/api\/v1\/nodes\b/.test(u));
   expect(nodeRequests.length === 0, `no node is read: ${nodeRequests.join(' ')}`);
-  const summaryWatches = requests.urls.filter((u) =>
-    u.startsWith('/apis/admin.quartermaster.io/v1alpha1/clustersummaries?') && /watch=1/.test(u));
-  expect(summaryWatches.length >= 1, `the ClusterSummary is watched: ${requests.urls.join(' ')}`);
+  const open = openWatches();
+  expect(open.some((u) => u.startsWith('/apis/admin.quartermaster.io/v1alpha1/clustersummaries?watch=1')),
+    `the ClusterSummary is watched: ${open.join(' ')}`);
   const kindWatches = requests.urls.filter((u) =>
     /^\/apis\/resource\.k8s\.io\/v1\/(resourceslices|resourceclaims)\?/.test(u) && /watch=1/.test(u));
   expect(kindWatches.length === 0, `slices and claims are not watched: ${kindWatches.join(' ')}`);
@@ -713,27 +713,6 @@ spec:
 const heldDevices = (ns, claim) => kubectl('get', 'resourceclaim', '-n', ns, claim, '-o',
   'jsonpath={range .status.allocation.devices.results[*]}{.driver}/{.pool}/{.device}{" "}{end}').trim().split(/\s+/).filter(Boolean);
 
-await step('Inventory: MIG partitions drawn inside their GPU with the counters consumed', async () => {
-  kubectlApply(MIG_INVENTORY);
-  kubectlApply(MIG_CLAIM);
-  const held = await eventually(() => heldDevices('mig-test', 'mig-claim').length === 2);
-  expect(held === true, 'kubectl shows the MIG claim allocated');
-  await nav('Inventory');
-  await page.getByRole('button', { name: 'mig-node', exact: true }).click();
-  const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
-  await gpu.getByText('4 partitions, 2 in use', { exact: false }).waitFor();
-  const uses = await eventually(async () => {
-    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
-    return t === 'compute-slices 4/7 | memory 50Gi/80Gi' || t;
-  });
-  expect(uses === true, `counters: ${uses}`);
-  expect((await gpu.locator('tr[data-device]').count()) === 4, 'four partitions inside the GPU');
-  expect((await page.locator('#node-mig-node tr[data-device]').count()) === 4, 'no partition outside it');
-  const meter = gpu.locator('[data-counter="compute-slices"] meter');
-  expect((await meter.getAttribute('value')) === '4' && (await meter.getAttribute('max')) === '7', 'the meter shows 4 of 7');
-  await shot('inventory-mig');
-});
-
 const MIG_CLAIM_2 = `apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: mig-claim-2, namespace: mig-test}
@@ -756,6 +735,44 @@ spec:
     image: busybox
     resources: {claims: [{name: mig}]}
 `;
+
+await step('Inventory: MIG partitions drawn inside their GPU with the counters consumed', async () => {
+  kubectlApply(MIG_INVENTORY);
+  kubectlApply(MIG_CLAIM);
+  const held = await eventually(() => heldDevices('mig-test', 'mig-claim').length === 2);
+  expect(held === true, 'kubectl shows the MIG claim allocated');
+  const requests = recordRequests();
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'mig-node', exact: true }).click();
+  const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
+  await gpu.getByText('4 partitions, 2 in use', { exact: false }).waitFor();
+  const uses = await eventually(async () => {
+    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return t === 'compute-slices 4/7 | memory 50Gi/80Gi' || t;
+  });
+  expect(uses === true, `counters: ${uses}`);
+  expect((await gpu.locator('tr[data-device]').count()) === 4, 'four partitions inside the GPU');
+  expect((await page.locator('#node-mig-node tr[data-device]').count()) === 4, 'no partition outside it');
+  const meter = gpu.locator('[data-counter="compute-slices"] meter');
+  expect((await meter.getAttribute('value')) === '4' && (await meter.getAttribute('max')) === '7', 'the meter shows 4 of 7');
+  await shot('inventory-mig');
+  // Live, without a claim read: a third partition allocated and released while the page is open.
+  const inUse = (n) => gpu.getByText(`4 partitions, ${n} in use`, { exact: false });
+  kubectlApply(MIG_CLAIM_2.replaceAll('mig-claim-2', 'mig-live').replaceAll('mig-pod-2', 'mig-live-pod'));
+  const t0 = Date.now();
+  await inUse(3).waitFor();
+  console.log(`      Inventory showed the third partition in use ${Date.now() - t0} ms after kubectl applied its claim and pod`);
+  kubectl('delete', 'pod', '-n', 'mig-test', 'mig-live-pod', '--grace-period=0', '--force', '--wait=false');
+  kubectl('delete', 'resourceclaim', '-n', 'mig-test', 'mig-live', '--wait=false');
+  await inUse(2).waitFor();
+  requests.stop();
+  const claimReads = requests.urls.filter((u) => u.startsWith('/apis/resource.k8s.io/v1/resourceclaims'));
+  expect(claimReads.length === 0, `Inventory reads no ResourceClaim: ${claimReads.join(' ')}`);
+  expect(requests.urls.some((u) => u.startsWith('/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews')),
+    'the holders come from DeviceHolderReviews');
+  const gone = await eventually(() => !kubectl('get', 'resourceclaims', '-n', 'mig-test', '-o', 'name').includes('/mig-live'));
+  expect(gone === true, 'kubectl shows mig-live deleted');
+});
 
 await step('Assignments by device: who holds each device now, and the changes seen live', async () => {
   const seedDevice = heldDevices('dra-test', 'gpu-claim');

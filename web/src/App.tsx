@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { clearToken, errorText, getToken, onUnauthorized, setToken, whoAmI } from './api';
 import { Link } from './components';
 import { navigate, usePath } from './router';
+import { resetHolders } from './holders';
 import { resetPaged } from './paged';
 import { resetCollections } from './store';
 import { AssignmentsPage } from './pages/Assignments';
@@ -67,6 +68,7 @@ export function App() {
     clearToken();
     resetCollections();
     resetPaged();
+    resetHolders();
     setUser(null);
     setMessage(why);
   }, []);

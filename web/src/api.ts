@@ -217,6 +217,7 @@ export const paths = {
   utilizationReviews: '/apis/admin.quartermaster.io/v1alpha1/utilizationhistoryreviews',
   deviceHistoryReviews: '/apis/admin.quartermaster.io/v1alpha1/deviceallocationhistoryreviews',
   clusterSummaries: '/apis/admin.quartermaster.io/v1alpha1/clustersummaries',
+  deviceHolderReviews: '/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews',
   audit: '/apis/audit.quartermaster.io/v1/events',
   selfSubjectReview: '/apis/authentication.k8s.io/v1/selfsubjectreviews',
   accessReview: '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',

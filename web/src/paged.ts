@@ -132,6 +132,9 @@ class PagedCollection {
     this.abort = null;
     this.loading = false;
     this.publisher.cancel();
+    // A page that shows the kind again later renders once before it subscribes: it must not see
+    // the objects of this run as a current, complete list (they stopped being watched).
+    this.state = { ...NOT_ASKED, version: this.state.version + 1 };
   }
 
   private publish(now = false): void {
@@ -229,7 +232,9 @@ class PagedCollection {
         this.complete = false;
         this.loading = false;
         this.membershipChanged = true;
-        this.state = { ...this.state, loaded: false };
+        // Nothing of an earlier start is shown as current (a page left and opened again later
+        // would otherwise see the old objects as a complete list until the first page arrives).
+        this.state = { ...NOT_ASKED, version: this.state.version + 1 };
         let rv = await this.nextPage(abort.signal);
         let relist = false;
         while (!abort.signal.aborted && !relist) {

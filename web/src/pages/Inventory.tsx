@@ -37,7 +37,6 @@ import {
   Holder,
   RuleTaint,
   Taint,
-  allocationsFor,
   counterSetsOf,
   devicesOf,
   formatQuantityLike,
@@ -46,13 +45,8 @@ import {
   ruleTaintsOf,
   taintRuleName,
 } from '../model';
-import {
-  useNodeSliceChanges,
-  useNodeSlices,
-  usePagedCollection,
-  usePagedSelect,
-  useWholePagedCollectionWhen,
-} from '../paged';
+import { useHeldCount, useHolders } from '../holders';
+import { useNodeSliceChanges, useNodeSlices, usePagedCollection } from '../paged';
 import { Permission, useCan, useCollection } from '../store';
 import { VirtualTable } from '../VirtualTable';
 import { useDeviceSummary } from './Overview';
@@ -619,8 +613,9 @@ const NODE_COLUMNS = 7;
 
 // One node's row (and its details when open). Memoized on stable props: an event for another
 // node, or a page load, does not re-render it. Its devices come from its own ResourceSlices
-// (asked for when the row is first drawn), its "in use" count from the claims, selected as a
-// number so that a claim elsewhere does not re-render it.
+// (asked for when the row is first drawn), its "in use" count from the holders of its pools (the
+// server's DeviceHolderReview), selected as a number so that a claim elsewhere does not re-render
+// it.
 const NodeItem = memo(function NodeItem({
   node,
   index,
@@ -652,8 +647,8 @@ const NodeItem = memo(function NodeItem({
     [own.items, unbound.items, name],
   );
   const counterSets = useMemo(() => counterSetsOf(own.items), [own.items]);
-  // (-1 until every claim has arrived: a count from some of them would be wrong)
-  const used = usePagedSelect(paths.claims, (s) => (s.complete ? heldCount(s.items, all) : -1));
+  // (-1 until its pools' holders have arrived)
+  const used = useHeldCount(all);
   const list = useMemo(() => (matched ? all.filter((d) => matched.has(d.id)) : all), [all, matched]);
   const ready = nodeReady(node);
   const cordoned = !!node.spec?.unschedulable;
@@ -737,6 +732,7 @@ const NodeItem = memo(function NodeItem({
 function UnboundDevices({ matched }: { matched: Set<string> | null }) {
   const slices = useNodeSlices(paths.slices, '');
   const all = useMemo(() => devicesOf(slices.items).filter((d) => d.node === ''), [slices.items]);
+  useHeldCount(all); // their holders, while drawn
   const sets = useMemo(() => counterSetsOf(slices.items).filter((s) => s.node === ''), [slices.items]);
   const list = useMemo(() => (matched ? all.filter((d) => matched.has(d.id)) : all), [all, matched]);
   if (!list.length && (matched || !sets.length)) return null;
@@ -765,9 +761,8 @@ const NODES_HEAD = (
 export function InventoryPage({ node: openNode }: { node?: string }) {
   // Nodes page by page as the table scrolls; each drawn node's slices when it is drawn.
   const nodes = usePagedCollection(paths.nodes);
-  // Every claim (a drawn device may be held by any), page by page once the first nodes are drawn,
-  // so that they do not delay the first rows.
-  const claims = useWholePagedCollectionWhen(paths.claims, nodes.loaded);
+  // Who holds the drawn nodes' devices: the server's DeviceHolderReview for their pools, asked
+  // again when the ClusterSummary says a claim changed (no claim is listed or watched).
   const slicesChanged = useNodeSliceChanges(paths.slices);
   // The device total is the server's count (the same review as the Overview's).
   const summary = useDeviceSummary(String(slicesChanged));
@@ -783,7 +778,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
   const [actionError, setActionError] = useState('');
   const [formFor, setFormFor] = useState('');
 
-  const allocations = useMemo(() => allocationsFor(claims.items), [claims.items]);
+  const { allocations, error: holdersError } = useHolders();
 
   const celExpression = celOpen ? cel : '';
   // Any slice change may change the matches.
@@ -943,7 +938,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
           {actionError}
         </p>
       )}
-      <LoadState loaded={nodes.loaded} error={nodes.error || claims.error} />
+      <LoadState loaded={nodes.loaded} error={nodes.error || holdersError} />
       {nodes.loading && (
         <p className="loading" role="status" data-testid="inventory-loading">
           Loading more nodes: {nodes.items.length} so far…
@@ -991,10 +986,4 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
 
 const nodeKey = (n: K8sObject) => n.metadata.name;
 
-// How many of `devices` the claims hold now.
-function heldCount(claims: K8sObject[], devices: DeviceRow[]): number {
-  const held = allocationsFor(claims);
-  let n = 0;
-  for (const d of devices) if (held.has(d.id)) n++;
-  return n;
-}
+

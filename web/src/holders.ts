@@ -1,0 +1,209 @@
+// Who holds which devices now, for the pools the drawn rows show: the server's DeviceHolderReview
+// (admin.quartermaster.io/v1alpha1) asked for those pools only, and again for every pool in use
+// when the ClusterSummary says a ResourceClaim changed. No ResourceClaim is listed or watched:
+// Kubernetes has no field selector that finds the claims holding given devices, and reading every
+// claim to show twenty nodes' holders was most of the Inventory's bytes at 5,000 claims.
+
+import { useEffect, useMemo, useSyncExternalStore } from 'react';
+import { Json, errorText, paths, request } from './api';
+import { Holder } from './model';
+import { Debounce, useKindChanges } from './store';
+
+export interface HeldDevice {
+  driver: string;
+  pool: string;
+  device: string;
+  holders: {
+    claim: { namespace: string; name: string; uid: string };
+    request: string;
+    shareID?: string;
+    consumedCapacity?: Record<string, string>;
+    adminAccess?: boolean;
+    consumers: { resource: string; name: string; uid?: string }[];
+    claimCreationTimestamp?: string;
+  }[];
+}
+
+// One review: the devices held now in `pools` ("driver/pool"; none: every held device).
+export async function reviewHolders(pools: string[] | null): Promise<HeldDevice[]> {
+  const spec: Json = {};
+  if (pools) {
+    spec.pools = pools.map((p) => {
+      const slash = p.indexOf('/');
+      return { driver: p.slice(0, slash), pool: p.slice(slash + 1) };
+    });
+  }
+  const r = await request(paths.deviceHolderReviews, {
+    method: 'POST',
+    body: { apiVersion: 'admin.quartermaster.io/v1alpha1', kind: 'DeviceHolderReview', spec },
+  });
+  return (r?.status?.devices || []) as HeldDevice[];
+}
+
+// The holders as the device rows show them (admin access is not holding).
+export function holdersOf(d: HeldDevice): Holder[] {
+  return d.holders
+    .filter((h) => !h.adminAccess)
+    .map((h) => ({
+      claim: `${h.claim.namespace}/${h.claim.name}`,
+      request: h.request,
+      shareId: h.shareID,
+      consumedCapacity: h.consumedCapacity,
+    }));
+}
+
+function sameHolders(a: Holder[], b: Holder[]): boolean {
+  return (
+    a.length === b.length &&
+    a.every(
+      (h, i) =>
+        h.claim === b[i].claim &&
+        h.request === b[i].request &&
+        h.shareId === b[i].shareId &&
+        JSON.stringify(h.consumedCapacity) === JSON.stringify(b[i].consumedCapacity),
+    )
+  );
+}
+
+const MAX_POOLS = 1000; // per review (the server's limit)
+
+export interface HoldersState {
+  // driver/pool/device -> the claims holding it now, for the pools asked for so far.
+  allocations: Map<string, Holder[]>;
+  // The pools whose holders have arrived.
+  known: ReadonlySet<string>;
+  error: string;
+}
+
+class HolderStore {
+  private readonly wanted = new Map<string, number>(); // pool -> rows that show it
+  private readonly pools = new Map<string, Map<string, Holder[]>>(); // pool -> device -> holders
+  private readonly missing = new Set<string>(); // wanted, not yet asked for
+  private readonly listeners = new Set<() => void>();
+  private state: HoldersState = { allocations: new Map(), known: new Set(), error: '' };
+  private readonly asker = new Debounce(30);
+  private refreshAll = false;
+  private busy = false;
+  private generation = 0;
+
+  subscribe = (l: () => void) => {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  };
+
+  snapshot = () => this.state;
+
+  want(pools: string[]): () => void {
+    for (const p of pools) {
+      const n = this.wanted.get(p) || 0;
+      this.wanted.set(p, n + 1);
+      if (n === 0 && !this.pools.has(p)) this.missing.add(p);
+    }
+    if (this.missing.size) this.asker.schedule(() => void this.ask());
+    return () => {
+      for (const p of pools) {
+        const n = (this.wanted.get(p) || 1) - 1;
+        if (n > 0) {
+          this.wanted.set(p, n);
+        } else {
+          // Forgotten: a later row asks again (its holders may have changed meanwhile).
+          this.wanted.delete(p);
+          this.missing.delete(p);
+          this.pools.delete(p);
+        }
+      }
+    };
+  }
+
+  // Claims changed: every pool in use is asked for again.
+  claimsChanged(): void {
+    this.refreshAll = true;
+    this.asker.schedule(() => void this.ask());
+  }
+
+  reset(): void {
+    this.generation++;
+    this.busy = false;
+    this.refreshAll = false;
+    this.wanted.clear();
+    this.pools.clear();
+    this.missing.clear();
+    this.state = { allocations: new Map(), known: new Set(), error: '' };
+  }
+
+  // One review at a time: what changed while one was out is asked for right after it.
+  private async ask(): Promise<void> {
+    if (this.busy) return;
+    const asked = this.refreshAll ? [...this.wanted.keys()] : [...this.missing];
+    this.refreshAll = false;
+    this.missing.clear();
+    if (asked.length === 0) return;
+    this.busy = true;
+    const generation = this.generation;
+    try {
+      for (let i = 0; i < asked.length; i += MAX_POOLS) {
+        const chunk = asked.slice(i, i + MAX_POOLS);
+        const devices = await reviewHolders(chunk);
+        if (generation !== this.generation) return;
+        const fresh = new Map<string, Map<string, Holder[]>>();
+        for (const p of chunk) fresh.set(p, new Map());
+        for (const d of devices) {
+          const pool = `${d.driver}/${d.pool}`;
+          const id = `${pool}/${d.device}`;
+          const holders = holdersOf(d);
+          if (holders.length === 0) continue;
+          const before = this.pools.get(pool)?.get(id);
+          fresh.get(pool)?.set(id, before && sameHolders(before, holders) ? before : holders);
+        }
+        for (const [p, m] of fresh) if (this.wanted.has(p)) this.pools.set(p, m);
+      }
+      this.publish('');
+    } catch (e) {
+      if (generation !== this.generation) return;
+      for (const p of asked) if (this.wanted.has(p) && !this.pools.has(p)) this.missing.add(p);
+      this.publish(errorText(e));
+    } finally {
+      if (generation === this.generation) this.busy = false;
+      if (this.refreshAll || this.missing.size) this.asker.schedule(() => void this.ask());
+    }
+  }
+
+  private publish(error: string): void {
+    const allocations = new Map<string, Holder[]>();
+    for (const m of this.pools.values()) for (const [id, h] of m) allocations.set(id, h);
+    this.state = { allocations, known: new Set(this.pools.keys()), error };
+    for (const l of this.listeners) l();
+  }
+}
+
+const store = new HolderStore();
+
+// The holders of the pools of the rows drawn now. `claimsChanged` (useKindChanges on
+// resourceclaims, which a page calls once) asks for every pool in use again.
+export function useHolders(): HoldersState {
+  const changes = useKindChanges('resourceclaims');
+  useEffect(() => {
+    if (changes > 0) store.claimsChanged();
+  }, [changes]);
+  return useSyncExternalStore(store.subscribe, store.snapshot);
+}
+
+// Asks for the holders of the pools of `devices` while the calling row is drawn; how many of
+// them are held (-1 until every pool's holders have arrived).
+export function useHeldCount(devices: { id: string; driver: string; pool: string }[]): number {
+  const pools = useMemo(() => [...new Set(devices.map((d) => `${d.driver}/${d.pool}`))].sort(), [devices]);
+  const key = pools.join('\n');
+  useEffect(() => (pools.length ? store.want(pools) : undefined), [key]); // eslint-disable-line
+  return useSyncExternalStore(store.subscribe, () => {
+    const s = store.snapshot();
+    if (!pools.every((p) => s.known.has(p))) return -1;
+    let n = 0;
+    for (const d of devices) if (s.allocations.has(d.id)) n++;
+    return n;
+  });
+}
+
+// Sign-out.
+export function resetHolders(): void {
+  store.reset();
+}
