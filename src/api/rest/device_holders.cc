@@ -30,6 +30,7 @@ struct Hold {
 // What the index keeps of an allocated claim.
 struct ClaimHolds {
   std::string namespace_, name, uid, created;
+  std::string node;  // the one node the allocation's node selector names, if it names one
   json consumers = json::array();  // status.reservedFor
   std::vector<Hold> holds;
 };
@@ -62,6 +63,22 @@ std::shared_ptr<const ClaimHolds> HoldsOf(const model::Object& claim) {
   out->uid = claim.meta.uid;
   if (claim.meta.creation_timestamp.time_since_epoch().count() != 0) {
     out->created = FormatRfc3339(claim.meta.creation_timestamp);
+  }
+  // A node-local allocation's node selector names its node (matchFields metadata.name).
+  const json selector = allocation.value("nodeSelector", json());
+  const json terms = selector.is_object() ? selector.value("nodeSelectorTerms", json()) : json();
+  if (terms.is_array()) {
+    for (const json& t : terms) {
+      const json fields = t.is_object() ? t.value("matchFields", json()) : json();
+      if (!fields.is_array()) continue;
+      for (const json& f : fields) {
+        const json values = f.is_object() ? f.value("values", json()) : json();
+        if (Str(f, "key") == "metadata.name" && values.is_array() && values.size() == 1 &&
+            values[0].is_string()) {
+          out->node = values[0].get<std::string>();
+        }
+      }
+    }
   }
   const json reserved = status.value("reservedFor", json());
   if (reserved.is_array()) {
@@ -240,6 +257,7 @@ HttpResponse DeviceHolders::Review(const json& body) {
       if (!h.consumed.is_null()) holder["consumedCapacity"] = h.consumed;
       if (h.admin_access) holder["adminAccess"] = true;
       if (!c->created.empty()) holder["claimCreationTimestamp"] = c->created;
+      if (!c->node.empty()) holder["nodeName"] = c->node;
       json& list = devices[{h.driver, h.pool, h.device}];
       if (list.is_null()) list = json::array();
       list.push_back(std::move(holder));

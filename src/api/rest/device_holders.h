@@ -8,7 +8,8 @@
 //     spec.pools[] {driver, pool} (at most 1000; absent or empty: every held device) in;
 //     201 with status.devices[] (driver, pool, device, holders[]: claim {namespace, name, uid},
 //     request, shareID, consumedCapacity, adminAccess, consumers [{resource, name, uid}] (the
-//     claim's status.reservedFor), claimCreationTimestamp), sorted by driver, pool, device, and
+//     claim's status.reservedFor), claimCreationTimestamp, nodeName (the node the allocation's
+//     node selector names, when it names one)), sorted by driver, pool, device, and
 //     status.heldDevices out. Nothing is stored.
 // The holders come from an index of the allocated claims kept from the watch hub's change feed
 // by one in-process watcher (started by the first review with one list of the claims, a claim's

@@ -1287,7 +1287,8 @@ std::vector<Def> AdminDefs() {
              "Who holds each device of the given pools now. Create-only; nothing is stored.",
              "The outcome: devices (driver, pool, device, holders: claim {namespace, name, uid}, "
              "request, shareID, consumedCapacity, adminAccess, consumers, "
-             "claimCreationTimestamp), sorted by driver, pool and device, and heldDevices."),
+             "claimCreationTimestamp, nodeName), sorted by driver, pool and device, and "
+             "heldDevices."),
       {"admin.DeviceHolderReviewSpec",
        kAllShapes,
        "The pools whose devices to report; none: every held device.",

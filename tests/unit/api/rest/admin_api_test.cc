@@ -181,10 +181,15 @@ TEST_F(AdminApiTest, HolderReviewNamesTheClaimsHoldingThePoolsDevices) {
                                                                       {"device", "gpu-0"}}});
   claim["status"]["reservedFor"] =
       json::array({{{"resource", "pods"}, {"name", "p1"}, {"uid", "u-p1"}}});
+  claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"] = json::array(
+      {{{"matchFields",
+         json::array({{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"node-b"}}}})}}});
   Expect(200, "PUT", claims + "/c2/status", claim.dump());
   json b = holders(pool_b);
   ASSERT_EQ(b["heldDevices"], 1) << b.dump();
   EXPECT_EQ(b["devices"][0]["holders"][0]["claim"]["name"], "c2");
+  EXPECT_EQ(b["devices"][0]["holders"][0]["nodeName"], "node-b");
+  EXPECT_FALSE(a["devices"][0]["holders"][0].contains("nodeName"));
   EXPECT_EQ(b["devices"][0]["holders"][0]["consumers"],
             json::array({{{"resource", "pods"}, {"name", "p1"}, {"uid", "u-p1"}}}));
   EXPECT_EQ(holders(json::object())["heldDevices"], 2);
