@@ -781,6 +781,8 @@ await step('Assignments by device: who holds each device now, and the changes se
   expect(migDevices.length === 2, `the MIG claim holds ${migDevices}`);
   await nav('Assignments');
   await page.getByRole('group', { name: 'View' }).getByRole('button', { name: 'By device' }).click();
+  await page.waitForTimeout(1600); // By claim's claims stop being watched 1.5 s after it is left
+  const requests = recordRequests();
   await page.getByTestId('device-count').filter({ hasText: /^3 of 22 devices held; 3 shown$/ }).waitFor();
   const row = page.locator(`tr[data-device="${seedDevice[0]}"]`);
   const holder = row.locator('[data-holder="dra-test/gpu-claim"]');
@@ -808,6 +810,11 @@ await step('Assignments by device: who holds each device now, and the changes se
   await r.getByTestId('history').filter({ hasText: /^\d\d:\d\d:\d\d allocated to mig-test\/mig-claim-2$/ }).waitFor();
   expect((await r.locator('[data-holder="mig-test/mig-claim-2"]').textContent()).includes('pods mig-pod-2'), 'held by mig-pod-2');
   expect((await page.getByTestId('history').count()) === 1, 'the other devices did not change');
+  requests.stop();
+  const claimReads = requests.urls.filter((u) => u.startsWith('/apis/resource.k8s.io/v1/resourceclaims'));
+  expect(claimReads.length === 0, `By device reads no ResourceClaim: ${claimReads.join(' ')}`);
+  expect(!openWatches().some((u) => u.startsWith('/apis/resource.k8s.io/v1/resourceclaims')),
+    `no claim watch is open: ${openWatches().join(' ')}`);
   await shot('assignments-by-device');
   // The GPU's counters follow (Inventory, live).
   await nav('Inventory');

@@ -4,7 +4,7 @@
 // Kubernetes has no field selector that finds the claims holding given devices, and reading every
 // claim to show twenty nodes' holders was most of the Inventory's bytes at 5,000 claims.
 
-import { useEffect, useMemo, useSyncExternalStore } from 'react';
+import { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 import { Json, errorText, paths, request } from './api';
 import { Holder } from './model';
 import { Debounce, useKindChanges } from './store';
@@ -21,6 +21,7 @@ export interface HeldDevice {
     adminAccess?: boolean;
     consumers: { resource: string; name: string; uid?: string }[];
     claimCreationTimestamp?: string;
+    nodeName?: string;
   }[];
 }
 
@@ -49,6 +50,9 @@ export function holdersOf(d: HeldDevice): Holder[] {
       request: h.request,
       shareId: h.shareID,
       consumedCapacity: h.consumedCapacity,
+      pods: h.consumers.filter((c) => !c.resource || c.resource === 'pods').map((c) => c.name),
+      claimCreated: h.claimCreationTimestamp,
+      node: h.nodeName,
     }));
 }
 
@@ -60,6 +64,9 @@ function sameHolders(a: Holder[], b: Holder[]): boolean {
         h.claim === b[i].claim &&
         h.request === b[i].request &&
         h.shareId === b[i].shareId &&
+        h.claimCreated === b[i].claimCreated &&
+        h.node === b[i].node &&
+        (h.pods || []).join(',') === (b[i].pods || []).join(',') &&
         JSON.stringify(h.consumedCapacity) === JSON.stringify(b[i].consumedCapacity),
     )
   );
@@ -206,4 +213,49 @@ export function useHeldCount(devices: { id: string; driver: string; pool: string
 // Sign-out.
 export function resetHolders(): void {
   store.reset();
+}
+
+export interface AllHoldersState {
+  allocations: Map<string, Holder[]>; // every held device -> its holders
+  loaded: boolean;
+  error: string;
+}
+
+// Every device held now (one DeviceHolderReview without pools: its size is the held devices, not
+// the claims), asked again when the ClusterSummary says a claim changed, while `enabled`. A
+// device whose holders did not change keeps the same array (its memoized row does not re-render).
+export function useAllHolders(enabled: boolean): AllHoldersState {
+  const changes = useKindChanges('resourceclaims');
+  const [state, setState] = useState<AllHoldersState>({ allocations: new Map(), loaded: false, error: '' });
+  const asked = useRef(0);
+  const applied = useRef(0); // answers apply in the order asked; none after the page is left
+  const mounted = useRef(true);
+  useEffect(() => {
+    mounted.current = true;
+    return () => {
+      mounted.current = false;
+    };
+  }, []);
+  useEffect(() => {
+    if (!enabled) return;
+    const n = ++asked.current;
+    reviewHolders(null)
+      .then((devices) => {
+        if (!mounted.current || n <= applied.current) return;
+        applied.current = n;
+        setState((s) => {
+          const allocations = new Map<string, Holder[]>();
+          for (const d of devices) {
+            const id = `${d.driver}/${d.pool}/${d.device}`;
+            const holders = holdersOf(d);
+            if (holders.length === 0) continue;
+            const before = s.allocations.get(id);
+            allocations.set(id, before && sameHolders(before, holders) ? before : holders);
+          }
+          return { allocations, loaded: true, error: '' };
+        });
+      })
+      .catch((e) => mounted.current && n > applied.current && setState((s) => ({ ...s, loaded: true, error: errorText(e) })));
+  }, [enabled, changes]);
+  return state;
 }

@@ -82,6 +82,10 @@ export interface Holder {
   request: string;
   shareId?: string;
   consumedCapacity?: Record<string, string>;
+  // From a DeviceHolderReview: the claim's consumer pods, creation time and allocation node.
+  pods?: string[];
+  claimCreated?: string;
+  node?: string;
 }
 
 // driver/pool/device -> the claims holding it now.

@@ -539,6 +539,20 @@ export function usePagedCollection(path: string): PagedCollectionView {
 }
 
 const NOT_ASKED: PagedState = { items: [], loaded: false, complete: false, loading: false, error: '', version: 0 };
+const NO_MORE = () => {};
+const NO_ALL = () => () => {};
+
+// usePagedCollection while `enabled` (read and watched only then); an empty view else.
+export function usePagedCollectionWhen(path: string, enabled: boolean): PagedCollectionView {
+  const c = paged(path);
+  const state = useSyncExternalStore(
+    enabled ? c.subscribe : NO_SUBSCRIPTION,
+    enabled ? c.snapshot : NOT_ASKED_SNAPSHOT,
+  );
+  return enabled
+    ? { ...state, loadMore: c.loadMore, wantAll: c.wantAll }
+    : { ...state, loadMore: NO_MORE, wantAll: NO_ALL };
+}
 const NO_SUBSCRIPTION = () => () => {};
 const NOT_ASKED_SNAPSHOT = () => NOT_ASKED;
 

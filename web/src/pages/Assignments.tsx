@@ -9,8 +9,9 @@ import {
   reviewDeviceHistory,
 } from '../api';
 import { Badge, Link, LoadState, age } from '../components';
-import { DeviceRow, Holder, allocationNode, allocationsFor, devicesOf } from '../model';
-import { useNodeSliceChanges, useNodeSlices, usePagedCollection, usePagedSelect } from '../paged';
+import { useAllHolders } from '../holders';
+import { DeviceRow, Holder, allocationNode, devicesOf } from '../model';
+import { useNodeSliceChanges, useNodeSlices, usePagedCollectionWhen } from '../paged';
 import { useCollectionWhen } from '../store';
 import { VirtualTable } from '../VirtualTable';
 import { useDeviceSummary } from './Overview';
@@ -24,8 +25,9 @@ interface LogEntry {
 
 const LOG_MAX = 1000;
 
-// Allocations and releases seen live (from the claims' watch) while the page is open; the
-// recorded history of a device comes from DeviceAllocationHistoryReview (DeviceHistory below).
+// Allocations and releases seen live (the holders, asked for again on each claim change) while the
+// page is open; the recorded history of a device comes from DeviceAllocationHistoryReview
+// (DeviceHistory below).
 function useAllocationLog(allocations: Map<string, Holder[]>, ready: boolean): LogEntry[] {
   const previous = useRef<Map<string, Set<string>> | null>(null);
   const [log, setLog] = useState<LogEntry[]>([]);
@@ -137,27 +139,9 @@ function DeviceHistory({ device }: { device: DeviceRow }) {
   );
 }
 
-const podsOf = (c?: K8sObject): string[] =>
-  (c?.status?.reservedFor || [])
-    .filter((r: Json) => !r.resource || r.resource === 'pods')
-    .map((r: Json) => r.name);
-
-const claimIndex = new WeakMap<K8sObject[], Map<string, K8sObject>>();
-
-// namespace/name -> claim, once per published list of claims.
-function claimsByKeyFor(claims: K8sObject[]): Map<string, K8sObject> {
-  let m = claimIndex.get(claims);
-  if (!m) {
-    m = new Map(claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
-    claimIndex.set(claims, m);
-  }
-  return m;
-}
-
-// One holder of a device: re-renders when its own claim changes only.
+// One holder of a device (with its pods and claim time, from the DeviceHolderReview).
 function HolderItem({ h }: { h: Holder }) {
-  const c = usePagedSelect(paths.claims, (s) => claimsByKeyFor(s.items).get(h.claim));
-  const pods = podsOf(c);
+  const pods = h.pods || [];
   return (
     <li data-holder={h.claim}>
       <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge>
@@ -171,9 +155,7 @@ function HolderItem({ h }: { h: Holder }) {
         ))}
       <div>
         {pods.length ? `pods ${pods.join(', ')}` : 'no pod uses it'}
-        {c?.metadata.creationTimestamp && (
-          <span className="muted">; claim created {age(c.metadata.creationTimestamp)} ago</span>
-        )}
+        {h.claimCreated && <span className="muted">; claim created {age(h.claimCreated)} ago</span>}
       </div>
     </li>
   );
@@ -279,7 +261,6 @@ const BY_DEVICE_HEAD = (
 function ByDevice({
   devices,
   total,
-  claims,
   allocations,
   log,
   filter,
@@ -288,14 +269,12 @@ function ByDevice({
 }: {
   devices: DeviceRow[];
   total: number | undefined; // every device of the inventory
-  claims: K8sObject[];
   allocations: Map<string, Holder[]>;
   log: LogEntry[];
   filter: string;
   heldOnly: boolean;
   setHeldOnly: (heldOnly: boolean) => void;
 }) {
-  const claimsByKey = claimsByKeyFor(claims);
   const logByDevice = useMemo(() => {
     const m = new Map<string, LogEntry[]>();
     for (const e of log) m.set(e.device, [...(m.get(e.device) || []), e]);
@@ -313,7 +292,7 @@ function ByDevice({
         d.node,
         d.model,
         ...holders.map((h) => h.claim),
-        ...holders.flatMap((h) => podsOf(claimsByKey.get(h.claim))),
+        ...holders.flatMap((h) => h.pods || []),
       ]
         .join(' ')
         .toLowerCase()
@@ -324,7 +303,7 @@ function ByDevice({
         Number(allocations.has(b.id)) - Number(allocations.has(a.id)) ||
         (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
     );
-  }, [devices, allocations, filter, heldOnly, logByDevice, claimsByKey]);
+  }, [devices, allocations, filter, heldOnly, logByDevice]);
 
   const held = allocations.size;
   return (
@@ -457,17 +436,20 @@ const BY_CLAIM_HEAD = (
 const CLAIM_ROWS_WANTED = 40;
 
 export function AssignmentsPage() {
-  const claims = usePagedCollection(paths.claims);
   const query = new URLSearchParams(window.location.search);
   const initial = query.get('node') || query.get('device') || '';
   const [filter, setFilter] = useState(initial);
   const [view, setView] = useState<'claim' | 'device'>(
     query.get('view') === 'device' || query.get('device') ? 'device' : 'claim',
   );
+  // Claims are read by the By claim view only.
+  const claims = usePagedCollectionWhen(paths.claims, view === 'claim');
   const [heldOnly, setHeldOnly] = useState(true);
-  // Every claim is read while the view needs them all: by device (who holds each device), or a
-  // filter (it must see every claim).
-  const needAll = view === 'device' || !!filter.trim();
+  // Every claim is read while the By claim view is filtered (the filter must see every claim). By
+  // device reads no claim: who holds what comes from DeviceHolderReviews (every held device, asked
+  // again when the ClusterSummary says a claim changed).
+  const needAll = view === 'claim' && !!filter.trim();
+  const held = useAllHolders(view === 'device');
   const { wantAll, loadMore } = claims;
   useEffect(() => (needAll ? wantAll() : undefined), [needAll, wantAll]);
   // No ResourceSlice is listed whole unless every device is asked for (By device, "Only devices
@@ -484,21 +466,19 @@ export function AssignmentsPage() {
     [allSlices.loaded, allSlices.items, unbound.items],
   );
   const devices = useMemo(() => new Map(known.map((d) => [d.id, d])), [known]);
-  const allocations = useMemo(() => allocationsFor(claims.items), [claims.items]);
-  // (from the moment every claim has arrived: a page arriving is no allocation)
-  const log = useAllocationLog(allocations, claims.complete);
+  const allocations = held.allocations;
+  // (from the first answer on: the devices held then are no change)
+  const log = useAllocationLog(allocations, held.loaded);
   // The node of each device a claim held while the page is open (a released one keeps it).
   const nodeOf = useRef(new Map<string, string>());
   const deviceList = useMemo(() => {
     if (allSlices.complete) return known;
-    const byKey = claimsByKeyFor(claims.items);
     for (const [id, holders] of allocations) {
-      const c = byKey.get(holders[0].claim);
-      if (c) nodeOf.current.set(id, devices.get(id)?.node || allocationNode(c, devices));
+      nodeOf.current.set(id, devices.get(id)?.node || holders[0].node || '');
     }
     const ids = new Set([...allocations.keys(), ...log.map((e) => e.device)]);
     return Array.from(ids, (id) => devices.get(id) || stubDevice(id, nodeOf.current.get(id) || ''));
-  }, [allSlices.complete, known, claims.items, allocations, devices, log]);
+  }, [allSlices.complete, known, allocations, devices, log]);
   const summaryTotal = summary.groups?.reduce((n, g) => n + (g.devices || 0), 0);
   const total = allSlices.complete ? known.length : summaryTotal;
   const rows = useMemo(() => {
@@ -565,17 +545,19 @@ export function AssignmentsPage() {
           </span>
         )}
       </div>
-      <LoadState loaded={claims.loaded} error={claims.error || allSlices.error} />
+      <LoadState
+        loaded={view === 'device' ? held.loaded : claims.loaded}
+        error={(view === 'device' ? held.error : claims.error) || allSlices.error}
+      />
       {every && !allSlices.complete && (
         <p className="loading" role="status">
           Loading every device: {known.length} so far…
         </p>
       )}
-      {view === 'device' && claims.loaded && (
+      {view === 'device' && held.loaded && (
         <ByDevice
           devices={deviceList}
           total={total}
-          claims={claims.items}
           allocations={allocations}
           log={log}
           filter={filter}
@@ -584,7 +566,7 @@ export function AssignmentsPage() {
         />
       )}
       {view === 'claim' && claims.complete && rows.length === 0 && <p>No claim is allocated.</p>}
-      {claims.loaded && !claims.complete && (
+      {view === 'claim' && claims.loaded && !claims.complete && (
         <p className="loading" role="status" data-testid="claims-loading">
           Reading claims: {claims.items.length} so far…
         </p>
