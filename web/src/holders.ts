@@ -7,7 +7,7 @@
 import { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 import { Json, errorText, paths, request } from './api';
 import { Holder } from './model';
-import { Debounce, useKindChanges } from './store';
+import { Debounce, useKindChangesWhen } from './store';
 
 export interface HeldDevice {
   driver: string;
@@ -185,10 +185,11 @@ class HolderStore {
 
 const store = new HolderStore();
 
-// The holders of the pools of the rows drawn now. `claimsChanged` (useKindChanges on
-// resourceclaims, which a page calls once) asks for every pool in use again.
-export function useHolders(): HoldersState {
-  const changes = useKindChanges('resourceclaims');
+// The holders of the pools of the rows drawn now (a page calls this once); a claim change (the
+// ClusterSummary, followed once `enabled`: after the page's first screen) asks for every pool in
+// use again.
+export function useHolders(enabled: boolean): HoldersState {
+  const changes = useKindChangesWhen(enabled, 'resourceclaims');
   useEffect(() => {
     if (changes > 0) store.claimsChanged();
   }, [changes]);
@@ -225,7 +226,7 @@ export interface AllHoldersState {
 // the claims), asked again when the ClusterSummary says a claim changed, while `enabled`. A
 // device whose holders did not change keeps the same array (its memoized row does not re-render).
 export function useAllHolders(enabled: boolean): AllHoldersState {
-  const changes = useKindChanges('resourceclaims');
+  const changes = useKindChangesWhen(enabled, 'resourceclaims');
   const [state, setState] = useState<AllHoldersState>({ allocations: new Map(), loaded: false, error: '' });
   const asked = useRef(0);
   const applied = useRef(0); // answers apply in the order asked; none after the page is left

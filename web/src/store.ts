@@ -268,15 +268,24 @@ const selectSummary = (s: CollectionState): ClusterSummaryState => {
 };
 let summaryCache: ClusterSummaryState | null = null;
 
-export function useClusterSummary(): ClusterSummaryState {
-  return useCollectionSelect(paths.clusterSummaries, selectSummary);
+const NO_SUMMARY: ClusterSummaryState = { status: null, error: '' };
+const NO_SUMMARY_SNAPSHOT = () => NO_SUMMARY;
+
+// The summary, listed and watched while `enabled` (a page can wait for its first screen).
+export function useClusterSummary(enabled = true): ClusterSummaryState {
+  const c = collection(paths.clusterSummaries);
+  return useSyncExternalStore(
+    enabled ? c.subscribe : NO_SUBSCRIPTION,
+    enabled ? () => selectSummary(c.snapshot()) : NO_SUMMARY_SNAPSHOT,
+  );
 }
 
 // A number that changes whenever an object of one of the kinds `plurals` names (e.g.
 // 'resourceclaims') is created, changed or deleted, from the ClusterSummary's lastChanges: as
-// useChanges, without a watch of the kinds. The summary's first arrival is no change.
-export function useKindChanges(...plurals: string[]): number {
-  const { status } = useClusterSummary();
+// useChanges, without a watch of the kinds. The summary's first arrival is no change. Nothing is
+// asked for while `enabled` is false.
+export function useKindChangesWhen(enabled: boolean, ...plurals: string[]): number {
+  const { status } = useClusterSummary(enabled);
   const key = status ? plurals.map((p) => status.lastChanges?.[p] || '0').join('/') : '';
   const seen = useRef({ key: '', changes: 0 });
   if (key !== seen.current.key) {
@@ -284,6 +293,10 @@ export function useKindChanges(...plurals: string[]): number {
     seen.current.key = key;
   }
   return seen.current.changes;
+}
+
+export function useKindChanges(...plurals: string[]): number {
+  return useKindChangesWhen(true, ...plurals);
 }
 
 // Stops every watch and forgets every object (sign-out).

@@ -778,7 +778,7 @@ export function InventoryPage({ node: openNode }: { node?: string }) {
   const [actionError, setActionError] = useState('');
   const [formFor, setFormFor] = useState('');
 
-  const { allocations, error: holdersError } = useHolders();
+  const { allocations, error: holdersError } = useHolders(nodes.loaded);
 
   const celExpression = celOpen ? cel : '';
   // Any slice change may change the matches.
