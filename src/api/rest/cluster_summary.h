@@ -16,8 +16,8 @@
 //     delete of one of its objects: equal values mean nothing of that kind changed in between.
 // A watch sends the current object first (ADDED without a resourceVersion or with "0";
 // MODIFIED when it changed after the resourceVersion given), then MODIFIED whenever it changes,
-// at most every 100 ms (changes in between are folded into one event; the last one of a burst
-// follows within a second). The counts are kept from the watch hub's change feed by one
+// at most every 100 ms between the hub's ticks (a change held back goes out with the next tick,
+// which the hub gives as soon as it has nothing more to dispatch). The counts are kept from the watch hub's change feed by one
 // in-process watcher, started by the first request (its one list of the Nodes) and kept
 // afterwards, so a request costs no list. A request waits (at most a second) until the hub shows
 // every write this process has committed, so it reads its own writes.

@@ -194,6 +194,32 @@ TEST_F(ClusterSummaryTest, AWatchSendsTheStateThenEachChange) {
   EXPECT_EQ(sink->size(), seen);
 }
 
+TEST_F(ClusterSummaryTest, TheLastChangeOfABurstFollowsSoon) {
+  auto sink = std::make_shared<RecordingSink>();
+  HttpRequest w{"GET", kSummaries, {{"watch", "1"}}, "", "", ""};
+  ASSERT_FALSE(api_.StartWatch(w, sink).has_value());
+  ASSERT_FALSE(sink->WaitFor([](const json&) { return true; }).is_null());
+  // A cordon, then a second one right after the first was sent: within the watch's 100 ms it is
+  // held back, and sent at the hub's next tick, which follows as soon as the hub has nothing more
+  // to dispatch.
+  Expect(200, "PATCH", "/api/v1/nodes/a", R"({"spec":{"unschedulable":true}})",
+         "application/merge-patch+json");
+  ASSERT_FALSE(sink->WaitFor([](const json& e) {
+                     return e["object"]["status"]["nodes"]["unschedulable"] == 2;
+                   })
+                   .is_null());
+  const auto t0 = std::chrono::steady_clock::now();
+  Expect(200, "PATCH", "/api/v1/nodes/d", R"({"spec":{"unschedulable":true}})",
+         "application/merge-patch+json");
+  json both = sink->WaitFor(
+      [](const json& e) { return e["object"]["status"]["nodes"]["unschedulable"] == 3; });
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  ASSERT_FALSE(both.is_null());
+  EXPECT_LT(ms, 600) << "the second cordon was sent " << ms << " ms after it was written";
+}
+
 TEST_F(ClusterSummaryTest, AWatchFromTheCurrentVersionWaitsForAChange) {
   const json s = Summary();
   auto sink = std::make_shared<RecordingSink>();
