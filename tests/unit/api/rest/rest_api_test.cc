@@ -932,6 +932,25 @@ TEST_F(RestApiTest, DuplicateJsonKeysWarnOrFailStrictly) {
                    "application/json", {{"fieldValidation", "Strict"}});
   EXPECT_EQ(fine.code, 201) << fine.body;
   EXPECT_TRUE(fine.warnings.empty());
+  // Colons, braces and escaped quotes inside strings are not members; a duplicate deep in an
+  // array of objects is found with its path.
+  auto nested = Call(
+      "POST", "/apis/resource.k8s.io/v1/deviceclasses",
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"nested",)"
+      R"("annotations":{"a":"x: {\"y\": [1]}","b":"::\\"}},"spec":{"selectors":[)"
+      R"({"cel":{"expression":"true"}},{"cel":{"expression":"false","expression":"true"}}]}})");
+  ASSERT_EQ(nested.code, 201) << nested.body;
+  EXPECT_EQ(Body(nested)["metadata"]["annotations"]["a"], "x: {\"y\": [1]}");
+  EXPECT_EQ(Body(nested)["spec"]["selectors"][1]["cel"]["expression"], "true");
+  EXPECT_EQ(nested.warnings,
+            std::vector<std::string>{"duplicate field \"spec.selectors.cel.expression\""});
+  auto colons =
+      Call("POST", "/apis/resource.k8s.io/v1/deviceclasses",
+           R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"colons",)"
+           R"("annotations":{"a":"x: {\"y\": [1]}","b":"::\\"}}})",
+           "application/json", {{"fieldValidation", "Strict"}});
+  EXPECT_EQ(colons.code, 201) << colons.body;
+  EXPECT_TRUE(colons.warnings.empty());
 }
 
 }  // namespace
