@@ -6,6 +6,7 @@
 #include "model/json/dra_json.h"
 #include "nlohmann/json.hpp"
 #include "service/decode_failures.h"
+#include "service/decoded_slices.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::service {
@@ -126,8 +127,10 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
     if (before != slices_.end() && before->second.first == o.meta.resource_version) {
       input.slices.emplace_back(before->second.second);
       slices.emplace(std::move(key), before->second);
-    } else if (auto s = model::json::DecodeResourceSlice(Whole(o)); s.ok()) {
-      auto shared = std::make_shared<const model::ResourceSlice>(std::move(*s));
+    } else if (auto s = DecodedSlices::Shared().Get(
+                   o, [&] { return model::json::DecodeResourceSlice(Whole(o)); });
+               s.ok()) {
+      allocator::SharedSlice shared = *std::move(s);
       input.slices.emplace_back(shared);
       slices.emplace(std::move(key), std::make_pair(o.meta.resource_version, std::move(shared)));
     }

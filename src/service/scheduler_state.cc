@@ -1,5 +1,6 @@
 // The scheduler's views and the helpers its files share (scheduler_pass.h).
 
+#include "service/decoded_slices.h"
 #include "service/scheduler_pass.h"
 
 namespace qm::service::scheduling {
@@ -265,9 +266,11 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   if (resource == kSlices) {
     auto decode = [&] {
       Slice next{rv, ev.object.meta.uid, nullptr};
-      auto decoded = model::json::DecodeResourceSlice(Whole(ev.object, Parse(ev.object.body)));
+      auto decoded = DecodedSlices::Shared().Get(ev.object, [&] {
+        return model::json::DecodeResourceSlice(Whole(ev.object, Parse(ev.object.body)));
+      });
       if (decoded.ok()) {
-        next.decoded = std::make_shared<const model::ResourceSlice>(std::move(*decoded));
+        next.decoded = *std::move(decoded);
       } else {
         undecodable.emplace_back(ev.object, std::string(decoded.status().message()));
       }
