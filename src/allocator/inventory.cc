@@ -104,12 +104,14 @@ bool RuleMatches(const model::DeviceTaintRule& rule, const std::string& driver,
          (rule.pool.empty() || rule.pool == pool) && (rule.device.empty() || rule.device == device);
 }
 
-// An attribute as a set of typed values, for constraints. Scalars are one-element sets.
+// An attribute's typed values (kind letter i/b/s/v and text), sorted and unique. Scalars give
+// one.
+using TypedValues = std::vector<std::pair<char, std::string>>;
 
-std::optional<AttrSet> AttributeAsSet(const model::AttributeValue& v) {
-  AttrSet out;
+std::optional<TypedValues> AttributeValues(const model::AttributeValue& v) {
+  TypedValues out;
   struct Visitor {
-    AttrSet& out;
+    TypedValues& out;
     bool operator()(std::monostate) const { return false; }
     bool operator()(int64_t x) const { return out.emplace_back('i', std::to_string(x)), true; }
     bool operator()(bool x) const { return out.emplace_back('b', x ? "true" : "false"), true; }
@@ -438,9 +440,23 @@ const std::vector<std::optional<AttrSet>>& Inventory::AttributeSets(
   if (sets == nullptr) {
     sets = std::make_unique<std::vector<std::optional<AttrSet>>>();
     sets->reserve(devices_.size());
+    std::map<std::pair<char, std::string>, uint32_t> ids;  // typed value -> id
     for (const auto& d : devices_) {
       const auto* attr = LookupAttribute(*d.device, slices_[d.slice].slice->driver, qualified);
-      sets->push_back(attr != nullptr ? AttributeAsSet(*attr) : std::nullopt);
+      std::optional<TypedValues> values =
+          attr != nullptr ? AttributeValues(*attr) : std::optional<TypedValues>();
+      if (!values.has_value()) {
+        sets->push_back(std::nullopt);
+        continue;
+      }
+      AttrSet set;
+      set.reserve(values->size());
+      for (auto& v : *values) {
+        set.push_back(
+            ids.try_emplace(std::move(v), static_cast<uint32_t>(ids.size())).first->second);
+      }
+      std::sort(set.begin(), set.end());
+      sets->push_back(std::move(set));
     }
   }
   return *sets;

@@ -23,9 +23,11 @@
 
 namespace qm::allocator {
 
-// An attribute's value as a sorted set of typed values (kind letter i/b/s/v and text), for the
-// matchAttribute and distinctAttribute constraints. A scalar is a one-element set.
-using AttrSet = std::vector<std::pair<char, std::string>>;
+// An attribute's value as a sorted set of value ids, for the matchAttribute and
+// distinctAttribute constraints: within one Inventory::AttributeSets result, equal typed values
+// have equal ids (the int 1 and the string "1" differ), so the search compares integers, not
+// texts. A scalar is a one-element set.
+using AttrSet = std::vector<uint32_t>;
 
 // A decoded slice, shared (immutable) between whoever keeps it and the inventories built from
 // it: the scheduler decodes a slice once per change, not once per inventory.

@@ -110,9 +110,13 @@ TEST(InventoryTest, ClassSelectorsMatchAndReportErrorsPerDevice) {
   const auto& numa = inv->AttributeSets("gpu.example.com/numa");
   ASSERT_EQ(numa.size(), 2u);
   ASSERT_TRUE(numa[0].has_value());
+  ASSERT_TRUE(numa[1].has_value());
+  EXPECT_EQ(*numa[0], *numa[1]);  // both 0: one value id
+  EXPECT_EQ(numa[0]->size(), 1u);
   const auto& products = inv->AttributeSets("gpu.example.com/productName");
-  ASSERT_TRUE(products[1].has_value());
-  EXPECT_EQ((*products[1])[0].second, "L4");
+  ASSERT_TRUE(products[0].has_value() && products[1].has_value());
+  EXPECT_NE(*products[0], *products[1]);  // A100 and L4
+  EXPECT_FALSE(inv->AttributeSets("gpu.example.com/nope")[0].has_value());
 }
 
 TEST(InventoryTest, ARebuildTakesTheValuesOfSlicesItSharesWithThePreviousInventory) {
