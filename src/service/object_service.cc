@@ -232,8 +232,27 @@ absl::Status ObjectService::DeleteNamespaceContents(const std::string& ns) {
 
 absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key,
                                                    const DeleteOptions& options) {
+  // The first try takes the object from the cache instead of reading the store: the write that
+  // follows is conditional on its resourceVersion, so a stale copy costs one more try, read from
+  // the store. An answer that writes nothing (a failed precondition, a dry run, an object already
+  // being deleted) is always given from the store's copy. Namespaces are read from the store.
+  bool try_cache = hub_ != nullptr && !options.dry_run && key.resource != "namespaces";
   for (int attempt = 0;; ++attempt) {
-    QM_ASSIGN_OR_RETURN(model::Object current, store_.Get(key));
+    std::optional<model::Object> cached = try_cache ? hub_->Find(key) : std::nullopt;
+    try_cache = false;
+    const bool from_cache = cached.has_value();
+    model::Object current;
+    if (from_cache) {
+      current = *std::move(cached);
+    } else {
+      QM_ASSIGN_OR_RETURN(current, store_.Get(key));
+    }
+    if (from_cache &&
+        ((options.precondition_uid && *options.precondition_uid != current.meta.uid) ||
+         (options.precondition_resource_version &&
+          *options.precondition_resource_version != current.meta.resource_version))) {
+      continue;  // decided on the store's copy
+    }
     if (options.precondition_uid && *options.precondition_uid != current.meta.uid) {
       return absl::FailedPreconditionError(
           "Precondition failed: UID in precondition: " + *options.precondition_uid +
@@ -279,9 +298,13 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
     if (deleted) {
       result = StoreDelete(current);
     } else if (!MarkForDeletion(marked.meta, clock_.Now(), grace) && !forced) {
+      if (from_cache) continue;             // decided on the store's copy
       return DeleteResult{current, false};  // already being deleted: nothing changes
     } else {
       result = store_.Update(marked, current.meta.resource_version);
+    }
+    if (from_cache && (absl::IsAborted(result.status()) || absl::IsNotFound(result.status()))) {
+      continue;  // the cached copy was stale
     }
     if (absl::IsAborted(result.status()) && attempt + 1 < kMaxUpdateAttempts) continue;
     if (!result.ok()) return result.status();

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "forwarding_store.h"
 #include "service/graceful_deletion.h"
+#include "service/watch_hub.h"
 #include "store/memory_store.h"
 
 namespace qm::service {
@@ -589,6 +592,89 @@ TEST(ObjectServiceQuotaTest, AdmissionFailsClosedWhenQuotaStateCannotBeRead) {
   EXPECT_TRUE(absl::IsUnavailable(created.status())) << created.status();
   EXPECT_TRUE(absl::IsUnavailable(service.Create(GpuClaim("a"), true).status()));
   EXPECT_TRUE(absl::IsNotFound(store.Get(GpuClaim("a").Key()).status()));
+}
+
+// A store whose change log the hub stops reading while `frozen`: its cache then lags.
+class FreezableStore : public fakes::ForwardingStore {
+ public:
+  absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t rv, int64_t limit) override {
+    if (frozen.load()) return std::vector<model::WatchEvent>{};
+    return ForwardingStore::ChangesSince(rv, limit);
+  }
+  std::atomic<bool> frozen{false};
+};
+
+// Delete takes its first copy of the object from the cache. Here the cache stops following the
+// store before writes it never sees; each delete still answers from the store's copy: a stale
+// version costs a retry, and answers that write nothing are not decided on the cached copy.
+TEST(ObjectServiceCacheTest, DeleteAnswersFromTheStoresCopyWhenTheCacheIsStale) {
+  FreezableStore store;
+  FakeClock clock;
+  SequentialIds ids;
+  WatchHub hub(store, WatchHubOptions{});
+  hub.Start();
+  ObjectService service(store, clock, ids, &hub);
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  ASSERT_TRUE(service.Create(Obj("namespaces", "", "team"), false).ok());
+  auto a = service.Create(Obj(claims, "team", "a"), false);
+  model::Object kept = Obj(claims, "team", "b");
+  kept.meta.finalizers = {"example.com/keep"};
+  auto b = service.Create(kept, false);
+  auto c = service.Create(Obj(claims, "team", "c"), false);
+  auto d = service.Create(Obj(claims, "team", "d"), false);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
+  ListRequest all;
+  all.store.resource = claims;
+  ASSERT_TRUE(hub.List(all, store.LastCommittedRevision()).ok());  // the cache shows all four
+  store.frozen = true;
+
+  // Writes the cache does not see: a changes, b is marked for deletion, c is deleted.
+  model::Object a2 = *a;
+  a2.body = R"({"spec":{"changed":true}})";
+  auto a_now = store.Update(a2, a->meta.resource_version);
+  ASSERT_TRUE(a_now.ok());
+  model::Object b2 = *b;
+  ASSERT_TRUE(MarkForDeletion(b2.meta, clock.now, 30));
+  auto b_now = store.Update(b2, b->meta.resource_version);
+  ASSERT_TRUE(b_now.ok());
+  ASSERT_TRUE(store.Delete(c->Key(), c->meta.resource_version).ok());
+  ASSERT_EQ(hub.Find(a->Key())->meta.resource_version, a->meta.resource_version);
+  ASSERT_TRUE(hub.Find(c->Key()).has_value());
+
+  // a: a precondition on the store's version holds, and the delete goes through.
+  DeleteOptions on_version;
+  on_version.precondition_resource_version = a_now->meta.resource_version;
+  auto deleted_a = service.Delete(a->Key(), on_version);
+  ASSERT_TRUE(deleted_a.ok()) << deleted_a.status();
+  EXPECT_TRUE(deleted_a->deleted);
+  EXPECT_TRUE(absl::IsNotFound(store.Get(a->Key()).status()));
+  // b: already being deleted in the store, sooner than a grace period of an hour would make it,
+  // so nothing changes.
+  clock.now += std::chrono::seconds(5);
+  DeleteOptions in_an_hour;
+  in_an_hour.grace_period_seconds = 3600;
+  auto deleted_b = service.Delete(b->Key(), in_an_hour);
+  ASSERT_TRUE(deleted_b.ok()) << deleted_b.status();
+  EXPECT_FALSE(deleted_b->deleted);
+  EXPECT_EQ(deleted_b->object.meta.resource_version, b_now->meta.resource_version);
+  EXPECT_EQ(store.Get(b->Key())->meta.resource_version, b_now->meta.resource_version);
+  // c: gone from the store, though the cache still has it.
+  EXPECT_TRUE(absl::IsNotFound(service.Delete(c->Key(), {}).status()));
+  // d: a precondition the cached copy meets but the store's copy would too: deleted.
+  DeleteOptions on_uid;
+  on_uid.precondition_uid = d->meta.uid;
+  auto deleted_d = service.Delete(d->Key(), on_uid);
+  ASSERT_TRUE(deleted_d.ok()) << deleted_d.status();
+  EXPECT_TRUE(deleted_d->deleted);
+  // A precondition that fails is reported against the store's copy.
+  DeleteOptions stale;
+  stale.precondition_resource_version = b->meta.resource_version;  // the cached copy's version
+  auto refused = service.Delete(b->Key(), stale);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find(std::to_string(b_now->meta.resource_version)),
+            std::string::npos)
+      << refused.status();
+  hub.Stop();
 }
 
 }  // namespace
