@@ -1,5 +1,6 @@
 #include "api/rest/device_holders.h"
 
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -44,11 +45,35 @@ std::string Str(const json& o, const char* key) {
   return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// The claim's holds; null when it holds no device (not allocated).
-std::shared_ptr<const ClaimHolds> HoldsOf(const model::Object& claim) {
-  // Most changes of an unallocated claim are skipped without parsing it.
-  if (claim.body.find("\"allocation\"") == std::string::npos) return nullptr;
-  const json body = json::parse(claim.body, nullptr, /*allow_exceptions=*/false);
+using Classes = std::shared_ptr<const std::vector<std::string>>;
+
+// The device classes the claim's requests name (exactly, or a firstAvailable subrequest), sorted.
+Classes ClassesOf(const json& body) {
+  std::set<std::string> names;
+  const json spec = body.is_object() ? body.value("spec", json::object()) : json();
+  const json devices = spec.is_object() ? spec.value("devices", json::object()) : json();
+  const json requests = devices.is_object() ? devices.value("requests", json()) : json();
+  if (requests.is_array()) {
+    for (const json& r : requests) {
+      if (!r.is_object()) continue;
+      const json exactly = r.value("exactly", json());
+      if (exactly.is_object() && !Str(exactly, "deviceClassName").empty()) {
+        names.insert(Str(exactly, "deviceClassName"));
+      }
+      const json first = r.value("firstAvailable", json());
+      if (!first.is_array()) continue;
+      for (const json& s : first) {
+        if (s.is_object() && !Str(s, "deviceClassName").empty()) {
+          names.insert(Str(s, "deviceClassName"));
+        }
+      }
+    }
+  }
+  return std::make_shared<const std::vector<std::string>>(names.begin(), names.end());
+}
+
+// The claim's holds (null when it holds no device: not allocated) from its parsed body.
+std::shared_ptr<const ClaimHolds> HoldsOf(const model::Object& claim, const json& body) {
   if (!body.is_object()) return nullptr;
   const json status = body.value("status", json::object());
   if (!status.is_object()) return nullptr;
@@ -104,29 +129,65 @@ std::shared_ptr<const ClaimHolds> HoldsOf(const model::Object& claim) {
   return out->holds.empty() ? nullptr : out;
 }
 
+// What the index keeps of a claim: its holds, and its classes (`known`, when the index has the
+// claim's classes already: a claim's spec does not change, so they are parsed once per claim).
+// A change of an unallocated claim whose classes are known is skipped without parsing it.
+struct Parsed {
+  std::shared_ptr<const ClaimHolds> holds;
+  Classes classes;
+};
+Parsed Parse(const model::Object& claim, Classes known) {
+  const bool allocated = claim.body.find("\"allocation\"") != std::string::npos;
+  if (!allocated && known != nullptr) return {nullptr, std::move(known)};
+  const json body = json::parse(claim.body, nullptr, /*allow_exceptions=*/false);
+  return {allocated ? HoldsOf(claim, body) : nullptr,
+          known != nullptr ? std::move(known) : ClassesOf(body)};
+}
+
 HttpResponse JsonResponse(int code, const json& body) {
   return HttpResponse{code, "application/json", ResponseText(body), {}};
 }
 
 }  // namespace
 
-// The allocated claims by pool, from the hub's change feed. Synchronous (called on the hub's
-// follower thread before a change reaches the cache), so once the hub shows a write, it is here.
+// The claims: the allocated ones by pool, and every claim by the device classes it names, from
+// the hub's change feed. Synchronous (called on the hub's follower thread before a change reaches
+// the cache), so once the hub shows a write, it is here.
 class HolderIndex final : public service::Watcher {
  public:
+  // A claim naming a class, and what it holds (null: not allocated).
+  struct ClassClaim {
+    std::string namespace_, name, uid;
+    std::shared_ptr<const ClaimHolds> holds;
+  };
+
   bool Synchronous() const override { return true; }
 
   void Load(const std::vector<model::Object>& claims) {
     qm::MutexLock lock(&mu_);
-    for (const auto& c : claims) Put(c.meta.namespace_ + "/" + c.meta.name, HoldsOf(c));
+    for (const auto& c : claims) {
+      Parsed parsed = Parse(c, nullptr);
+      Put(Key(c), c.meta.uid, std::move(parsed.classes), std::move(parsed.holds));
+    }
   }
 
   bool Deliver(const model::WatchEvent& ev) override {
     if (ev.object.resource != kClaims) return true;
-    std::shared_ptr<const ClaimHolds> holds;
-    if (ev.type != model::EventType::kDeleted) holds = HoldsOf(ev.object);  // outside the lock
+    const std::string key = Key(ev.object);
+    if (ev.type == model::EventType::kDeleted) {
+      qm::MutexLock lock(&mu_);
+      Put(key, "", nullptr, nullptr);
+      return true;
+    }
+    Classes known;
+    {
+      qm::MutexLock lock(&mu_);
+      auto it = claims_.find(key);
+      if (it != claims_.end() && it->second.uid == ev.object.meta.uid) known = it->second.classes;
+    }
+    Parsed parsed = Parse(ev.object, std::move(known));  // outside the lock
     qm::MutexLock lock(&mu_);
-    Put(ev.object.meta.namespace_ + "/" + ev.object.meta.name, std::move(holds));
+    Put(key, ev.object.meta.uid, std::move(parsed.classes), std::move(parsed.holds));
     return true;
   }
 
@@ -147,7 +208,9 @@ class HolderIndex final : public service::Watcher {
     qm::MutexLock lock(&mu_);
     std::vector<std::shared_ptr<const ClaimHolds>> out;
     if (pools.empty()) {
-      for (const auto& [key, c] : claims_) out.push_back(c);
+      for (const auto& [key, c] : claims_) {
+        if (c.holds != nullptr) out.push_back(c.holds);
+      }
       return out;
     }
     std::set<std::string> keys;
@@ -155,31 +218,66 @@ class HolderIndex final : public service::Watcher {
       auto it = by_pool_.find(p);
       if (it != by_pool_.end()) keys.insert(it->second.begin(), it->second.end());
     }
-    for (const auto& k : keys) out.push_back(claims_.at(k));
+    for (const auto& k : keys) out.push_back(claims_.at(k).holds);
+    return out;
+  }
+
+  // The claims naming device class `name`, allocated or not, by namespace and name.
+  std::vector<ClassClaim> FindClass(const std::string& name) {
+    qm::MutexLock lock(&mu_);
+    std::vector<ClassClaim> out;
+    auto it = by_class_.find(name);
+    if (it == by_class_.end()) return out;
+    for (const auto& key : it->second) {
+      const Claim& c = claims_.at(key);
+      const size_t slash = key.find('/');
+      out.push_back({key.substr(0, slash), key.substr(slash + 1), c.uid, c.holds});
+    }
     return out;
   }
 
  private:
-  // Replaces what is kept of the claim at `key` (null: it holds nothing).
-  void Put(const std::string& key, std::shared_ptr<const ClaimHolds> holds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  struct Claim {
+    std::string uid;
+    Classes classes;  // never null
+    std::shared_ptr<const ClaimHolds> holds;
+  };
+
+  static std::string Key(const model::Object& claim) {
+    return claim.meta.namespace_ + "/" + claim.meta.name;
+  }
+
+  // Replaces what is kept of the claim at `key` (null classes: it is gone).
+  void Put(const std::string& key, const std::string& uid, Classes classes,
+           std::shared_ptr<const ClaimHolds> holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (auto it = claims_.find(key); it != claims_.end()) {
-      for (const auto& h : it->second->holds) {
-        auto p = by_pool_.find(PoolKey(h.driver, h.pool));
-        if (p == by_pool_.end()) continue;
-        p->second.erase(key);
-        if (p->second.empty()) by_pool_.erase(p);
+      if (it->second.holds != nullptr) {
+        for (const auto& h : it->second.holds->holds)
+          Unlink(&by_pool_, PoolKey(h.driver, h.pool), key);
       }
+      for (const auto& c : *it->second.classes) Unlink(&by_class_, c, key);
       claims_.erase(it);
     }
-    if (holds == nullptr) return;
-    for (const auto& h : holds->holds) by_pool_[PoolKey(h.driver, h.pool)].insert(key);
-    claims_.emplace(key, std::move(holds));
+    if (classes == nullptr) return;
+    if (holds != nullptr) {
+      for (const auto& h : holds->holds) by_pool_[PoolKey(h.driver, h.pool)].insert(key);
+    }
+    for (const auto& c : *classes) by_class_[c].insert(key);
+    claims_.emplace(key, Claim{uid, std::move(classes), std::move(holds)});
+  }
+
+  static void Unlink(std::map<std::string, std::set<std::string>>* index, const std::string& at,
+                     const std::string& key) {
+    auto p = index->find(at);
+    if (p == index->end()) return;
+    p->second.erase(key);
+    if (p->second.empty()) index->erase(p);
   }
 
   qm::Mutex mu_;
-  std::map<std::string, std::shared_ptr<const ClaimHolds>> claims_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::set<std::string>> by_pool_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Claim> claims_ ABSL_GUARDED_BY(mu_);  // namespace/name -> every claim
+  std::map<std::string, std::set<std::string>> by_pool_ ABSL_GUARDED_BY(mu_);   // allocated
+  std::map<std::string, std::set<std::string>> by_class_ ABSL_GUARDED_BY(mu_);  // every claim
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -215,6 +313,17 @@ HttpResponse DeviceHolders::Review(const json& body) {
   }
   const json spec = body.value("spec", json::object());
   std::set<std::string> pools;
+  std::optional<std::string> class_name;
+  if (spec.is_object() && spec.contains("deviceClassName")) {
+    const json& v = spec["deviceClassName"];
+    if (!v.is_string()) {
+      errors.push_back(model::Invalid("spec.deviceClassName", v.dump(), "must be a string"));
+    } else if (v.get<std::string>().empty()) {
+      errors.push_back(model::Required("spec.deviceClassName"));
+    } else {
+      class_name = v.get<std::string>();
+    }
+  }
   if (!spec.is_object()) {
     errors.push_back(model::Invalid("spec", "", "must be an object"));
   } else if (spec.contains("pools")) {
@@ -245,9 +354,23 @@ HttpResponse DeviceHolders::Review(const json& body) {
     const HttpError e = ToHttpError(index.status(), StatusDetails{});
     return JsonResponse(e.code, e.status);
   }
+  // With a class: only the claims naming it (each listed, allocated or not) and what they hold.
+  std::vector<std::shared_ptr<const ClaimHolds>> holding;
+  json class_claims = json::array();
+  if (class_name.has_value()) {
+    for (auto& c : (*index)->FindClass(*class_name)) {
+      class_claims.push_back({{"namespace", c.namespace_},
+                              {"name", c.name},
+                              {"uid", c.uid},
+                              {"allocated", c.holds != nullptr}});
+      if (c.holds != nullptr) holding.push_back(std::move(c.holds));
+    }
+  } else {
+    holding = (*index)->Find(pools);
+  }
   // Device -> its holders, in claim order (namespace/name).
   std::map<std::tuple<std::string, std::string, std::string>, json> devices;
-  for (const auto& c : (*index)->Find(pools)) {
+  for (const auto& c : holding) {
     for (const auto& h : c->holds) {
       if (!pools.empty() && pools.count(PoolKey(h.driver, h.pool)) == 0) continue;
       json holder = {{"claim", {{"namespace", c->namespace_}, {"name", c->name}, {"uid", c->uid}}},
@@ -271,6 +394,7 @@ HttpResponse DeviceHolders::Review(const json& body) {
                            {"holders", std::move(holders)}});
   }
   json status = {{"heldDevices", out_devices.size()}, {"devices", std::move(out_devices)}};
+  if (class_name.has_value()) status["claims"] = std::move(class_claims);
   return JsonResponse(201, json{{"apiVersion", group_version},
                                 {"kind", kDeviceHolderKind},
                                 {"metadata", body.value("metadata", json::object())},

@@ -11,10 +11,16 @@
 //     claim's status.reservedFor), claimCreationTimestamp, nodeName (the node the allocation's
 //     node selector names, when it names one)), sorted by driver, pool, device, and
 //     status.heldDevices out. Nothing is stored.
-// The holders come from an index of the allocated claims kept from the watch hub's change feed
-// by one in-process watcher (started by the first review with one list of the claims, a claim's
-// JSON parsed once per change of an allocated claim), so a review costs no list; like a list it
-// shows every write this process has committed.
+//     With spec.deviceClassName: only the claims whose requests name that class (exactly, or a
+//     firstAvailable subrequest), allocated or not, in status.claims[] {namespace, name, uid,
+//     allocated} (by namespace and name), and status.devices only the devices they hold (in
+//     spec.pools, when given): what a class's delete confirmation warns about, without the
+//     caller reading every claim.
+// The holders come from an index of the claims kept from the watch hub's change feed by one
+// in-process watcher (started by the first review with one list of the claims; a claim's JSON
+// parsed when it is first seen, for its classes, which do not change, and then once per change
+// of it while it is allocated), so a review costs no list; like a list it shows every write this
+// process has committed.
 
 #include <map>
 #include <memory>

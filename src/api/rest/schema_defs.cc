@@ -1287,12 +1287,16 @@ std::vector<Def> AdminDefs() {
              "Who holds each device of the given pools now. Create-only; nothing is stored.",
              "The outcome: devices (driver, pool, device, holders: claim {namespace, name, uid}, "
              "request, shareID, consumedCapacity, adminAccess, consumers, "
-             "claimCreationTimestamp, nodeName), sorted by driver, pool and device, and "
-             "heldDevices."),
+             "claimCreationTimestamp, nodeName), sorted by driver, pool and device, "
+             "heldDevices, and with spec.deviceClassName claims (namespace, name, uid, "
+             "allocated)."),
       {"admin.DeviceHolderReviewSpec",
        kAllShapes,
        "The pools whose devices to report; none: every held device.",
-       {ListOf("pools", "admin.DevicePool", "Pools, at most 1000.")}},
+       {ListOf("pools", "admin.DevicePool", "Pools, at most 1000."),
+        Str("deviceClassName",
+            "Only the claims naming this device class (listed in status.claims, allocated or "
+            "not) and the devices they hold.")}},
       {"admin.DevicePool",
        kAllShapes,
        "One pool of one driver.",

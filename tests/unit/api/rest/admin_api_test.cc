@@ -208,6 +208,94 @@ TEST_F(AdminApiTest, HolderReviewNamesTheClaimsHoldingThePoolsDevices) {
   EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.pools[0].pool");
 }
 
+// DeviceHolderReview with spec.deviceClassName: every claim naming the class (exactly or in a
+// firstAvailable subrequest), allocated or not, and only the devices they hold; the index follows
+// claims created, allocated, deleted and created again under the same name after its first list.
+TEST_F(AdminApiTest, HolderReviewForAClassNamesEveryClaimThatNamesIt) {
+  constexpr char kHolders[] = "/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews";
+  auto review = [&](const json& spec) {
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "DeviceHolderReview"},
+                 {"spec", spec}};
+    return json::parse(Expect(201, "POST", kHolders, body.dump()).body)["status"];
+  };
+  // namespace/name (allocated: "+") of each claim naming `cls`, in the order listed.
+  auto claims_of = [&](const std::string& cls) {
+    std::vector<std::string> out;
+    json spec = json::object();
+    spec["deviceClassName"] = cls;
+    const json status = review(spec);
+    for (const json& c : status["claims"]) {
+      EXPECT_FALSE(c["uid"].get<std::string>().empty());
+      out.push_back(c["namespace"].get<std::string>() + "/" + c["name"].get<std::string>() +
+                    (c["allocated"] == true ? "+" : ""));
+    }
+    return out;
+  };
+  const std::string claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+  auto create = [&](const std::string& name, const json& requests) {
+    json c = {{"metadata", {{"name", name}}}};
+    c["spec"]["devices"]["requests"] = requests;
+    Expect(201, "POST", claims, c.dump());
+  };
+  auto exactly = [](const std::string& cls) {
+    return json::array({{{"name", "gpu"}, {"exactly", {{"deviceClassName", cls}}}}});
+  };
+  // c3 names a100 and l4 (firstAvailable), unallocated; c4 names l4.
+  create("c3", json::array({{{"name", "gpu"},
+                             {"firstAvailable",
+                              json::array({{{"name", "big"}, {"deviceClassName", "a100"}},
+                                           {{"name", "small"}, {"deviceClassName", "l4"}}})}}}));
+  create("c4", exactly("l4"));
+
+  json a100 = review({{"deviceClassName", "a100"}});
+  ASSERT_EQ(a100["claims"].size(), 2u) << a100.dump();
+  EXPECT_EQ(a100["claims"][0]["name"], "c1");
+  EXPECT_EQ(a100["claims"][0]["allocated"], true);
+  EXPECT_EQ(a100["claims"][1]["name"], "c3");
+  EXPECT_EQ(a100["claims"][1]["allocated"], false);
+  ASSERT_EQ(a100["heldDevices"], 1);  // only what the class's claims hold
+  EXPECT_EQ(a100["devices"][0]["device"], "gpu-0");
+  EXPECT_EQ(a100["devices"][0]["holders"][0]["claim"]["name"], "c1");
+  EXPECT_EQ(claims_of("l4"), (std::vector<std::string>{"default/c3", "default/c4"}));
+  json none = review({{"deviceClassName", "h100"}});
+  EXPECT_EQ(none["claims"], json::array());
+  EXPECT_EQ(none["heldDevices"], 0);
+  EXPECT_FALSE(review(json::object()).contains("claims"));  // without a class: no claim list
+
+  // After the index's first list: c5 (a100) created and allocated, c3 deleted and created again
+  // naming l4 only, c4 deleted.
+  create("c5", exactly("a100"));
+  EXPECT_EQ(claims_of("a100"),
+            (std::vector<std::string>{"default/c1+", "default/c3", "default/c5"}));
+  json c5 = json::parse(Expect(200, "GET", claims + "/c5").body);
+  c5["status"]["allocation"]["devices"]["results"] = json::array({{{"request", "gpu"},
+                                                                   {"driver", "gpu.example.com"},
+                                                                   {"pool", "node-b"},
+                                                                   {"device", "gpu-0"}}});
+  Expect(200, "PUT", claims + "/c5/status", c5.dump());
+  Expect(200, "DELETE", claims + "/c3");
+  create("c3", exactly("l4"));
+  Expect(200, "DELETE", claims + "/c4");
+  EXPECT_EQ(claims_of("a100"), (std::vector<std::string>{"default/c1+", "default/c5+"}));
+  EXPECT_EQ(claims_of("l4"), (std::vector<std::string>{"default/c3"}));
+  const json pool_b = {
+      {"pools", json::array({{{"driver", "gpu.example.com"}, {"pool", "node-b"}}})},
+      {"deviceClassName", "a100"}};
+  json b = review(pool_b);  // with pools too: the class's claims' devices in those pools
+  ASSERT_EQ(b["heldDevices"], 1) << b.dump();
+  EXPECT_EQ(b["devices"][0]["holders"][0]["claim"]["name"], "c5");
+  EXPECT_EQ(b["claims"].size(), 2u);
+
+  // Malformed: field paths.
+  json bad = {{"kind", "DeviceHolderReview"}, {"spec", {{"deviceClassName", 5}}}};
+  json refused = json::parse(Expect(422, "POST", kHolders, bad.dump()).body);
+  EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.deviceClassName");
+  bad["spec"]["deviceClassName"] = "";
+  refused = json::parse(Expect(422, "POST", kHolders, bad.dump()).body);
+  EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.deviceClassName");
+}
+
 TEST_F(AdminApiTest, SelectorsNarrowTheClassAndWorkWithoutOne) {
   json both = Review({{"className", "a100"},
                       {"selectors",
