@@ -60,9 +60,10 @@ inline constexpr std::string_view kNoSuchKeyHint =
 absl::StatusOr<Value> BuildDeviceValue(const DeviceInput& device);
 
 // Builds the `device` values of many devices (an inventory's), sharing what they have in
-// common: every attribute and capacity value, name and domain is made once, and devices whose
-// attributes (or capacity) of one domain are equal share that map. A fleet of identical GPUs then
-// holds one copy of "NVIDIA A100-SXM4-80GB" instead of one per GPU. The values are the same
+// common: every attribute and capacity value, name and domain is made once, devices whose
+// attributes (or capacity) of one domain are equal share that map, and devices equal in all but
+// their name share one value. A fleet of identical GPUs then holds one copy of
+// "NVIDIA A100-SXM4-80GB" instead of one per GPU. The values are the same
 // as BuildDeviceValue's. Not thread-safe; keep it only as long as the batch (what it keeps grows
 // with the distinct values seen).
 class DeviceValueBuilder {
