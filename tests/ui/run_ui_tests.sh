@@ -40,7 +40,9 @@ kubectl create clusterrolebinding ui-viewer --clusterrole=view \
   --serviceaccount=default:ui-viewer >/dev/null
 VIEW_TOKEN=$(kubectl create token ui-viewer -n default --duration 1h)
 
+# This run's screenshots only (a failure-N.png of an earlier run would read as this run's).
 mkdir -p "$SHOTS"
+find "$SHOTS" -maxdepth 1 -type f -name '*.png' -delete
 export QM_URL="$URL" QM_ADMIN_TOKEN="$(cat "$WORK/data/admin.token")" QM_VIEW_TOKEN="$VIEW_TOKEN"
 export QM_SHOTS="$SHOTS" QM_SEEDS="$SEEDS" QM_CHROMIUM="$CHROMIUM" QM_WORK="$WORK"
 export QM_WEB_SRC="$WEB_SRC"

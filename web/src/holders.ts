@@ -260,3 +260,50 @@ export function useAllHolders(enabled: boolean): AllHoldersState {
   }, [enabled, changes]);
   return state;
 }
+
+export interface ClassClaim {
+  namespace: string;
+  name: string;
+  uid: string;
+  allocated: boolean;
+}
+
+export interface ClassClaimsState {
+  claims: ClassClaim[]; // by namespace and name
+  complete: boolean; // an answer has arrived (or failed: error)
+  error: string;
+}
+
+// The claims that name device class `name`, allocated or not (a DeviceHolderReview with
+// spec.deviceClassName, answered from the server's index: no ResourceClaim is read), asked while
+// `enabled` and again when the ClusterSummary says a claim changed.
+export function useClassClaims(name: string, enabled: boolean): ClassClaimsState {
+  const changes = useKindChangesWhen(enabled, 'resourceclaims');
+  const [state, setState] = useState<ClassClaimsState>({ claims: [], complete: false, error: '' });
+  const asked = useRef(0);
+  useEffect(() => {
+    if (!enabled || !name) {
+      asked.current++;
+      setState({ claims: [], complete: false, error: '' });
+      return;
+    }
+    const n = ++asked.current;
+    request(paths.deviceHolderReviews, {
+      method: 'POST',
+      body: {
+        apiVersion: 'admin.quartermaster.io/v1alpha1',
+        kind: 'DeviceHolderReview',
+        spec: { deviceClassName: name },
+      },
+    })
+      .then((r) => n === asked.current && setState({ claims: (r?.status?.claims || []) as ClassClaim[], complete: true, error: '' }))
+      .catch((e) => n === asked.current && setState((s) => ({ ...s, complete: s.complete, error: errorText(e) })));
+  }, [name, enabled, changes]);
+  useEffect(
+    () => () => {
+      asked.current++; // no answer applies after the page is left
+    },
+    [],
+  );
+  return state;
+}

@@ -101,6 +101,19 @@ class Collection {
   stop(): void {
     this.abort?.abort();
     this.abort = null;
+    this.publisher.cancel();
+    if (this.signalOnly) {
+      // The version counts changes seen; a watch started again later goes on counting.
+      this.state = { ...this.state, loaded: false, complete: false, error: '' };
+      return;
+    }
+    // A page that shows the kind again later renders once before it subscribes: it must not see
+    // the objects of this run as a current, complete list (they stopped being watched), nor
+    // until the next start's first page arrives (as paged.ts does).
+    this.objects.clear();
+    this.keys = [];
+    this.membershipChanged = false;
+    this.state = { ...NOT_ASKED, version: this.state.version + 1 };
   }
 
   private publish(now = false): void {
@@ -140,12 +153,13 @@ class Collection {
           if (progressive) this.objects.clear();
           this.membershipChanged = true;
           const list = await listAll(this.path, abort.signal, (page, more) => {
-            if (!progressive || !more) return;
+            if (!progressive || !more || abort.signal.aborted) return;
             for (const o of page) this.objects.set(objectKey(o), o);
             this.membershipChanged = true;
             this.state = { ...this.state, loaded: true, complete: false, error: '' };
             this.publish(true);
           });
+          if (abort.signal.aborted) return; // stopped meanwhile: nothing of this run is kept
           this.objects.clear();
           for (const o of list.items) this.objects.set(objectKey(o), o);
           this.membershipChanged = true;
@@ -159,6 +173,7 @@ class Collection {
             this.path,
             rv,
             (e) => {
+              if (abort.signal.aborted) return;
               if (e.type === 'ERROR') {
                 relist = true; // 410 Gone and friends: start over from a list
                 return;

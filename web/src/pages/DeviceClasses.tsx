@@ -16,9 +16,9 @@ import type { CelProblem } from '../CelEditor';
 // CodeMirror is loaded with the editor only: the list pages do not wait for it.
 const CelEditor = lazy(() => import('../CelEditor').then((m) => ({ default: m.CelEditor })));
 import { GuardedButton, Lazy, Link, LoadState, ReadOnlyNotice, toYaml } from '../components';
-import { classesOfClaim, deviceModel } from '../model';
+import { deviceModel } from '../model';
+import { useClassClaims } from '../holders';
 import { navigate } from '../router';
-import { useWholePagedCollectionWhen } from '../paged';
 import { useCan, useCollection, useKindChanges } from '../store';
 
 const GROUP = 'resource.k8s.io';
@@ -360,16 +360,11 @@ export function ClassEditorPage({ name }: { name?: string }) {
       !(c.field || '').startsWith('spec.config['),
   );
 
-  // The claims are listed (page by page) and watched only while the delete confirmation is
-  // open: nothing else on this page needs them.
-  const claims = useWholePagedCollectionWhen(paths.claims, confirmDelete);
-  const usedBy = useMemo(
-    () =>
-      claims.items
-        .filter((c) => classesOfClaim(c).includes(name || ''))
-        .map((c) => `${c.metadata.namespace}/${c.metadata.name}`),
-    [claims.items, name],
-  );
+  // The claims naming this class, asked of the server (a DeviceHolderReview with
+  // spec.deviceClassName: no ResourceClaim is read) only while the delete confirmation is open,
+  // and again when the ClusterSummary says a claim changed.
+  const claims = useClassClaims(name || '', confirmDelete);
+  const usedBy = useMemo(() => claims.claims.map((c) => `${c.namespace}/${c.name}`), [claims.claims]);
 
   const save = async (e: FormEvent) => {
     e.preventDefault();
@@ -602,11 +597,11 @@ export function ClassEditorPage({ name }: { name?: string }) {
         </div>
         {confirmDelete && (
           <div className="confirm" role="alertdialog" aria-labelledby="confirm-delete-text">
-            <p id="confirm-delete-text" data-testid="confirm-delete-text" aria-busy={!claims.complete}>
-              {!claims.complete
-                ? claims.error
-                  ? `Could not list the claims that use this class: ${claims.error}.`
-                  : `Looking for claims that use this class${claims.items.length ? ` (${claims.items.length} claims read so far)` : ''}…`
+            <p id="confirm-delete-text" data-testid="confirm-delete-text" aria-busy={!claims.complete && !claims.error}>
+              {claims.error
+                ? `Could not list the claims that use this class: ${claims.error}.`
+                : !claims.complete
+                ? 'Looking for claims that use this class…'
                 : usedBy.length
                 ? `${usedBy.length} ${usedBy.length === 1 ? 'claim uses' : 'claims use'} this class (${usedBy
                     .slice(0, 5)
