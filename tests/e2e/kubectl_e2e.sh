@@ -49,6 +49,7 @@ check_not() {  # check_not <description> <haystack> <needle>
   fi
 }
 
+SERVER_STARTED=$(date +%s)  # the ClusterSummary's creationTimestamp is at or after it
 start_server "${QM_FLAGS[@]}"
 
 # --- create every seed kind this issue serves -------------------------------------------------
@@ -145,6 +146,43 @@ check "create -f a DeviceMatchReview" "$(review "" | k create -f - -o jsonpath='
 check "a review field the schema lacks is refused" "$(review "  colour: red\n" | k create -f - -o name 2>&1)" \
   'Error from server (BadRequest): error when creating "STDIN": strict decoding error: unknown field "spec.colour"'
 check_has "explain a review" "$(k explain devicematchreviews.spec)" "KIND:       DeviceMatchReview" "selectors" "className"
+
+# --- the ClusterSummary and DeviceHolderReview (admin.quartermaster.io) ---------------------------
+check "api-resources lists the summary and the holder review" \
+  "$(k api-resources --api-group=admin.quartermaster.io --no-headers | awk '{ print $1, $NF }')" \
+  "clustersummaries ClusterSummary" "deviceholderreviews DeviceHolderReview"
+# The counts kubectl's own node table gives (STATUS: Ready, NotReady, Unknown; SchedulingDisabled).
+want=$(k get nodes --no-headers | awk '{ n++; split($2, s, ","); r += s[1] == "Ready"; nr += s[1] == "NotReady";
+  u += s[1] == "Unknown"; c += $2 ~ /SchedulingDisabled/ } END { print "cluster", n, r, nr, u, c }')
+out=$(k get clustersummaries)
+check "get clustersummaries columns" "$(head -1 <<<"$out" | tr -s ' ')" "NAME NODES READY NOT READY UNKNOWN CORDONED AGE"
+check "get clustersummaries counts the nodes" "$(tail -n +2 <<<"$out" | awk '{ print $1, $2, $3, $4, $5, $6 }')" "$want"
+check "the seeds' three nodes" "$(cut -d' ' -f2 <<<"$want")" "3"
+check "clustersummaries AGE is the server's uptime, not <unknown>" \
+  "$(tail -n +2 <<<"$out" | awk '{ print ($7 ~ /^[0-9]+[smhdy]([0-9]+[smhd])?$/) ? "an age" : $7 }')" "an age"
+created=$(k get clustersummary cluster -o jsonpath='{.metadata.creationTimestamp}')
+check "the summary's creationTimestamp is when the server started" \
+  "$(t=$(date -d "$created" +%s 2>/dev/null) && [ "$t" -ge "$SERVER_STARTED" ] && [ "$t" -le "$(date +%s)" ] && echo in range || echo "$created")" "in range"
+# A claim allocated by hand (the scheduler is off here): the review names it as the holder.
+read -r held_pool held_device < <(k get resourceslices --field-selector spec.nodeName=gpu-node-b \
+  -o jsonpath='{.items[0].spec.pool.name} {.items[0].spec.devices[0].name}')
+sed 's/gpu-claim-v1/held-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k apply -f - >/dev/null
+allocation='{"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"'$held_pool'","device":"'$held_device'"}]},"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["gpu-node-b"]}]}]}}}}'
+check "allocate held-claim (status)" \
+  "$(k patch resourceclaim held-claim -n dra-test --subresource=status --type=merge -p "$allocation")" \
+  "resourceclaim.resource.k8s.io/held-claim patched"
+holder_review() {
+  printf 'apiVersion: admin.quartermaster.io/v1alpha1\nkind: DeviceHolderReview\nspec:\n%b' "$1" | k create -f - -o jsonpath="$2"
+}
+check "create -f a DeviceHolderReview: the device's holder" \
+  "$(holder_review "  pools:\n  - driver: gpu.nvidia.com\n    pool: $held_pool\n" \
+    '{.status.heldDevices}{"\n"}{range .status.devices[*]}{.pool}/{.device} {range .holders[*]}{.claim.namespace}/{.claim.name} {.request} {.nodeName}{end}{"\n"}{end}')" \
+  "1" "$held_pool/$held_device dra-test/held-claim gpu gpu-node-b"
+check "a DeviceHolderReview for a class lists the claims naming it" \
+  "$(holder_review "  deviceClassName: gpu.nvidia.com\n" '{range .status.claims[*]}{.namespace}/{.name} {.allocated}{"\n"}{end}')" \
+  "dra-test/gpu-claim-v1 false" "dra-test/held-claim true"
+k patch resourceclaim held-claim -n dra-test --subresource=status --type=json -p '[{"op":"remove","path":"/status/allocation"}]' >/dev/null
+k delete resourceclaim held-claim -n dra-test --wait=false >/dev/null
 
 # --- pods, events, resource quotas (core v1) --------------------------------------------------
 check "apply pod sharing a claim" "$(k apply -f "$SEEDS/05-pod-shared-claim.yaml")" "pod/pod1 created"

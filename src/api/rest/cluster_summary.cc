@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/rest/status.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -156,8 +157,13 @@ constexpr auto kMinInterval = std::chrono::milliseconds(100);
 class SummaryWatcher final : public service::Watcher {
  public:
   SummaryWatcher(std::shared_ptr<NodeTally> tally, std::shared_ptr<WatchSink> sink, int64_t sent_rv,
-                 std::chrono::steady_clock::time_point deadline)
-      : tally_(std::move(tally)), sink_(std::move(sink)), sent_rv_(sent_rv), deadline_(deadline) {}
+                 std::chrono::steady_clock::time_point deadline,
+                 std::chrono::system_clock::time_point created)
+      : tally_(std::move(tally)),
+        sink_(std::move(sink)),
+        sent_rv_(sent_rv),
+        deadline_(deadline),
+        created_(created) {}
 
   bool Deliver(const model::WatchEvent& ev) override {
     if (closed_) return false;
@@ -189,7 +195,7 @@ class SummaryWatcher final : public service::Watcher {
     ClusterSummaryState s = tally_->Snapshot();
     if (s.resource_version <= sent_rv_ && sent_rv_ != 0) return true;
     sent_rv_ = s.resource_version;
-    return Write(json{{"type", type}, {"object", ClusterSummary::Encode(s)}});
+    return Write(json{{"type", type}, {"object", ClusterSummary::Encode(s, created_)}});
   }
 
  private:
@@ -210,6 +216,7 @@ class SummaryWatcher final : public service::Watcher {
   std::shared_ptr<WatchSink> sink_;
   int64_t sent_rv_;
   const std::chrono::steady_clock::time_point deadline_;
+  const std::chrono::system_clock::time_point created_;
   std::chrono::steady_clock::time_point last_sent_{};
   bool pending_ = false;
   bool closed_ = false;
@@ -256,25 +263,66 @@ absl::StatusOr<ClusterSummaryState> ClusterSummary::State() {
   return tally->Snapshot();
 }
 
-json ClusterSummary::Encode(const ClusterSummaryState& s) {
+json ClusterSummary::Encode(const ClusterSummaryState& s,
+                            std::chrono::system_clock::time_point created) {
   json changes = json::object();
   for (const auto& [plural, rv] : s.last_changes) changes[plural] = std::to_string(rv);
-  return json{
-      {"apiVersion", "admin.quartermaster.io/v1alpha1"},
-      {"kind", kClusterSummaryKind},
-      {"metadata",
-       {{"name", kClusterSummaryName}, {"resourceVersion", std::to_string(s.resource_version)}}},
-      {"status",
-       {{"nodes",
-         {{"total", s.nodes},
-          {"ready", s.ready},
-          {"notReady", s.not_ready},
-          {"unknown", s.unknown},
-          {"unschedulable", s.unschedulable}}},
-        {"lastChanges", std::move(changes)}}}};
+  return json{{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+              {"kind", kClusterSummaryKind},
+              {"metadata",
+               {{"name", kClusterSummaryName},
+                {"resourceVersion", std::to_string(s.resource_version)},
+                {"creationTimestamp", FormatRfc3339(created)}}},
+              {"status",
+               {{"nodes",
+                 {{"total", s.nodes},
+                  {"ready", s.ready},
+                  {"notReady", s.not_ready},
+                  {"unknown", s.unknown},
+                  {"unschedulable", s.unschedulable}}},
+                {"lastChanges", std::move(changes)}}}};
 }
 
-HttpResponse ClusterSummary::Get(const std::string& name) {
+namespace {
+
+// The object as one row of `kubectl get clustersummaries`.
+json SummaryTable(const json& object, const ClusterSummaryState& s,
+                  std::chrono::system_clock::time_point created,
+                  std::chrono::system_clock::time_point now) {
+  auto column = [](const char* name, const char* type, const char* format,
+                   const char* description) {
+    return json{{"name", name},
+                {"type", type},
+                {"format", format},
+                {"description", description},
+                {"priority", 0}};
+  };
+  json columns = json::array(
+      {column("Name", "string", "name", "The object's name: always cluster."),
+       column("Nodes", "integer", "", "Nodes in all."),
+       column("Ready", "integer", "", "Nodes whose Ready condition is True."),
+       column("Not Ready", "integer", "", "Nodes whose Ready condition is False."),
+       column("Unknown", "integer", "", "Nodes without a Ready condition that is True or False."),
+       column("Cordoned", "integer", "", "Nodes marked unschedulable."),
+       column("Age", "string", "", "Since the server started.")});
+  json row = {{"cells",
+               {kClusterSummaryName, s.nodes, s.ready, s.not_ready, s.unknown, s.unschedulable,
+                ShortHumanDuration(now - created)}},
+              {"object",
+               {{"kind", "PartialObjectMetadata"},
+                {"apiVersion", "meta.k8s.io/v1"},
+                {"metadata", object["metadata"]}}}};
+  return json{{"kind", "Table"},
+              {"apiVersion", "meta.k8s.io/v1"},
+              {"metadata", {{"resourceVersion", std::to_string(s.resource_version)}}},
+              {"columnDefinitions", std::move(columns)},
+              {"rows", json::array({std::move(row)})}};
+}
+
+}  // namespace
+
+HttpResponse ClusterSummary::Get(const std::string& name, bool table,
+                                 std::chrono::system_clock::time_point now) {
   if (!name.empty() && name != kClusterSummaryName) {
     HttpError e = MakeError(
         404, "NotFound",
@@ -285,7 +333,8 @@ HttpResponse ClusterSummary::Get(const std::string& name) {
   }
   auto state = State();
   if (!state.ok()) return ErrorOf(ToHttpError(state.status(), StatusDetails{}));
-  json object = Encode(*state);
+  json object = Encode(*state, created_);
+  if (table) return JsonResponse(200, SummaryTable(object, *state, created_, now));
   if (!name.empty()) return JsonResponse(200, object);
   return JsonResponse(
       200, json{{"apiVersion", "admin.quartermaster.io/v1alpha1"},
@@ -326,7 +375,7 @@ std::optional<HttpResponse> ClusterSummary::StartWatch(const HttpRequest& req,
   // Read before the state is sent: every change after it reaches the watcher, and the tally
   // (called before the hub moves past a change) already counts every change up to it.
   const int64_t subscribe_from = hub_.last_dispatched();
-  auto watcher = std::make_shared<SummaryWatcher>(*tally, sink, from_rv, deadline);
+  auto watcher = std::make_shared<SummaryWatcher>(*tally, sink, from_rv, deadline, created_);
   sink->Begin({});
   // The state now: ADDED for a watch from nothing, MODIFIED when it changed since from_rv.
   if (!watcher->Flush(from_rv == 0 ? "ADDED" : "MODIFIED")) return std::nullopt;

@@ -8,7 +8,8 @@
 //   GET /apis/admin.quartermaster.io/v1alpha1/clustersummaries/cluster    the ClusterSummary
 //   GET .../clustersummaries?watch=1[&resourceVersion=R]                  its changes
 // The object:
-//   metadata: name "cluster", resourceVersion (the newest change it counts)
+//   metadata: name "cluster", resourceVersion (the newest change it counts), creationTimestamp
+//     (when this server started serving it: kubectl's AGE is the server's uptime)
 //   status.nodes: total, ready, notReady, unknown (no Ready condition, or one neither True nor
 //     False), unschedulable (spec.unschedulable: cordoned)
 //   status.lastChanges: per resource ("nodes", "resourceslices", "resourceclaims",
@@ -17,10 +18,10 @@
 // A watch sends the current object first (ADDED without a resourceVersion or with "0";
 // MODIFIED when it changed after the resourceVersion given), then MODIFIED whenever it changes,
 // at most every 100 ms between the hub's ticks (a change held back goes out with the next tick,
-// which the hub gives as soon as it has nothing more to dispatch). The counts are kept from the watch hub's change feed by one
-// in-process watcher, started by the first request (its one list of the Nodes) and kept
-// afterwards, so a request costs no list. A request waits (at most a second) until the hub shows
-// every write this process has committed, so it reads its own writes.
+// which the hub gives as soon as it has nothing more to dispatch). The counts are kept from the
+// watch hub's change feed by one in-process watcher, started by the first request (its one list of
+// the Nodes) and kept afterwards, so a request costs no list. A request waits (at most a second)
+// until the hub shows every write this process has committed, so it reads its own writes.
 
 #include <chrono>
 #include <cstdint>
@@ -54,12 +55,17 @@ class NodeTally;
 // Thread-safe.
 class ClusterSummary {
  public:
-  ClusterSummary(service::ObjectService& objects, service::WatchHub& hub)
-      : objects_(objects), hub_(hub) {}
+  // `created`: the object's creationTimestamp (the server's start).
+  ClusterSummary(service::ObjectService& objects, service::WatchHub& hub,
+                 std::chrono::system_clock::time_point created)
+      : objects_(objects), hub_(hub), created_(created) {}
   ~ClusterSummary();
 
-  // GET of the collection or of "cluster" (`name` empty: the list); 404 for other names.
-  HttpResponse Get(const std::string& name);
+  // GET of the collection or of "cluster" (`name` empty: the list); 404 for other names. With
+  // `table` (Accept: ...;as=Table, as kubectl get asks) a Table: Name, Nodes, Ready, Not Ready,
+  // Unknown, Cordoned, Age (from `now`).
+  HttpResponse Get(const std::string& name, bool table = false,
+                   std::chrono::system_clock::time_point now = {});
   // A watch of the collection (or of "cluster"); an error response when it cannot start.
   std::optional<HttpResponse> StartWatch(const HttpRequest& req, std::shared_ptr<WatchSink> sink);
 
@@ -68,7 +74,8 @@ class ClusterSummary {
   absl::StatusOr<ClusterSummaryState> State();
 
   // The object as the API shows it.
-  static nlohmann::json Encode(const ClusterSummaryState& s);
+  static nlohmann::json Encode(const ClusterSummaryState& s,
+                               std::chrono::system_clock::time_point created);
 
  private:
   // The tally, once the hub shows every write this process has committed.
@@ -76,6 +83,7 @@ class ClusterSummary {
 
   service::ObjectService& objects_;
   service::WatchHub& hub_;
+  const std::chrono::system_clock::time_point created_;
   qm::Mutex mu_;
   std::shared_ptr<NodeTally> tally_ ABSL_GUARDED_BY(mu_);
 };

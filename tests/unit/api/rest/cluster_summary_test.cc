@@ -1,6 +1,7 @@
 // ClusterSummary (admin.quartermaster.io/v1alpha1, api/rest/cluster_summary.h) through RestApi
 // over the in-memory store: node counts by state without a list per request, kept live by a
-// watch; the last change of each followed kind; discovery and view's access.
+// watch; the last change of each followed kind; its creationTimestamp (the server's start);
+// discovery and view's access.
 #include "api/rest/cluster_summary.h"
 
 #include <gtest/gtest.h>
@@ -114,6 +115,8 @@ TEST_F(ClusterSummaryTest, CountsNodesByReadinessAndCordon) {
   EXPECT_EQ(s["kind"], "ClusterSummary");
   EXPECT_EQ(s["apiVersion"], "admin.quartermaster.io/v1alpha1");
   EXPECT_EQ(s["metadata"]["name"], "cluster");
+  // Created when the server started (RestApi's construction): kubectl's AGE is its uptime.
+  EXPECT_EQ(s["metadata"]["creationTimestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(
       s["status"]["nodes"],
       (json{{"total", 4}, {"ready", 2}, {"notReady", 1}, {"unknown", 1}, {"unschedulable", 1}}));
@@ -122,7 +125,20 @@ TEST_F(ClusterSummaryTest, CountsNodesByReadinessAndCordon) {
   EXPECT_EQ(list["kind"], "ClusterSummaryList");
   ASSERT_EQ(list["items"].size(), 1u);
   EXPECT_EQ(list["items"][0]["status"], s["status"]);
+  EXPECT_EQ(list["items"][0]["metadata"]["creationTimestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(list["metadata"]["resourceVersion"], s["metadata"]["resourceVersion"]);
+  // kubectl get's Table: the counts, and the age since the server started.
+  clock_.now += std::chrono::hours(3);
+  HttpRequest t{"GET", kSummaries, {}, "", "application/json;as=Table;v=v1;g=meta.k8s.io", ""};
+  json table = json::parse(api_.Handle(t).body);
+  EXPECT_EQ(table["kind"], "Table");
+  std::vector<std::string> names;
+  for (const json& c : table["columnDefinitions"]) names.push_back(c["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"Name", "Nodes", "Ready", "Not Ready", "Unknown",
+                                             "Cordoned", "Age"}));
+  ASSERT_EQ(table["rows"].size(), 1u) << table.dump();
+  EXPECT_EQ(table["rows"][0]["cells"], json::parse(R"(["cluster", 4, 2, 1, 1, 1, "3h"])"));
+  EXPECT_EQ(table["rows"][0]["object"]["metadata"]["name"], "cluster");
   Expect(404, "GET", std::string(kSummaries) + "/other");
   Expect(405, "POST", kSummaries, "{}");
 }
@@ -164,6 +180,7 @@ TEST_F(ClusterSummaryTest, AWatchSendsTheStateThenEachChange) {
   ASSERT_FALSE(added.is_null());
   EXPECT_EQ(added["type"], "ADDED");
   EXPECT_EQ(added["object"]["status"], first["status"]);
+  EXPECT_EQ(added["object"]["metadata"]["creationTimestamp"], "2027-01-15T08:00:00Z");
 
   // A cordon: a MODIFIED event with the new count.
   Expect(200, "PATCH", "/api/v1/nodes/d", R"({"spec":{"unschedulable":true}})",
