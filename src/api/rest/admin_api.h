@@ -24,8 +24,8 @@
 //     claim, shareID, adminAccess), status.truncated, status.start and status.end out. Claim
 //     names come from the claims that still exist; a deleted claim has namespace and uid only.
 //   POST /apis/admin.quartermaster.io/v1alpha1/deviceholderreviews
-//     spec.pools[] {driver, pool} in; who holds each device of those pools now out
-//     (device_holders.h).
+//     spec.pools[] {driver, pool} and/or spec.deviceClassName in; who holds each device of those
+//     pools now (and with a class, every claim naming it) out (device_holders.h).
 //   GET /apis/admin.quartermaster.io/v1alpha1/clustersummaries (and /cluster, and ?watch=1): node
 //     counts and the last change of the kinds the admin views count (cluster_summary.h).
 //   GET /apis/admin.quartermaster.io and /apis/admin.quartermaster.io/v1alpha1: the group and
