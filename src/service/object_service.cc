@@ -417,6 +417,14 @@ absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) 
   return store_.Get(key);
 }
 
+absl::StatusOr<model::Object> ObjectService::GetForWrite(const model::ResourceKey& key,
+                                                         bool* from_cache) {
+  std::optional<model::Object> cached = hub_ != nullptr ? hub_->Find(key) : std::nullopt;
+  *from_cache = cached.has_value();
+  if (cached.has_value()) return *std::move(cached);
+  return store_.Get(key);
+}
+
 absl::StatusOr<store::ListResult> ObjectService::ListCached(const ListRequest& request) {
   if (hub_ != nullptr) {
     auto cached = hub_->List(request, store_.LastCommittedRevision());

@@ -80,6 +80,11 @@ class ObjectService {
   absl::StatusOr<DeleteResult> Delete(const model::ResourceKey& key, const DeleteOptions& options);
 
   absl::StatusOr<model::Object> Get(const model::ResourceKey& key);
+  // The object cache's copy of `key` when it has one, else the store's; `from_cache` says which.
+  // A cached copy may lag the store by a few ms (or show an object just deleted): use it only to
+  // compute a write that is conditional on its resourceVersion (Aborted when stale), and decide
+  // anything that writes nothing on the store's copy.
+  absl::StatusOr<model::Object> GetForWrite(const model::ResourceKey& key, bool* from_cache);
 
   // Several creates, updates and deletes in one store transaction: all of them or none. Each
   // gets the metadata policy of Create, Update and Delete (uid, creationTimestamp and generation

@@ -796,25 +796,38 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
   store::AuditRecord record = Record(caller, "update", model::kResourceGroup, "resourceclaims",
                                      "status", claim.namespace_(), claim.name());
   store::AuditScope scope(&record);
+  // The first try computes from the object cache's copies (no store reads); the commit is
+  // conditional on their resourceVersions, so stale copies cost a try from the store's. Where a
+  // cached copy needs no change (a repeated report, or a copy too old to show the binding), the
+  // try is made again from the store's copies before anything is written.
+  bool use_cache = true;
   for (int attempt = 0;; ++attempt) {
-    auto current = objects_.Get(key);
+    bool cached = false;
+    auto current = use_cache ? objects_.GetForWrite(key, &cached) : objects_.Get(key);
     if (absl::IsNotFound(current.status())) return NotThisClaim(claim);
     QM_RETURN_IF_ERROR(current.status());
     // `change` lists the claim's consumers before it decides whether the claim changes, so even
     // a report repeated after a reconnect (nothing new for the claim) brings pods that still
     // lack the condition up to date.
     QM_ASSIGN_OR_RETURN(auto next, Revise(caller.user, type, *current, Scope::kStatus, change));
+    bool unsure = cached && !next.has_value();  // no change, judged on a cached copy
     const model::Object& reported = next.has_value() ? *next : *current;
     std::vector<service::BatchWrite> batch;
     if (next.has_value()) {
       batch.push_back({service::BatchWrite::Kind::kUpdate, *next, *current});
     }
     for (const auto& name : consumers) {
-      auto pod = objects_.Get(model::ResourceKey{"pods", claim.namespace_(), name});
+      const model::ResourceKey pod_key{"pods", claim.namespace_(), name};
+      bool pod_cached = false;
+      auto pod = use_cache ? objects_.GetForWrite(pod_key, &pod_cached) : objects_.Get(pod_key);
       if (absl::IsNotFound(pod.status())) continue;  // the pod is gone
       QM_RETURN_IF_ERROR(pod.status());
       auto revised = Revise(caller.user, pod_type, *pod, Scope::kStatus,
                             PodConditionChange(node, claim.namespace_(), reported));
+      if (!revised.ok() && pod_cached) {
+        unsure = true;  // judge the error on the store's copy
+        continue;
+      }
       if (!revised.ok()) {
         // The claim's report still counts; the pod condition follows the next report.
         spdlog::warn("request_id={} pod condition of {}/{}: {}", caller.request_id,
@@ -823,9 +836,20 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
       }
       if (revised->has_value()) {
         batch.push_back({service::BatchWrite::Kind::kUpdate, std::move(**revised), *pod});
+      } else {
+        unsure |= pod_cached;
       }
+      cached |= pod_cached;
+    }
+    if (unsure) {
+      use_cache = false;
+      continue;
     }
     auto committed = objects_.CommitBatch(std::move(batch));
+    if (cached && (absl::IsAborted(committed.status()) || absl::IsNotFound(committed.status()))) {
+      use_cache = false;  // a cached copy was stale
+      continue;
+    }
     if (absl::IsAborted(committed.status()) && attempt + 1 < kMaxAttempts) continue;
     QM_RETURN_IF_ERROR(committed.status());
     v1::ReportPreparedResponse resp;
