@@ -641,6 +641,16 @@ TEST(ObjectServiceCacheTest, DeleteAnswersFromTheStoresCopyWhenTheCacheIsStale) 
   ASSERT_EQ(hub.Find(a->Key())->meta.resource_version, a->meta.resource_version);
   ASSERT_TRUE(hub.Find(c->Key()).has_value());
 
+  // GetForWrite: the cache's (stale) copy while it has one, the store's on a miss.
+  bool from_cache = false;
+  auto a_cached = service.GetForWrite(a->Key(), &from_cache);
+  ASSERT_TRUE(a_cached.ok());
+  EXPECT_TRUE(from_cache);
+  EXPECT_EQ(a_cached->meta.resource_version, a->meta.resource_version);
+  EXPECT_TRUE(absl::IsNotFound(
+      service.GetForWrite(model::ResourceKey{claims, "team", "never"}, &from_cache).status()));
+  EXPECT_FALSE(from_cache);
+
   // a: a precondition on the store's version holds, and the delete goes through.
   DeleteOptions on_version;
   on_version.precondition_resource_version = a_now->meta.resource_version;
