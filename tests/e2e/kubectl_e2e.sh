@@ -160,6 +160,17 @@ check "get clustersummaries counts the nodes" "$(tail -n +2 <<<"$out" | awk '{ p
 check "the seeds' three nodes" "$(cut -d' ' -f2 <<<"$want")" "3"
 check "clustersummaries AGE is the server's uptime, not <unknown>" \
   "$(tail -n +2 <<<"$out" | awk '{ print ($7 ~ /^[0-9]+[smhdy]([0-9]+[smhd])?$/) ? "an age" : $7 }')" "an age"
+# kubectl get -w: Tables as events (the same columns), a cordon seen as one more CORDONED.
+kubectl get clustersummaries -w --no-headers > "$WORK/summary-watch.txt" 2>&1 &
+summary_watch=$!
+eventually 10 grep -q . "$WORK/summary-watch.txt" >/dev/null
+k cordon gpu-node-a >/dev/null
+cordoned=$(awk '{ $6 += 1; print $1, $2, $3, $4, $5, $6 }' <<<"$want")
+eventually 10 bash -c "awk '{ print \$1, \$2, \$3, \$4, \$5, \$6 }' '$WORK/summary-watch.txt' | grep -qxF '$cordoned'" >/dev/null
+kill "$summary_watch" 2>/dev/null; wait "$summary_watch" 2>/dev/null
+k uncordon gpu-node-a >/dev/null
+check "get clustersummaries -w shows the cordon in the same columns" \
+  "$(awk '{ print $1, $2, $3, $4, $5, $6 }' "$WORK/summary-watch.txt")" "$want" "$cordoned"
 created=$(k get clustersummary cluster -o jsonpath='{.metadata.creationTimestamp}')
 check "the summary's creationTimestamp is when the server started" \
   "$(t=$(date -d "$created" +%s 2>/dev/null) && [ "$t" -ge "$SERVER_STARTED" ] && [ "$t" -le "$(date +%s)" ] && echo in range || echo "$created")" "in range"

@@ -505,7 +505,7 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       return Error(MakeError(405, "MethodNotAllowed",
                              "the server does not allow this method on the requested resource"));
     }
-    return summary_->Get(name, req.accept.find("as=Table") != std::string::npos, clock_.Now());
+    return summary_->Get(name, req.accept.find("as=Table") != std::string::npos);
   }
   const bool match = path == VersionPath() + "/" + kReviewResource;
   const bool utilization = path == VersionPath() + "/" + kUtilizationResource;

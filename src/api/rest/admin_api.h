@@ -62,8 +62,7 @@ class AdminApi {
       : objects_(objects),
         clock_(clock),
         inventories_(objects),
-        summary_(hub == nullptr ? nullptr
-                                : std::make_unique<ClusterSummary>(objects, *hub, clock.Now())),
+        summary_(hub == nullptr ? nullptr : std::make_unique<ClusterSummary>(objects, *hub, clock)),
         holders_(hub == nullptr ? nullptr : std::make_unique<DeviceHolders>(objects, *hub)) {}
 
   // 201 with the review; 400 for a body that is not JSON, 422 with field paths for a malformed

@@ -152,18 +152,55 @@ namespace {
 
 constexpr auto kMinInterval = std::chrono::milliseconds(100);
 
+// The object as a Table of one row (`kubectl get clustersummaries`); `with_columns` false leaves
+// the column definitions out (a watch's events after the first, as Kubernetes sends them).
+json SummaryTable(const json& object, const ClusterSummaryState& s,
+                  std::chrono::system_clock::time_point created,
+                  std::chrono::system_clock::time_point now, bool with_columns = true) {
+  auto column = [](const char* name, const char* type, const char* format,
+                   const char* description) {
+    return json{{"name", name},
+                {"type", type},
+                {"format", format},
+                {"description", description},
+                {"priority", 0}};
+  };
+  json columns = json::array(
+      {column("Name", "string", "name", "The object's name: always cluster."),
+       column("Nodes", "integer", "", "Nodes in all."),
+       column("Ready", "integer", "", "Nodes whose Ready condition is True."),
+       column("Not Ready", "integer", "", "Nodes whose Ready condition is False."),
+       column("Unknown", "integer", "", "Nodes without a Ready condition that is True or False."),
+       column("Cordoned", "integer", "", "Nodes marked unschedulable."),
+       column("Age", "string", "", "Since the server started.")});
+  json row = {{"cells",
+               {kClusterSummaryName, s.nodes, s.ready, s.not_ready, s.unknown, s.unschedulable,
+                ShortHumanDuration(now - created)}},
+              {"object",
+               {{"kind", "PartialObjectMetadata"},
+                {"apiVersion", "meta.k8s.io/v1"},
+                {"metadata", object["metadata"]}}}};
+  json table = {{"kind", "Table"},
+                {"apiVersion", "meta.k8s.io/v1"},
+                {"metadata", {{"resourceVersion", std::to_string(s.resource_version)}}}};
+  if (with_columns) table["columnDefinitions"] = std::move(columns);
+  table["rows"] = json::array({std::move(row)});
+  return table;
+}
+
 // One watch of the summary: sends the tally's state when a followed kind changed, at most every
 // kMinInterval (a change held back goes out with a later change or the next Tick).
 class SummaryWatcher final : public service::Watcher {
  public:
   SummaryWatcher(std::shared_ptr<NodeTally> tally, std::shared_ptr<WatchSink> sink, int64_t sent_rv,
                  std::chrono::steady_clock::time_point deadline,
-                 std::chrono::system_clock::time_point created)
+                 std::chrono::system_clock::time_point created, const Clock* table_clock)
       : tally_(std::move(tally)),
         sink_(std::move(sink)),
         sent_rv_(sent_rv),
         deadline_(deadline),
-        created_(created) {}
+        created_(created),
+        table_clock_(table_clock) {}
 
   bool Deliver(const model::WatchEvent& ev) override {
     if (closed_) return false;
@@ -195,7 +232,12 @@ class SummaryWatcher final : public service::Watcher {
     ClusterSummaryState s = tally_->Snapshot();
     if (s.resource_version <= sent_rv_ && sent_rv_ != 0) return true;
     sent_rv_ = s.resource_version;
-    return Write(json{{"type", type}, {"object", ClusterSummary::Encode(s, created_)}});
+    json object = ClusterSummary::Encode(s, created_);
+    if (table_clock_ != nullptr) {
+      object = SummaryTable(object, s, created_, table_clock_->Now(), !columns_sent_);
+      columns_sent_ = true;
+    }
+    return Write(json{{"type", type}, {"object", std::move(object)}});
   }
 
  private:
@@ -217,6 +259,8 @@ class SummaryWatcher final : public service::Watcher {
   int64_t sent_rv_;
   const std::chrono::steady_clock::time_point deadline_;
   const std::chrono::system_clock::time_point created_;
+  const Clock* const table_clock_;  // non-null: the events' objects are Tables (as=Table)
+  bool columns_sent_ = false;
   std::chrono::steady_clock::time_point last_sent_{};
   bool pending_ = false;
   bool closed_ = false;
@@ -283,46 +327,7 @@ json ClusterSummary::Encode(const ClusterSummaryState& s,
                 {"lastChanges", std::move(changes)}}}};
 }
 
-namespace {
-
-// The object as one row of `kubectl get clustersummaries`.
-json SummaryTable(const json& object, const ClusterSummaryState& s,
-                  std::chrono::system_clock::time_point created,
-                  std::chrono::system_clock::time_point now) {
-  auto column = [](const char* name, const char* type, const char* format,
-                   const char* description) {
-    return json{{"name", name},
-                {"type", type},
-                {"format", format},
-                {"description", description},
-                {"priority", 0}};
-  };
-  json columns = json::array(
-      {column("Name", "string", "name", "The object's name: always cluster."),
-       column("Nodes", "integer", "", "Nodes in all."),
-       column("Ready", "integer", "", "Nodes whose Ready condition is True."),
-       column("Not Ready", "integer", "", "Nodes whose Ready condition is False."),
-       column("Unknown", "integer", "", "Nodes without a Ready condition that is True or False."),
-       column("Cordoned", "integer", "", "Nodes marked unschedulable."),
-       column("Age", "string", "", "Since the server started.")});
-  json row = {{"cells",
-               {kClusterSummaryName, s.nodes, s.ready, s.not_ready, s.unknown, s.unschedulable,
-                ShortHumanDuration(now - created)}},
-              {"object",
-               {{"kind", "PartialObjectMetadata"},
-                {"apiVersion", "meta.k8s.io/v1"},
-                {"metadata", object["metadata"]}}}};
-  return json{{"kind", "Table"},
-              {"apiVersion", "meta.k8s.io/v1"},
-              {"metadata", {{"resourceVersion", std::to_string(s.resource_version)}}},
-              {"columnDefinitions", std::move(columns)},
-              {"rows", json::array({std::move(row)})}};
-}
-
-}  // namespace
-
-HttpResponse ClusterSummary::Get(const std::string& name, bool table,
-                                 std::chrono::system_clock::time_point now) {
+HttpResponse ClusterSummary::Get(const std::string& name, bool table) {
   if (!name.empty() && name != kClusterSummaryName) {
     HttpError e = MakeError(
         404, "NotFound",
@@ -334,7 +339,7 @@ HttpResponse ClusterSummary::Get(const std::string& name, bool table,
   auto state = State();
   if (!state.ok()) return ErrorOf(ToHttpError(state.status(), StatusDetails{}));
   json object = Encode(*state, created_);
-  if (table) return JsonResponse(200, SummaryTable(object, *state, created_, now));
+  if (table) return JsonResponse(200, SummaryTable(object, *state, created_, clock_.Now()));
   if (!name.empty()) return JsonResponse(200, object);
   return JsonResponse(
       200, json{{"apiVersion", "admin.quartermaster.io/v1alpha1"},
@@ -375,7 +380,9 @@ std::optional<HttpResponse> ClusterSummary::StartWatch(const HttpRequest& req,
   // Read before the state is sent: every change after it reaches the watcher, and the tally
   // (called before the hub moves past a change) already counts every change up to it.
   const int64_t subscribe_from = hub_.last_dispatched();
-  auto watcher = std::make_shared<SummaryWatcher>(*tally, sink, from_rv, deadline, created_);
+  auto watcher = std::make_shared<SummaryWatcher>(
+      *tally, sink, from_rv, deadline, created_,
+      req.accept.find("as=Table") != std::string::npos ? &clock_ : nullptr);
   sink->Begin({});
   // The state now: ADDED for a watch from nothing, MODIFIED when it changed since from_rv.
   if (!watcher->Flush(from_rv == 0 ? "ADDED" : "MODIFIED")) return std::nullopt;

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/rest/rest_api.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "service/object_service.h"
 #include "service/watch_hub.h"
@@ -55,18 +56,19 @@ class NodeTally;
 // Thread-safe.
 class ClusterSummary {
  public:
-  // `created`: the object's creationTimestamp (the server's start).
-  ClusterSummary(service::ObjectService& objects, service::WatchHub& hub,
-                 std::chrono::system_clock::time_point created)
-      : objects_(objects), hub_(hub), created_(created) {}
+  // The object's creationTimestamp is `clock`'s time now (the server's start); a Table's Age is
+  // from it.
+  ClusterSummary(service::ObjectService& objects, service::WatchHub& hub, const Clock& clock)
+      : objects_(objects), hub_(hub), clock_(clock), created_(clock.Now()) {}
   ~ClusterSummary();
 
   // GET of the collection or of "cluster" (`name` empty: the list); 404 for other names. With
   // `table` (Accept: ...;as=Table, as kubectl get asks) a Table: Name, Nodes, Ready, Not Ready,
-  // Unknown, Cordoned, Age (from `now`).
-  HttpResponse Get(const std::string& name, bool table = false,
-                   std::chrono::system_clock::time_point now = {});
-  // A watch of the collection (or of "cluster"); an error response when it cannot start.
+  // Unknown, Cordoned, Age.
+  HttpResponse Get(const std::string& name, bool table = false);
+  // A watch of the collection (or of "cluster"); an error response when it cannot start. With
+  // as=Table in the request's Accept (kubectl get -w), each event's object is a Table (the first
+  // with its column definitions).
   std::optional<HttpResponse> StartWatch(const HttpRequest& req, std::shared_ptr<WatchSink> sink);
 
   // The current counts (starting the tally on first use), once they include every write this
@@ -83,6 +85,7 @@ class ClusterSummary {
 
   service::ObjectService& objects_;
   service::WatchHub& hub_;
+  const Clock& clock_;
   const std::chrono::system_clock::time_point created_;
   qm::Mutex mu_;
   std::shared_ptr<NodeTally> tally_ ABSL_GUARDED_BY(mu_);

@@ -211,6 +211,29 @@ TEST_F(ClusterSummaryTest, AWatchSendsTheStateThenEachChange) {
   EXPECT_EQ(sink->size(), seen);
 }
 
+// kubectl get -w asks for Tables: each event's object is one (the first with its columns).
+TEST_F(ClusterSummaryTest, AWatchForTablesSendsTables) {
+  auto sink = std::make_shared<RecordingSink>();
+  HttpRequest w{
+      "GET", kSummaries, {{"watch", "1"}}, "", "application/json;as=Table;v=v1;g=meta.k8s.io", ""};
+  ASSERT_FALSE(api_.StartWatch(w, sink).has_value());
+  json added = sink->WaitFor([](const json&) { return true; });
+  ASSERT_FALSE(added.is_null());
+  EXPECT_EQ(added["type"], "ADDED");
+  EXPECT_EQ(added["object"]["kind"], "Table");
+  EXPECT_EQ(added["object"]["columnDefinitions"].size(), 7u);
+  EXPECT_EQ(added["object"]["rows"][0]["cells"],
+            json::parse(R"(["cluster", 4, 2, 1, 1, 1, "0s"])"));
+  Expect(200, "PATCH", "/api/v1/nodes/d", R"({"spec":{"unschedulable":true}})",
+         "application/merge-patch+json");
+  json cordoned = sink->WaitFor([](const json& e) {
+    return e["type"] == "MODIFIED" && e["object"]["rows"][0]["cells"][5] == 2;
+  });
+  ASSERT_FALSE(cordoned.is_null()) << "no Table event for the cordon";
+  EXPECT_EQ(cordoned["object"]["kind"], "Table");
+  EXPECT_FALSE(cordoned["object"].contains("columnDefinitions"));
+}
+
 TEST_F(ClusterSummaryTest, TheLastChangeOfABurstFollowsSoon) {
   auto sink = std::make_shared<RecordingSink>();
   HttpRequest w{"GET", kSummaries, {{"watch", "1"}}, "", "", ""};
