@@ -235,10 +235,12 @@ expect_match "the node's device health carries the XID" \
   "XID 79 on GPU-0a000000-0000-4000-8000-000000000000: GPU has fallen off the bus"
 expect_match "the agent saw XID 13 and left the devices alone" "$(cat "$WORK/nvml-node.log")" \
   "device event on GPU-0b000000-0000-4000-8000-000000000000 \(type 0x8, data 13\) changes no device's health"
-gone() { k -n mig-test get pod "$1" >/dev/null 2>&1 || echo gone; }
+# Both fail while the thing is still there, so `eventually` keeps asking (they used to succeed
+# with no output and the check did not wait).
+gone() { k -n mig-test get pod "$1" >/dev/null 2>&1 && return 1; echo gone; }
 expect "the pod using the GPU is evicted" "$(eventually 30 gone mps-pod)" "gone"
 spec="$WORK/nvml-node/cdi/k8s.gpu.nvidia.com-claim_$uid.json"
-absent() { [ -f "$1" ] || echo absent; }
+absent() { [ -f "$1" ] && return 1; echo absent; }
 expect "and its claim unprepared" "$(eventually 30 absent "$spec")" "absent"
 expect "MPS: unprepare quits the claim's daemon" "$(tail -1 "$QM_FAKE_MPS_LOG")" "quit pipe=$mps_dir/pipe"
 expect "the pod on the MIG device stays" "$(k -n mig-test get pod mig-pod -o jsonpath='{.metadata.name}')" "mig-pod"
