@@ -4,6 +4,9 @@
 
 namespace qm::service {
 
+// The shortest time between two rebuilds of the snapshot while no pod waits (Pass).
+constexpr std::chrono::milliseconds kIdleSnapshotInterval{500};
+
 // Follows the object cache for the scheduler: collects every change for the next pass and wakes
 // the loop. Called from the hub's delivery threads; Close() detaches it from the scheduler.
 class Scheduler::Feed final : public Watcher {
@@ -278,12 +281,14 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
   if (start - st.last_sweep >= std::chrono::seconds(10)) dirty.all = true;
   if (dirty.all) st.last_sweep = start;
   if (dirty.relevant) ++st.generation;
-  // While slices or nodes stream in (a fleet joining) and no pod waits, each rebuild of the
-  // inventory and node list would start over with one more node: the loop puts the next one off
-  // until twice the last one's time has passed. What runs meanwhile (releases, evictions) sees
-  // the previous snapshot, as it would have a moment earlier. RunOnce always rebuilds.
+  // While slices or nodes stream in (a fleet joining, agents' heartbeats) and no pod waits, each
+  // rebuild of the inventory and node list would start over with one more node: the loop puts the
+  // next one off until twice the last one's time, and at least kIdleSnapshotInterval, has passed.
+  // A pod that arrives ends the wait. What runs meanwhile (releases, evictions) sees the previous
+  // snapshot, as it would have a moment earlier. RunOnce always rebuilds.
   if (!read_your_writes && (st.inventory_dirty || st.nodes_dirty) && st.inventory != nullptr) {
-    const auto due = st.snapshot_built + 2 * st.snapshot_cost;
+    const auto due = st.snapshot_built + std::max<std::chrono::steady_clock::duration>(
+                                             2 * st.snapshot_cost, kIdleSnapshotInterval);
     if (start < due && !st.AnyPending()) {
       refresh_delay_ = std::chrono::duration_cast<std::chrono::milliseconds>(due - start) +
                        std::chrono::milliseconds(1);
