@@ -6,7 +6,7 @@
 
 import { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 import { Json, errorText, paths, request } from './api';
-import { Holder } from './model';
+import { Holder, sameHolders } from './model';
 import { Debounce, useKindChangesWhen } from './store';
 
 export interface HeldDevice {
@@ -54,22 +54,6 @@ export function holdersOf(d: HeldDevice): Holder[] {
       claimCreated: h.claimCreationTimestamp,
       node: h.nodeName,
     }));
-}
-
-function sameHolders(a: Holder[], b: Holder[]): boolean {
-  return (
-    a.length === b.length &&
-    a.every(
-      (h, i) =>
-        h.claim === b[i].claim &&
-        h.request === b[i].request &&
-        h.shareId === b[i].shareId &&
-        h.claimCreated === b[i].claimCreated &&
-        h.node === b[i].node &&
-        (h.pods || []).join(',') === (b[i].pods || []).join(',') &&
-        JSON.stringify(h.consumedCapacity) === JSON.stringify(b[i].consumedCapacity),
-    )
-  );
 }
 
 const MAX_POOLS = 1000; // per review (the server's limit)

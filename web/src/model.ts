@@ -111,7 +111,8 @@ export function allocationsOf(claims: K8sObject[]): Map<string, Holder[]> {
 const allocationCache = new WeakMap<K8sObject[], Map<string, Holder[]>>();
 let lastAllocations = new Map<string, Holder[]>();
 
-function sameHolders(a: Holder[], b: Holder[]): boolean {
+// Whether two holder lists show the same (a device whose holders did not change keeps its array).
+export function sameHolders(a: Holder[], b: Holder[]): boolean {
   return (
     a.length === b.length &&
     a.every(
@@ -119,6 +120,9 @@ function sameHolders(a: Holder[], b: Holder[]): boolean {
         h.claim === b[i].claim &&
         h.request === b[i].request &&
         h.shareId === b[i].shareId &&
+        h.claimCreated === b[i].claimCreated &&
+        h.node === b[i].node &&
+        (h.pods || []).join(',') === (b[i].pods || []).join(',') &&
         JSON.stringify(h.consumedCapacity) === JSON.stringify(b[i].consumedCapacity),
     )
   );
