@@ -1,5 +1,6 @@
 #include "api/rest/device_holders.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -20,6 +21,11 @@ namespace {
 
 constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
 constexpr size_t kMaxPools = 1000;
+// status.claims lists this many claims of a class unless spec.limit says otherwise, and never more
+// than kMaxLimit (DeviceMatchReview's limits): a class that 50,000 claims name answers with the
+// first ones and the count, not with every claim.
+constexpr size_t kDefaultLimit = 500;
+constexpr size_t kMaxLimit = 5000;
 
 // One device result of a claim's allocation.
 struct Hold {
@@ -222,13 +228,17 @@ class HolderIndex final : public service::Watcher {
     return out;
   }
 
-  // The claims naming device class `name`, allocated or not, by namespace and name.
-  std::vector<ClassClaim> FindClass(const std::string& name) {
+  // The first `limit` claims naming device class `name`, allocated or not, by namespace and
+  // name; `*count` is how many claims name it.
+  std::vector<ClassClaim> FindClass(const std::string& name, size_t limit, size_t* count) {
     qm::MutexLock lock(&mu_);
     std::vector<ClassClaim> out;
+    *count = 0;
     auto it = by_class_.find(name);
     if (it == by_class_.end()) return out;
+    *count = it->second.size();
     for (const auto& key : it->second) {
+      if (out.size() == limit) break;
       const Claim& c = claims_.at(key);
       const size_t slash = key.find('/');
       out.push_back({key.substr(0, slash), key.substr(slash + 1), c.uid, c.holds});
@@ -324,6 +334,19 @@ HttpResponse DeviceHolders::Review(const json& body) {
       class_name = v.get<std::string>();
     }
   }
+  size_t limit = kDefaultLimit;
+  if (spec.is_object() && spec.contains("limit")) {
+    const json& v = spec["limit"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1) {
+      errors.push_back(model::Invalid("spec.limit", v.dump(), "must be a positive integer"));
+    } else if (!spec.contains("deviceClassName")) {
+      // The limit bounds status.claims, which only a class review lists.
+      errors.push_back(
+          model::Forbidden("spec.limit", "may only be set together with spec.deviceClassName"));
+    } else {
+      limit = std::min<size_t>(v.get<uint64_t>(), kMaxLimit);
+    }
+  }
   if (!spec.is_object()) {
     errors.push_back(model::Invalid("spec", "", "must be an object"));
   } else if (spec.contains("pools")) {
@@ -354,11 +377,13 @@ HttpResponse DeviceHolders::Review(const json& body) {
     const HttpError e = ToHttpError(index.status(), StatusDetails{});
     return JsonResponse(e.code, e.status);
   }
-  // With a class: only the claims naming it (each listed, allocated or not) and what they hold.
+  // With a class: only the first `limit` claims naming it (each listed, allocated or not) and what
+  // they hold; the count says how many name it.
   std::vector<std::shared_ptr<const ClaimHolds>> holding;
   json class_claims = json::array();
+  size_t class_count = 0;
   if (class_name.has_value()) {
-    for (auto& c : (*index)->FindClass(*class_name)) {
+    for (auto& c : (*index)->FindClass(*class_name, limit, &class_count)) {
       class_claims.push_back({{"namespace", c.namespace_},
                               {"name", c.name},
                               {"uid", c.uid},
@@ -394,7 +419,11 @@ HttpResponse DeviceHolders::Review(const json& body) {
                            {"holders", std::move(holders)}});
   }
   json status = {{"heldDevices", out_devices.size()}, {"devices", std::move(out_devices)}};
-  if (class_name.has_value()) status["claims"] = std::move(class_claims);
+  if (class_name.has_value()) {
+    status["claimsTruncated"] = class_claims.size() < class_count;
+    status["claims"] = std::move(class_claims);
+    status["claimCount"] = class_count;
+  }
   return JsonResponse(201, json{{"apiVersion", group_version},
                                 {"kind", kDeviceHolderKind},
                                 {"metadata", body.value("metadata", json::object())},

@@ -11,11 +11,13 @@
 //     claim's status.reservedFor), claimCreationTimestamp, nodeName (the node the allocation's
 //     node selector names, when it names one)), sorted by driver, pool, device, and
 //     status.heldDevices out. Nothing is stored.
-//     With spec.deviceClassName: only the claims whose requests name that class (exactly, or a
-//     firstAvailable subrequest), allocated or not, in status.claims[] {namespace, name, uid,
-//     allocated} (by namespace and name), and status.devices only the devices they hold (in
-//     spec.pools, when given): what a class's delete confirmation warns about, without the
-//     caller reading every claim.
+//     With spec.deviceClassName: the claims whose requests name that class (exactly, or a
+//     firstAvailable subrequest), allocated or not: the first spec.limit of them (default 500,
+//     at most 5000, like DeviceMatchReview; only with a class) in status.claims[] {namespace,
+//     name, uid, allocated} (by namespace and name), how many name it in status.claimCount,
+//     status.claimsTruncated when claims were left out, and in status.devices only the devices
+//     the listed claims hold (in spec.pools, when given): what a class's delete confirmation
+//     warns about, without the caller reading every claim.
 // The holders come from an index of the claims kept from the watch hub's change feed by one
 // in-process watcher (started by the first review with one list of the claims; a claim's JSON
 // parsed when it is first seen, for its classes, which do not change, and then once per change

@@ -1289,14 +1289,18 @@ std::vector<Def> AdminDefs() {
              "request, shareID, consumedCapacity, adminAccess, consumers, "
              "claimCreationTimestamp, nodeName), sorted by driver, pool and device, "
              "heldDevices, and with spec.deviceClassName claims (namespace, name, uid, "
-             "allocated)."),
+             "allocated; the first spec.limit), claimCount (every claim naming the class) and "
+             "claimsTruncated."),
       {"admin.DeviceHolderReviewSpec",
        kAllShapes,
        "The pools whose devices to report; none: every held device.",
        {ListOf("pools", "admin.DevicePool", "Pools, at most 1000."),
         Str("deviceClassName",
             "Only the claims naming this device class (listed in status.claims, allocated or "
-            "not) and the devices they hold.")}},
+            "not) and the devices the listed ones hold."),
+        I32("limit",
+            "Claims listed at most in status.claims (default 500, at most 5000); only with "
+            "deviceClassName.")}},
       {"admin.DevicePool",
        kAllShapes,
        "One pool of one driver.",

@@ -296,6 +296,75 @@ TEST_F(AdminApiTest, HolderReviewForAClassNamesEveryClaimThatNamesIt) {
   EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.deviceClassName");
 }
 
+// DeviceHolderReview's spec.limit: status.claims lists the first `limit` claims naming the class,
+// status.claimCount counts them all, status.claimsTruncated says some were left out, and
+// status.devices has only what the listed claims hold; a bad limit is a 422 at spec.limit.
+TEST_F(AdminApiTest, HolderReviewForAClassListsTheFirstLimitClaimsAndCountsThemAll) {
+  constexpr char kHolders[] = "/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews";
+  auto review = [&](const json& spec) {
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "DeviceHolderReview"},
+                 {"spec", spec}};
+    return json::parse(Expect(201, "POST", kHolders, body.dump()).body)["status"];
+  };
+  auto names = [](const json& status) {
+    std::vector<std::string> out;
+    for (const json& c : status["claims"]) out.push_back(c["name"].get<std::string>());
+    return out;
+  };
+  // c1 (the fixture's, allocated on node-a's gpu-0) and c2..c4 (unallocated) name a100.
+  const std::string claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+  for (const char* name : {"c2", "c3", "c4"}) {
+    json c = {{"metadata", {{"name", name}}}};
+    c["spec"]["devices"]["requests"] =
+        json::array({{{"name", "gpu"}, {"exactly", {{"deviceClassName", "a100"}}}}});
+    Expect(201, "POST", claims, c.dump());
+  }
+
+  json all = review({{"deviceClassName", "a100"}});  // default limit (500): every one
+  EXPECT_EQ(names(all), (std::vector<std::string>{"c1", "c2", "c3", "c4"})) << all.dump();
+  EXPECT_EQ(all["claimCount"], 4);
+  EXPECT_EQ(all["claimsTruncated"], false);
+  EXPECT_EQ(all["heldDevices"], 1);
+
+  json two = review({{"deviceClassName", "a100"}, {"limit", 2}});
+  EXPECT_EQ(names(two), (std::vector<std::string>{"c1", "c2"})) << two.dump();
+  EXPECT_EQ(two["claimCount"], 4);
+  EXPECT_EQ(two["claimsTruncated"], true);
+  EXPECT_EQ(two["heldDevices"], 1);  // c1's gpu-0
+
+  // The first claim (c1) left out by a delete: the next ones listed, and no device held by one
+  // that is not listed.
+  Expect(200, "DELETE", claims + "/c1");
+  json one = review({{"deviceClassName", "a100"}, {"limit", 1}});
+  EXPECT_EQ(names(one), (std::vector<std::string>{"c2"})) << one.dump();
+  EXPECT_EQ(one["claimCount"], 3);
+  EXPECT_EQ(one["claimsTruncated"], true);
+  EXPECT_EQ(one["heldDevices"], 0);
+  json exact = review({{"deviceClassName", "a100"}, {"limit", 3}});
+  EXPECT_EQ(exact["claims"].size(), 3u);
+  EXPECT_EQ(exact["claimsTruncated"], false);
+  // Above the maximum (5000): the maximum, not a refusal.
+  EXPECT_EQ(review({{"deviceClassName", "a100"}, {"limit", 1000000}})["claimCount"], 3);
+  json none = review({{"deviceClassName", "h100"}, {"limit", 1}});
+  EXPECT_EQ(none["claimCount"], 0);
+  EXPECT_EQ(none["claimsTruncated"], false);
+  EXPECT_FALSE(review(json::object()).contains("claimCount"));  // without a class: no count
+
+  // A limit that is not a positive integer, or without a class: 422 with the field path.
+  for (const json& bad_limit : {json(0), json(-3), json("2"), json(1.5), json(nullptr)}) {
+    json bad = {{"kind", "DeviceHolderReview"},
+                {"spec", {{"deviceClassName", "a100"}, {"limit", bad_limit}}}};
+    json refused = json::parse(Expect(422, "POST", kHolders, bad.dump()).body);
+    EXPECT_EQ(refused["reason"], "Invalid") << bad_limit.dump();
+    ASSERT_EQ(refused["details"]["causes"].size(), 1u) << refused.dump();
+    EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.limit") << bad_limit.dump();
+  }
+  json no_class = {{"kind", "DeviceHolderReview"}, {"spec", {{"limit", 5}}}};
+  json refused = json::parse(Expect(422, "POST", kHolders, no_class.dump()).body);
+  EXPECT_EQ(refused["details"]["causes"][0]["field"], "spec.limit") << refused.dump();
+}
+
 TEST_F(AdminApiTest, SelectorsNarrowTheClassAndWorkWithoutOne) {
   json both = Review({{"className", "a100"},
                       {"selectors",
