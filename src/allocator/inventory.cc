@@ -1,6 +1,7 @@
 #include "allocator/inventory.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <type_traits>
@@ -193,7 +194,7 @@ std::string ValidateGroup(const Inventory::Group& group,
 
 const std::map<std::string, Quantity>* AllocatedState::SharedConsumed(uint32_t device) const {
   auto it = shared_.find(device);
-  return it == shared_.end() ? nullptr : &it->second;
+  return it == shared_.end() ? nullptr : &it->second.consumed;
 }
 
 const std::map<std::string, std::map<std::string, Quantity>>* AllocatedState::CountersConsumed(
@@ -481,12 +482,12 @@ void Inventory::AddAllocated(AllocatedState& state,
       const DeviceEntry& d = devices_[i];
       bool first_share = false;
       if (a.share_id.empty()) {
-        state.exclusive_[i] = 1;
+        if (state.exclusive_[i] < std::numeric_limits<uint16_t>::max()) ++state.exclusive_[i];
       } else {
-        auto [it, inserted] = state.shared_.try_emplace(i);
-        first_share = inserted;
+        AllocatedState::Shares& shares = state.shared_[i];
+        first_share = shares.count++ == 0;
         for (const auto& [name, q] : a.consumed_capacity) {
-          auto& sum = it->second[name];
+          auto& sum = shares.consumed[name];
           sum = sum + q;
         }
       }
@@ -497,6 +498,46 @@ void Inventory::AddAllocated(AllocatedState& state,
           for (const auto& [name, q] : consumption.counters) {
             auto& sum = sets[name];
             sum = sum + q;
+          }
+        }
+      }
+    }
+  }
+}
+
+void Inventory::RemoveAllocated(AllocatedState& state,
+                                const std::vector<AllocatedDevice>& allocated) const {
+  for (const auto& a : allocated) {
+    if (a.admin_access) continue;
+    const std::vector<uint32_t> indices = FindDevice(a.driver, a.pool, a.device);
+    if (indices.empty()) continue;
+    if (state.allocated_count_ > 0) --state.allocated_count_;
+    for (uint32_t i : indices) {
+      const DeviceEntry& d = devices_[i];
+      bool last_share = false;
+      if (a.share_id.empty()) {
+        if (i < state.exclusive_.size() && state.exclusive_[i] > 0) --state.exclusive_[i];
+      } else {
+        auto it = state.shared_.find(i);
+        if (it == state.shared_.end()) continue;  // never added: nothing to undo
+        for (const auto& [name, q] : a.consumed_capacity) {
+          auto& sum = it->second.consumed[name];
+          sum = sum - q;
+        }
+        if (--it->second.count == 0) {
+          state.shared_.erase(it);
+          last_share = true;
+        }
+      }
+      if (a.share_id.empty() || last_share) {
+        auto group = state.counters_.find(d.group);
+        if (group == state.counters_.end()) continue;
+        for (const auto& consumption : d.device->consumes_counters) {
+          auto set = group->second.find(consumption.counter_set);
+          if (set == group->second.end()) continue;
+          for (const auto& [name, q] : consumption.counters) {
+            auto& sum = set->second[name];
+            sum = sum - q;
           }
         }
       }

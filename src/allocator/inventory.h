@@ -65,8 +65,9 @@ struct AllocatedDevice {
 
 class Inventory;
 
-// Devices in use, resolved against one Inventory. Cheap to build (no CEL); rebuilt or copied
-// whenever allocations change. Immutable once built.
+// Devices in use, resolved against one Inventory. Cheap to build (no CEL); kept up to date with
+// AddAllocated and RemoveAllocated as allocations come and go, or resolved anew. Not
+// thread-safe to change: Allocate calls may share one only while nobody changes it.
 class AllocatedState {
  public:
   AllocatedState() = default;
@@ -83,8 +84,15 @@ class AllocatedState {
 
  private:
   friend class Inventory;
-  std::vector<uint8_t> exclusive_;
-  std::unordered_map<uint32_t, std::map<std::string, Quantity>> shared_;
+  // The shares of one device with allowMultipleAllocations and what they consume together.
+  struct Shares {
+    uint32_t count = 0;
+    std::map<std::string, Quantity> consumed;
+  };
+  // How many allocations hold each device exclusively (more than one only when the store holds
+  // conflicting or undecodable allocations).
+  std::vector<uint16_t> exclusive_;
+  std::unordered_map<uint32_t, Shares> shared_;
   std::unordered_map<uint32_t, std::map<std::string, std::map<std::string, Quantity>>> counters_;
   size_t allocated_count_ = 0;
 };
@@ -147,6 +155,10 @@ class Inventory {
   // Adds more allocated devices to a state resolved against this inventory (the scheduler's
   // in-flight bindings), in time proportional to `allocated` only.
   void AddAllocated(AllocatedState& state, const std::vector<AllocatedDevice>& allocated) const;
+  // Takes out of `state` devices added to it before (by ResolveAllocated or AddAllocated against
+  // this inventory), exactly undoing that addition: a release costs time proportional to what
+  // it frees, not a new resolution of every allocation.
+  void RemoveAllocated(AllocatedState& state, const std::vector<AllocatedDevice>& allocated) const;
 
   const std::vector<DeviceEntry>& devices() const { return devices_; }
   const std::vector<SliceEntry>& slices() const { return slices_; }

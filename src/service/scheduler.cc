@@ -223,7 +223,7 @@ PassStats Scheduler::PassRun::Run() {
     st_.Disown(it->second);
     claims_.erase(it);
   }
-  if (reset_allocated_) st_.allocated.reset();
+  if (reset_allocated_) st_.ForgetAllocated();
   spdlog::debug(
       "scheduler pass: {} pending, {} bound, {} unschedulable, {} backing off, {} conflicts; "
       "controllers {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",

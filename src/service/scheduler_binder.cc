@@ -193,10 +193,14 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   (*pbody)["spec"]["nodeName"] = placement.node;
   SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
   // The next pods are placed against the devices this one takes while its commit runs.
-  std::vector<allocator::AllocatedDevice> taken;
-  for (const auto& a : placement.allocations) AppendAllocated(a, taken);
-  inventory_.AddAllocated(*st_.allocated, taken);
-  if (!taken.empty()) {
+  bool taken = false;
+  for (size_t i = 0; i < to_allocate.size(); ++i) {
+    std::vector<allocator::AllocatedDevice> devices;
+    AppendAllocated(placement.allocations[i], devices);
+    taken |= !devices.empty();
+    st_.CountAllocated(to_allocate[i]->obj.Key(), std::move(devices));
+  }
+  if (taken) {
     if (NodeLocal(placement.allocations)) {
       if (auto n = node_index_.find(placement.node); n != node_index_.end()) {
         ++node_versions_[n->second];

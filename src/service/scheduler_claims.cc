@@ -152,7 +152,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
       return;
     }
     ++stats_.claims_released;
-    if (release || c->Holds()) st_.allocated.reset();
+    if (release || c->Holds()) st_.UncountAllocated(c->obj.Key());
     if (remove) {
       c->removed = true;
       gone_.push_back(c->obj.Key());

@@ -242,8 +242,13 @@ struct Scheduler::State {
   std::unordered_map<std::string, size_t> node_index;             // name -> position in `nodes`
   std::map<std::pair<std::string, std::string>, Body> templates;  // (namespace, name)
   // The devices in use, resolved against `inventory`: kept across passes (each binding adds its
-  // devices) and resolved anew when the inventory changed or an allocation went away.
+  // devices, each release takes out what its claim added) and resolved anew when the inventory
+  // changed or a binding failed.
   std::optional<allocator::AllocatedState> allocated;
+  // What each claim added to `allocated`, so that a release takes out exactly that, once: its
+  // allocation's devices, or those an allocation that does not decode may hold. Kept with
+  // `allocated` (empty while it is unset).
+  std::map<model::ResourceKey, std::vector<allocator::AllocatedDevice>> counted;
   // Objects found not to decode since the last pass, with why; the pass reports them.
   std::vector<std::pair<model::Object, std::string>> undecodable;
 
@@ -263,7 +268,7 @@ struct Scheduler::State {
     pods.clear();
     claims.clear();
     owned.clear();
-    allocated.reset();
+    ForgetAllocated();
     others.clear();
     slices.clear();
     node_states.clear();
@@ -293,6 +298,21 @@ struct Scheduler::State {
       if (it->second.empty()) owned.erase(it);
     }
   }
+
+  // Resolves `allocated` (and `counted`) anew from every claim.
+  void ResolveAllocated();
+  // Drops `allocated`: it is resolved anew before the next placement.
+  void ForgetAllocated() {
+    allocated.reset();
+    counted.clear();
+  }
+  // Counts the devices `c` holds in `allocated` under its key, replacing what that key counted
+  // before (nothing when `allocated` is unset).
+  void CountAllocated(const model::ResourceKey& key,
+                      std::vector<allocator::AllocatedDevice> devices);
+  void CountAllocated(const ClaimView& c);
+  // Takes what `key` counted out of `allocated`.
+  void UncountAllocated(const model::ResourceKey& key);
 
   // Applies one change. Changes may repeat what a listing or this replica's own commit already
   // shows (the revision check skips those), and arrive in revision order per object.

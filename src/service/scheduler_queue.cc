@@ -57,17 +57,7 @@ void Scheduler::PassRun::Schedule() {
 
   node_versions_.assign(nodes_.size(), 0);
   bumped_nodes_.clear();
-  if (!st_.allocated.has_value()) {
-    std::vector<allocator::AllocatedDevice> in_use;
-    for (const auto& [key, c] : claims_) {
-      if (!c.removed && c.allocation->has_value()) AppendAllocated(**c.allocation, in_use);
-      // Devices an allocation that does not decode may hold are never free.
-      if (!c.removed && !c.allocation_error.empty()) {
-        for (auto& d : DevicesPossiblyHeld(c.obj.body, inventory_)) in_use.push_back(std::move(d));
-      }
-    }
-    st_.allocated = inventory_.ResolveAllocated(in_use);
-  }
+  if (!st_.allocated.has_value()) st_.ResolveAllocated();
   for (PodView* pod : pending) SchedulePod(*pod);
 }
 

@@ -204,6 +204,45 @@ bool ApplyDecoded(Map& map, const model::WatchEvent& ev, bool deleted, Decode de
 
 }  // namespace
 
+void Scheduler::State::ResolveAllocated() {
+  counted.clear();
+  std::vector<allocator::AllocatedDevice> in_use;
+  for (const auto& [key, c] : claims) {
+    if (c.removed || !c.Holds()) continue;
+    std::vector<allocator::AllocatedDevice> devices;
+    if (c.allocation->has_value()) AppendAllocated(**c.allocation, devices);
+    // Devices an allocation that does not decode may hold are never free.
+    if (!c.allocation_error.empty()) devices = DevicesPossiblyHeld(c.obj.body, *inventory);
+    in_use.insert(in_use.end(), devices.begin(), devices.end());
+    counted.emplace(key, std::move(devices));
+  }
+  allocated = inventory->ResolveAllocated(in_use);
+}
+
+void Scheduler::State::CountAllocated(const model::ResourceKey& key,
+                                      std::vector<allocator::AllocatedDevice> devices) {
+  UncountAllocated(key);
+  if (!allocated.has_value() || devices.empty()) return;
+  inventory->AddAllocated(*allocated, devices);
+  counted.emplace(key, std::move(devices));
+}
+
+void Scheduler::State::CountAllocated(const ClaimView& c) {
+  std::vector<allocator::AllocatedDevice> devices;
+  if (c.allocation->has_value()) AppendAllocated(**c.allocation, devices);
+  if (!c.allocation_error.empty() && inventory != nullptr) {
+    devices = DevicesPossiblyHeld(c.obj.body, *inventory);
+  }
+  CountAllocated(c.obj.Key(), std::move(devices));
+}
+
+void Scheduler::State::UncountAllocated(const model::ResourceKey& key) {
+  auto it = counted.find(key);
+  if (it == counted.end()) return;
+  if (allocated.has_value()) inventory->RemoveAllocated(*allocated, it->second);
+  counted.erase(it);
+}
+
 void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   const std::string resource = ev.object.resource;  // ev.object is moved below
   const int64_t rv = ev.object.meta.resource_version;
@@ -237,7 +276,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       if (!same) return;
       if (it->second.Holds()) {
         d.relevant = true;  // devices freed
-        allocated.reset();
+        UncountAllocated(key);
       }
       for (const auto& owner : it->second.owners) d.pods.insert(owner);
       claims.erase(it);
@@ -252,9 +291,8 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     auto allocation_of = [](const ClaimView& c) -> const json& {
       return At(At(*c.body, "status"), "allocation");
     };
-    if (it == claims.end() ? view.allocation->has_value()
-                           : allocation_of(it->second) != allocation_of(view)) {
-      allocated.reset();
+    if (it == claims.end() ? view.Holds() : allocation_of(it->second) != allocation_of(view)) {
+      CountAllocated(view);
     }
     for (const auto& owner : view.owners) d.pods.insert(owner);
     d.claims.insert(key);
@@ -383,7 +421,7 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
       }
     }
     inventory = allocator::Inventory::Build(std::move(input), programs, inventory.get());
-    allocated.reset();
+    ForgetAllocated();
     any_no_execute = false;
     for (const auto& d : inventory->devices()) {
       for (const auto& t : d.taints) any_no_execute |= t.effect == "NoExecute";

@@ -224,5 +224,53 @@ TEST(InventoryTest, AllocatedStateCountsExclusiveSharedAndCounters) {
   EXPECT_TRUE(state.Exclusive(2));
 }
 
+TEST(InventoryTest, RemoveAllocatedUndoesExactlyOneAddition) {
+  InventoryInput input;
+  model::Device shared = Gpu("gpu-0", "A100");
+  shared.allow_multiple_allocations = true;
+  shared.capacity["memory"].value = Q("80Gi");
+  shared.consumes_counters = {{"gpu-0", {{"memory", Q("80Gi")}}}};
+  model::Device part = Gpu("gpu-1-mig", "A100");
+  part.consumes_counters = {{"gpu-1", {{"memory", Q("40Gi")}}}};
+  model::ResourceSlice s = Slice("node-a", 1, {shared, part});
+  s.shared_counters = {{"gpu-0", {{"memory", Q("80Gi")}}}, {"gpu-1", {{"memory", Q("80Gi")}}}};
+  input.slices = {s};
+  auto inv = Inventory::Build(std::move(input));
+  const uint32_t group = inv->devices()[0].group;
+  const std::vector<AllocatedDevice> share1 = {
+      {"gpu.example.com", "node-a", "gpu-0", "share-1", {{"memory", Q("10Gi")}}, false}};
+  const std::vector<AllocatedDevice> share2 = {
+      {"gpu.example.com", "node-a", "gpu-0", "share-2", {{"memory", Q("20Gi")}}, false}};
+  const std::vector<AllocatedDevice> mig = {
+      {"gpu.example.com", "node-a", "gpu-1-mig", "", {}, false}};
+  // The same partition in two claims (conflicting allocations in the store): it stays taken
+  // until both are gone.
+  AllocatedState state = inv->ResolveAllocated({share1[0], share2[0], mig[0]});
+  inv->AddAllocated(state, mig);
+  EXPECT_EQ(state.size(), 4u);
+
+  inv->RemoveAllocated(state, share1);
+  ASSERT_NE(state.SharedConsumed(0), nullptr);
+  EXPECT_EQ(state.SharedConsumed(0)->at("memory"), Q("20Gi"));
+  // A shared device consumes its counters once, while any share is left.
+  EXPECT_EQ(state.CountersConsumed(group)->at("gpu-0").at("memory"), Q("80Gi"));
+  inv->RemoveAllocated(state, share2);
+  EXPECT_EQ(state.SharedConsumed(0), nullptr);
+  EXPECT_EQ(state.CountersConsumed(group)->at("gpu-0").at("memory"), Q("0"));
+
+  inv->RemoveAllocated(state, mig);
+  EXPECT_TRUE(state.Exclusive(1));
+  EXPECT_EQ(state.CountersConsumed(group)->at("gpu-1").at("memory"), Q("40Gi"));
+  inv->RemoveAllocated(state, mig);
+  EXPECT_FALSE(state.Exclusive(1));
+  EXPECT_EQ(state.CountersConsumed(group)->at("gpu-1").at("memory"), Q("0"));
+  EXPECT_EQ(state.size(), 0u);
+
+  // Added again, the devices count as before.
+  inv->AddAllocated(state, share2);
+  EXPECT_EQ(state.SharedConsumed(0)->at("memory"), Q("20Gi"));
+  EXPECT_EQ(state.CountersConsumed(group)->at("gpu-0").at("memory"), Q("80Gi"));
+}
+
 }  // namespace
 }  // namespace qm::allocator
