@@ -581,21 +581,23 @@ await step('deleting a class names the claims that use it, from the server (no c
     await text.filter({ hasText: /^1 claim uses this class \(dra-test\/too-many\)\. Allocated claims keep their devices, but new claims for it will fail\. Delete device class a100-80g\?$/ }).waitFor();
     // A claim created while the confirmation is open is named too (the ClusterSummary says claims
     // changed; the review is asked again).
-    kubectlApply(`apiVersion: resource.k8s.io/v1
+    // Five of them: six use the class, the first five are named (the review's spec.limit) and the
+    // count is the server's (status.claimCount).
+    kubectlApply([0, 1, 2, 3, 4].map((i) => `apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: delete-warning, namespace: dra-test}
+metadata: {name: delete-warning-${i}, namespace: dra-test}
 spec:
   devices:
     requests:
     - name: gpu
       exactly: {deviceClassName: a100-80g}
-`);
-    await text.filter({ hasText: /^2 claims use this class \(dra-test\/delete-warning, dra-test\/too-many\)\. / }).waitFor({ timeout: 5000 });
+`).join('---\n'));
+    await text.filter({ hasText: /^6 claims use this class \(dra-test\/delete-warning-0, dra-test\/delete-warning-1, dra-test\/delete-warning-2, dra-test\/delete-warning-3, dra-test\/delete-warning-4, …\)\. / }).waitFor({ timeout: 5000 });
     await shot('device-class-delete');
-    kubectl('delete', 'resourceclaim', '-n', 'dra-test', 'delete-warning', '--wait=false');
+    for (let i = 0; i < 5; i++) kubectl('delete', 'resourceclaim', '-n', 'dra-test', `delete-warning-${i}`, '--wait=false');
     await text.filter({ hasText: /^1 claim uses this class \(dra-test\/too-many\)\. / }).waitFor({ timeout: 5000 });
     expect(claimReads().every((u) => /^[^?]*\?limit=1$/.test(u)), `Delete read no claim: ${claimReads().join(' ')}`);
-    expect(reviews.length >= 2 && reviews.every((r) => r.spec?.deviceClassName === 'a100-80g' && !r.spec.pools),
+    expect(reviews.length >= 2 && reviews.every((r) => r.spec?.deviceClassName === 'a100-80g' && r.spec.limit === 5 && !r.spec.pools),
       `the claims come from DeviceHolderReviews for the class: ${JSON.stringify(reviews)}`);
     await page.getByRole('button', { name: 'Cancel' }).click();
   } finally {
@@ -899,6 +901,144 @@ await step('Assignments by device: who holds each device now, and the changes se
   await page.locator('tr[data-device="gpu.nvidia.com/gpu-node-a/gpu-1"] th').filter({ hasText: /NVIDIA A100/ }).waitFor();
   await page.getByLabel('Only devices held now or changed').check();
   await page.getByTestId('device-count').filter({ hasText: /^4 of 22 devices held; 4 shown$/ }).waitFor();
+});
+
+// A claim for one GPU and a pod that uses it (pinned to `node` when given), in ui-filter.
+const filterClaim = (name, node) => `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: ${name}, namespace: ui-filter}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ${name}-pod, namespace: ui-filter}
+spec:
+${node ? `  nodeSelector: {kubernetes.io/hostname: ${node}}\n` : ''}  resourceClaims: [{name: gpu, resourceClaimName: ${name}}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: gpu}]}
+`;
+
+await step('Assignments by claim, filtered: a node, a namespace or a device lists no claim cluster-wide; free text pages; rows right and live', async () => {
+  const kjson = (...args) => JSON.parse(kubectl(...args, '-o', 'json'));
+  const keyOf = (c) => `${c.metadata.namespace}/${c.metadata.name}`;
+  const idsOf = (c) => (c.status.allocation.devices?.results || []).map((r) => `${r.driver}/${r.pool}/${r.device}`);
+  const allocated = () => kjson('get', 'resourceclaims', '-A').items.filter((c) => c.status?.allocation);
+  // What kubectl says each filter form should show.
+  const onNode = (node) => {
+    const ids = new Set(kjson('get', 'resourceslices', '--field-selector', `spec.nodeName=${node}`).items
+      .flatMap((sl) => (sl.spec.devices || []).map((d) => `${sl.spec.driver}/${sl.spec.pool.name}/${d.name}`)));
+    return allocated().filter((c) => idsOf(c).some((id) => ids.has(id))).map(keyOf).sort();
+  };
+  const inNamespace = (ns) => allocated().filter((c) => c.metadata.namespace === ns).map(keyOf).sort();
+  const shown = async () => (await page.locator('table[aria-label="Allocated claims"] tr[data-claim]')
+    .evaluateAll((rows) => rows.map((r) => r.dataset.claim))).sort();
+  const rowsAre = async (want, ms = TIMEOUT) => {
+    let rows = [];
+    const got = await eventually(async () => {
+      rows = await shown();
+      return JSON.stringify(rows) === JSON.stringify(want);
+    }, ms);
+    if (got !== true) await shot('assignments-filter-failure'); // before the cleanup below
+    expect(got === true, `rows ${JSON.stringify(rows)}, want ${JSON.stringify(want)} (filter ${await page.getByLabel('Filter').inputValue()}: ${await count.textContent()})`);
+  };
+  const count = page.getByTestId('assignment-count');
+  const clusterWide = (urls) => urls.filter((u) => u.startsWith('/apis/resource.k8s.io/v1/resourceclaims'));
+  const [seedDevice] = heldDevices('dra-test', 'gpu-claim');
+  const seedNode = kjson('get', 'resourceslices').items
+    .find((sl) => `${sl.spec.driver}/${sl.spec.pool.name}` === seedDevice.split('/').slice(0, 2).join('/')).spec.nodeName;
+  kubectlApply('apiVersion: v1\nkind: Namespace\nmetadata: {name: ui-filter}\n');
+
+  const requests = recordRequests();
+  const reviews = [];
+  const onReview = (r) => {
+    if (r.method() === 'POST' && r.url().includes('/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews')) {
+      reviews.push(r.postDataJSON());
+    }
+  };
+  page.on('request', onReview);
+  try {
+    // A node (Inventory's "Assignments on" link, ?node=): the claims holding its devices.
+    await nav('Inventory');
+    await page.getByRole('button', { name: seedNode, exact: true }).click();
+    await page.getByRole('link', { name: `Assignments on ${seedNode}`, exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Assignments' }).waitFor();
+    expect((await page.getByLabel('Filter').inputValue()) === seedNode, 'filtered by the node');
+    await count.filter({ hasText: `holding devices of node ${seedNode}` }).waitFor();
+    let want = onNode(seedNode);
+    expect(want.includes('dra-test/gpu-claim'), `kubectl: ${want}`);
+    await rowsAre(want);
+    // Live: a claim allocated on that node while the page is open.
+    kubectlApply(filterClaim('filter-live', seedNode));
+    const held = await eventually(() => heldDevices('ui-filter', 'filter-live').length === 1);
+    expect(held === true, 'kubectl shows filter-live allocated');
+    const t0 = Date.now();
+    want = onNode(seedNode);
+    expect(want.includes('ui-filter/filter-live'), `kubectl: ${want}`);
+    await rowsAre(want);
+    console.log(`      the node's filter showed the new claim ${Date.now() - t0} ms after kubectl did`);
+    await page.locator('tr[data-claim="ui-filter/filter-live"]').getByText('pod filter-live-pod', { exact: true }).waitFor();
+    await shot('assignments-filter-node');
+
+    // A namespace (a bare word naming one): its claims only, live.
+    await page.getByLabel('Filter').fill('ui-filter');
+    await count.filter({ hasText: /in namespace ui-filter$/ }).waitFor();
+    await rowsAre(['ui-filter/filter-live']);
+    kubectlApply(filterClaim('filter-live-2'));
+    const held2 = await eventually(() => heldDevices('ui-filter', 'filter-live-2').length === 1);
+    expect(held2 === true, 'kubectl shows filter-live-2 allocated');
+    await rowsAre(inNamespace('ui-filter'), 5000);
+    expect(inNamespace('ui-filter').length === 2, `kubectl: ${inNamespace('ui-filter')}`);
+    // "namespace/text": the namespace's claims whose name contains the text.
+    await page.getByLabel('Filter').fill('ui-filter/-2');
+    await rowsAre(['ui-filter/filter-live-2']);
+    await shot('assignments-filter-namespace');
+
+    // A device (driver/pool/device): the claims holding it.
+    await page.getByLabel('Filter').fill(seedDevice);
+    await count.filter({ hasText: `holding ${seedDevice}` }).waitFor();
+    await rowsAre(allocated().filter((c) => idsOf(c).includes(seedDevice)).map(keyOf).sort());
+
+    // Back to the node: a claim released and deleted leaves, live.
+    await page.getByLabel('Filter').fill(seedNode);
+    await rowsAre(onNode(seedNode));
+    kubectl('delete', 'pod', '-n', 'ui-filter', 'filter-live-pod', '--grace-period=0', '--force', '--wait=false');
+    kubectl('delete', 'resourceclaim', '-n', 'ui-filter', 'filter-live', '--wait=false');
+    const gone = await eventually(() => !kubectl('get', 'resourceclaims', '-n', 'ui-filter', '-o', 'name').split('\n')
+      .includes('resourceclaim.resource.k8s.io/filter-live') && !onNode(seedNode).includes('ui-filter/filter-live'));
+    expect(gone === true, 'kubectl shows filter-live gone');
+    await rowsAre(onNode(seedNode), 5000);
+
+    const reads = clusterWide(requests.urls);
+    expect(reads.length === 0, `a node, namespace or device filter lists no claim cluster-wide: ${reads.join(' ')}`);
+    expect(requests.urls.some((u) => u.startsWith('/apis/resource.k8s.io/v1/namespaces/ui-filter/resourceclaims?limit=')),
+      `the namespace's claims are listed page by page: ${requests.urls.join(' ')}`);
+    expect(reviews.some((r) => (r.spec?.pools || []).length > 0), `the node's holders come from DeviceHolderReviews: ${JSON.stringify(reviews)}`);
+    await page.waitForTimeout(1600); // a collection left stops 1.5 s later
+    expect(!openWatches().some((u) => u.startsWith('/apis/resource.k8s.io/v1/resourceclaims')),
+      `no cluster-wide claim watch: ${openWatches().join(' ')}`);
+
+    // Free text: every claim's pages, each with a limit, filtered here.
+    const before = requests.urls.length;
+    await page.getByLabel('Filter').fill('filter-live');
+    await count.filter({ hasText: /matching “filter-live”/ }).waitFor();
+    await rowsAre(allocated().filter((c) => keyOf(c).includes('filter-live')).map(keyOf).sort());
+    const textReads = clusterWide(requests.urls.slice(before)).filter((u) => !/watch=1/.test(u));
+    expect(textReads.length > 0 && textReads.every((u) => /[?&]limit=\d+/.test(u)),
+      `free text lists claims page by page: ${textReads.join(' ')}`);
+    await shot('assignments-filter-text');
+  } finally {
+    requests.stop();
+    page.off('request', onReview);
+    await page.getByLabel('Filter').fill('');
+    kubectl('delete', 'pod', '-n', 'ui-filter', '--all', '--grace-period=0', '--force', '--wait=false');
+    kubectl('delete', 'resourceclaim', '-n', 'ui-filter', '--all', '--wait=false');
+  }
 });
 
 const SCALE_NODES = 1000;

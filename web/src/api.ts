@@ -207,6 +207,7 @@ export const paths = {
     `/api/v1/namespaces/${encodeURIComponent(ns)}/resourcequotas/${encodeURIComponent(name)}`,
   slices: '/apis/resource.k8s.io/v1/resourceslices',
   claims: '/apis/resource.k8s.io/v1/resourceclaims',
+  namespacedClaims: (ns: string) => `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/resourceclaims`,
   classes: '/apis/resource.k8s.io/v1/deviceclasses',
   deviceClass: (name: string) =>
     `/apis/resource.k8s.io/v1/deviceclasses/${encodeURIComponent(name)}`,

@@ -5,9 +5,9 @@
 // claim to show twenty nodes' holders was most of the Inventory's bytes at 5,000 claims.
 
 import { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
-import { Json, errorText, paths, request } from './api';
+import { Json, K8sObject, errorText, paths, request, withQuery } from './api';
 import { Holder, sameHolders } from './model';
-import { Debounce, useKindChangesWhen } from './store';
+import { compareKeys, Debounce, useKindChangesWhen } from './store';
 
 export interface HeldDevice {
   driver: string;
@@ -253,22 +253,26 @@ export interface ClassClaim {
 }
 
 export interface ClassClaimsState {
-  claims: ClassClaim[]; // by namespace and name
+  claims: ClassClaim[]; // the first `limit`, by namespace and name
+  count: number; // every claim naming the class
   complete: boolean; // an answer has arrived (or failed: error)
   error: string;
 }
 
-// The claims that name device class `name`, allocated or not (a DeviceHolderReview with
-// spec.deviceClassName, answered from the server's index: no ResourceClaim is read), asked while
-// `enabled` and again when the ClusterSummary says a claim changed.
-export function useClassClaims(name: string, enabled: boolean): ClassClaimsState {
+const NO_CLASS_CLAIMS: ClassClaimsState = { claims: [], count: 0, complete: false, error: '' };
+
+// The first `limit` claims that name device class `name`, allocated or not, and how many do (a
+// DeviceHolderReview with spec.deviceClassName and spec.limit, answered from the server's index:
+// no ResourceClaim is read), asked while `enabled` and again when the ClusterSummary says a claim
+// changed.
+export function useClassClaims(name: string, enabled: boolean, limit: number): ClassClaimsState {
   const changes = useKindChangesWhen(enabled, 'resourceclaims');
-  const [state, setState] = useState<ClassClaimsState>({ claims: [], complete: false, error: '' });
+  const [state, setState] = useState<ClassClaimsState>(NO_CLASS_CLAIMS);
   const asked = useRef(0);
   useEffect(() => {
     if (!enabled || !name) {
       asked.current++;
-      setState({ claims: [], complete: false, error: '' });
+      setState(NO_CLASS_CLAIMS);
       return;
     }
     const n = ++asked.current;
@@ -277,12 +281,16 @@ export function useClassClaims(name: string, enabled: boolean): ClassClaimsState
       body: {
         apiVersion: 'admin.quartermaster.io/v1alpha1',
         kind: 'DeviceHolderReview',
-        spec: { deviceClassName: name },
+        spec: { deviceClassName: name, limit },
       },
     })
-      .then((r) => n === asked.current && setState({ claims: (r?.status?.claims || []) as ClassClaim[], complete: true, error: '' }))
+      .then((r) => {
+        if (n !== asked.current) return;
+        const claims = (r?.status?.claims || []) as ClassClaim[];
+        setState({ claims, count: r?.status?.claimCount ?? claims.length, complete: true, error: '' });
+      })
       .catch((e) => n === asked.current && setState((s) => ({ ...s, complete: s.complete, error: errorText(e) })));
-  }, [name, enabled, changes]);
+  }, [name, enabled, limit, changes]);
   useEffect(
     () => () => {
       asked.current++; // no answer applies after the page is left
@@ -290,4 +298,102 @@ export function useClassClaims(name: string, enabled: boolean): ClassClaimsState
     [],
   );
   return state;
+}
+
+export interface HoldingClaimsState {
+  claims: K8sObject[]; // by namespace and name
+  loaded: boolean; // the first answer arrived (or failed: error)
+  error: string;
+}
+
+const CLAIM_GETS = 8; // claims read at a time
+const NO_HOLDING: HoldingClaimsState = { claims: [], loaded: false, error: '' };
+
+// The ResourceClaims holding a device of `pools` ("driver/pool") that `wanted` accepts (null
+// pools: not known yet, nothing is asked): a DeviceHolderReview for those pools names the claims
+// (admin access included), then each claim is read by name on its own (its every device, not only
+// those in the pools). Asked again when the ClusterSummary says a claim changed, while
+// `enabled`; a claim is read again only when what the review says of it changed (its uid, its
+// holds or its consumers: an allocation's results do not change while it lasts), so a change
+// elsewhere costs one review. No ResourceClaim is listed. `key` names `wanted` (a new key asks
+// again).
+export function useClaimsHolding(
+  pools: string[] | null,
+  wanted: (deviceId: string) => boolean,
+  key: string,
+  enabled: boolean,
+): HoldingClaimsState {
+  const changes = useKindChangesWhen(enabled, 'resourceclaims');
+  // (`of`: the pools and key the answer is for; another's is never shown)
+  const [state, setState] = useState<HoldingClaimsState & { of: string }>({ ...NO_HOLDING, of: '' });
+  const asked = useRef(0);
+  const applied = useRef(0);
+  // namespace/name -> the review's view of it when it was read, and the claim read then.
+  const known = useRef(new Map<string, { signature: string; claim: K8sObject }>());
+  const wantedRef = useRef(wanted);
+  wantedRef.current = wanted;
+  const poolsKey = pools ? pools.join('\n') : null;
+  const of = `${poolsKey}\n${key}`;
+  useEffect(() => {
+    if (!enabled || poolsKey === null) {
+      applied.current = ++asked.current;
+      known.current = new Map();
+      setState({ ...NO_HOLDING, of: '' });
+      return;
+    }
+    const n = ++asked.current;
+    void (async () => {
+      try {
+        const devices = poolsKey ? await reviewHolders(poolsKey.split('\n').slice(0, MAX_POOLS)) : [];
+        const holding = new Map<string, { namespace: string; name: string; parts: Json[] }>();
+        for (const d of devices) {
+          if (!wantedRef.current(`${d.driver}/${d.pool}/${d.device}`)) continue;
+          for (const h of d.holders) {
+            const k = `${h.claim.namespace}/${h.claim.name}`;
+            const entry = holding.get(k) || { namespace: h.claim.namespace, name: h.claim.name, parts: [] };
+            entry.parts.push([h.claim.uid, d.driver, d.pool, d.device, h.request, h.shareID || '', h.consumers]);
+            holding.set(k, entry);
+          }
+        }
+        const before = known.current;
+        const next = new Map<string, { signature: string; claim: K8sObject }>();
+        const toRead: { k: string; namespace: string; name: string; signature: string }[] = [];
+        for (const [k, e] of holding) {
+          const signature = JSON.stringify(e.parts);
+          const old = before.get(k);
+          if (old && old.signature === signature) next.set(k, old);
+          else toRead.push({ k, namespace: e.namespace, name: e.name, signature });
+        }
+        let i = 0;
+        const worker = async () => {
+          while (i < toRead.length) {
+            const r = toRead[i++];
+            // The claim by name (a list with fieldSelector=metadata.name, as kubectl reads one
+            // object it watches): one that is gone since the review is an empty list, not a 404.
+            const list = await request(
+              withQuery(paths.namespacedClaims(r.namespace), { fieldSelector: `metadata.name=${r.name}` }),
+            );
+            const claim = (list?.items || [])[0] as K8sObject | undefined;
+            if (claim) next.set(r.k, { signature: r.signature, claim });
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(CLAIM_GETS, toRead.length) }, worker));
+        if (n <= applied.current) return; // a later answer applied already
+        applied.current = n;
+        known.current = next;
+        const claims = [...next.keys()].sort(compareKeys).map((k) => next.get(k)!.claim);
+        setState({ claims, loaded: true, error: '', of });
+      } catch (e) {
+        if (n <= applied.current) return;
+        setState((s) => (s.of === of ? { ...s, error: errorText(e) } : { ...NO_HOLDING, loaded: true, error: errorText(e), of }));
+      }
+    })();
+  }, [enabled, poolsKey, key, changes]); // eslint-disable-line
+  useEffect(
+    () => () => {
+      applied.current = ++asked.current; // no answer applies after the page is left
+    },
+    [],
+  );
+  return enabled && state.of === of ? state : NO_HOLDING;
 }

@@ -6,10 +6,12 @@ import {
   K8sObject,
   errorText,
   paths,
+  request,
   reviewDeviceHistory,
+  withQuery,
 } from '../api';
 import { Badge, Link, LoadState, age } from '../components';
-import { useAllHolders } from '../holders';
+import { useAllHolders, useClaimsHolding } from '../holders';
 import { DeviceRow, Holder, allocationNode, devicesOf } from '../model';
 import { useNodeSliceChanges, useNodeSlices, usePagedCollectionWhen } from '../paged';
 import { useCollectionWhen } from '../store';
@@ -434,6 +436,242 @@ const BY_CLAIM_HEAD = (
 // By claim, claims are read page by page (limit/continue) until this many allocated ones fill
 // the screen; more as the table is scrolled to its end.
 const CLAIM_ROWS_WANTED = 40;
+// Free text reads at most this many more claims on its own before it asks (a button) to read on.
+const FREE_TEXT_BUDGET = 2000;
+
+// What a By claim filter reads. No form lists every ResourceClaim of the cluster at once:
+// - '' (none): every claim, page by page (limit/continue) until 40 allocated ones fill the
+//   screen, more as the table is scrolled to its end; one watch of the kind.
+// - namespace ("NS/", "NS/text", or a bare word naming a Namespace): that namespace's claims
+//   only (/apis/resource.k8s.io/v1/namespaces/NS/resourceclaims, limit/continue as above, and a
+//   watch of that path); "text" narrows to the claims whose name contains it.
+// - node (a bare word naming a Node): a DeviceHolderReview for the pools of the node's
+//   ResourceSlices (fieldSelector=spec.nodeName) names the claims holding its devices; each is
+//   read by name; asked again when the ClusterSummary says a claim changed.
+// - device ("driver/pool/device", or "driver/pool" for the whole pool; a driver has a dot, a
+//   namespace has none): the same review for that pool, the claims holding that device (every
+//   device of the pool).
+// - text (anything else): every claim, page by page as for none, filtered here on claim, node,
+//   device and pod names; pages are read until 40 matches fill the screen or 2,000 more claims
+//   were read (then the user asks for the next 2,000), more as the table is scrolled.
+// A bare word is looked up as a Node and a Namespace by name (a list with
+// fieldSelector=metadata.name: no 404 when there is none) before anything is read for it.
+type ClaimFilter =
+  | { kind: 'none' }
+  | { kind: 'namespace'; namespace: string; text: string }
+  | { kind: 'node'; node: string }
+  | { kind: 'device'; driver: string; pool: string; device: string }
+  | { kind: 'text'; text: string };
+
+type ParsedFilter = ClaimFilter | { kind: 'word'; word: string };
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+function parseClaimFilter(f: string): ParsedFilter {
+  if (!f) return { kind: 'none' };
+  if (!f.includes('/')) return /\s/.test(f) ? { kind: 'text', text: f } : { kind: 'word', word: f };
+  const parts = f.split('/');
+  if (parts.length === 2 && DNS_LABEL.test(parts[0])) {
+    return { kind: 'namespace', namespace: parts[0], text: parts[1] };
+  }
+  if (parts[0].includes('.') && parts[1] && !/\s/.test(f)) {
+    if (parts.length === 2) return { kind: 'device', driver: parts[0], pool: parts[1], device: '' };
+    return {
+      kind: 'device',
+      driver: parts[0],
+      pool: parts.slice(1, -1).join('/'),
+      device: parts[parts.length - 1],
+    };
+  }
+  return { kind: 'text', text: f };
+}
+
+async function named(path: string, name: string, signal: AbortSignal): Promise<boolean> {
+  const list = await request(withQuery(path, { fieldSelector: `metadata.name=${name}`, limit: '1' }), {
+    signal,
+  });
+  return (list?.items || []).length > 0;
+}
+
+// The filter's form; a bare word's after it was looked up (250 ms after the last keystroke).
+// While a word is looked up, `filter` is the form before it (its reads go on) and `pending` is set.
+function useClaimFilter(text: string): { filter: ClaimFilter; pending: boolean } {
+  const parsed = useMemo(() => parseClaimFilter(text.trim()), [text]);
+  const [resolved, setResolved] = useState<{ word: string; filter: ClaimFilter } | null>(null);
+  const last = useRef<ClaimFilter>({ kind: 'none' });
+  useEffect(() => {
+    if (parsed.kind !== 'word') return;
+    const word = parsed.word;
+    const abort = new AbortController();
+    const timer = window.setTimeout(() => {
+      Promise.all([
+        named(paths.nodes, word, abort.signal).catch(() => false),
+        named(paths.namespaces, word, abort.signal).catch(() => false),
+      ]).then(([node, namespace]) => {
+        if (abort.signal.aborted) return;
+        setResolved({
+          word,
+          filter: node
+            ? { kind: 'node', node: word }
+            : namespace
+              ? { kind: 'namespace', namespace: word, text: '' }
+              : { kind: 'text', text: word },
+        });
+      });
+    }, 250);
+    return () => {
+      abort.abort();
+      window.clearTimeout(timer);
+    };
+  }, [parsed]);
+  if (parsed.kind !== 'word') {
+    last.current = parsed;
+    return { filter: parsed, pending: false };
+  }
+  if (resolved?.word === parsed.word) {
+    last.current = resolved.filter;
+    return { filter: resolved.filter, pending: false };
+  }
+  return { filter: last.current, pending: true };
+}
+
+function describe(f: ClaimFilter): string {
+  switch (f.kind) {
+    case 'none':
+      return '';
+    case 'namespace':
+      return ` in namespace ${f.namespace}${f.text ? ` named *${f.text}*` : ''}`;
+    case 'node':
+      return ` holding devices of node ${f.node}`;
+    case 'device':
+      return f.device ? ` holding ${f.driver}/${f.pool}/${f.device}` : ` holding devices of pool ${f.driver}/${f.pool}`;
+    case 'text':
+      return ` matching “${f.text}”`;
+  }
+}
+
+const NO_POOLS: string[] = [];
+
+// The By claim view: the allocated claims the filter selects, live (see ClaimFilter for what each
+// form reads).
+function ByClaim({ text, devices }: { text: string; devices: Map<string, DeviceRow> }) {
+  const { filter, pending } = useClaimFilter(text);
+  const paging = filter.kind === 'none' || filter.kind === 'text' || filter.kind === 'namespace';
+  const claimsPath = filter.kind === 'namespace' ? paths.namespacedClaims(filter.namespace) : paths.claims;
+  // Nothing is read while a word is looked up (a collection left then is kept for 1.5 s: one the
+  // word turns out to need again goes on without a new list).
+  const claims = usePagedCollectionWhen(claimsPath, paging && !pending);
+  // node and device: the pools the review asks for, and which of their devices count.
+  const nodeSlices = useNodeSlices(paths.slices, filter.kind === 'node' ? filter.node : '');
+  const target = useMemo((): { pools: string[] | null; wanted: (id: string) => boolean; key: string } => {
+    if (filter.kind === 'device') {
+      const pool = `${filter.driver}/${filter.pool}`;
+      const id = `${pool}/${filter.device}`;
+      const wanted = filter.device ? (d: string) => d === id : (d: string) => d.startsWith(`${pool}/`);
+      return { pools: [pool], wanted, key: `device ${id}` };
+    }
+    if (filter.kind === 'node') {
+      if (!nodeSlices.loaded) return { pools: null, wanted: () => false, key: '' };
+      const ids = new Set<string>();
+      const pools = new Set<string>();
+      for (const d of devicesOf(nodeSlices.items)) {
+        ids.add(d.id);
+        pools.add(`${d.driver}/${d.pool}`);
+      }
+      return { pools: [...pools].sort(), wanted: (id) => ids.has(id), key: `node ${filter.node} ${[...ids].join(' ')}` };
+    }
+    return { pools: NO_POOLS, wanted: () => false, key: '' };
+  }, [filter, nodeSlices.loaded, nodeSlices.items]);
+  const holding = useClaimsHolding(target.pools, target.wanted, target.key, !paging && !pending);
+
+  const source = paging ? claims.items : holding.claims;
+  const rows = useMemo(() => {
+    const out = source.filter((c) => c.status?.allocation).map((c) => claimRowOf(c, devices));
+    if (filter.kind === 'namespace' && filter.text) {
+      const t = filter.text.toLowerCase();
+      return out.filter((r) => r.key.slice(filter.namespace.length + 1).toLowerCase().includes(t));
+    }
+    if (filter.kind !== 'text') return out;
+    const f = filter.text.toLowerCase();
+    return out.filter((r) =>
+      [
+        r.key,
+        r.node,
+        ...r.results.map((x) => `${x.driver}/${x.pool}/${x.device}`),
+        ...r.consumers.map((p) => p.name),
+      ]
+        .join(' ')
+        .toLowerCase()
+        .includes(f),
+    );
+  }, [source, devices, filter]);
+
+  // Free text reads claims up to `upTo` on its own, by the screen filling or by scrolling (the
+  // next 2,000 when asked for with the button); a new text starts from the claims read so far.
+  const { loadMore } = claims;
+  const textKey = filter.kind === 'text' ? filter.text : null;
+  const [budget, setBudget] = useState<{ text: string | null; upTo: number }>({ text: null, upTo: Infinity });
+  let upTo = budget.upTo;
+  if (budget.text !== textKey) {
+    upTo = textKey === null ? Infinity : claims.items.length + FREE_TEXT_BUDGET;
+    setBudget({ text: textKey, upTo });
+  }
+  const budgetLeft = claims.items.length < upTo;
+  // Too few rows among the claims read to fill the screen: the next page.
+  useEffect(() => {
+    if (paging && claims.loaded && !claims.complete && !claims.loading && budgetLeft && rows.length < CLAIM_ROWS_WANTED) {
+      loadMore();
+    }
+  }, [paging, claims.loaded, claims.complete, claims.loading, budgetLeft, rows.length, loadMore]);
+
+  const loaded = paging ? claims.loaded : holding.loaded;
+  const complete = paging ? claims.complete : holding.loaded;
+  const error = paging ? claims.error : holding.error;
+  const what = describe(filter);
+  return (
+    <>
+      <span className="muted" data-testid="assignment-count" aria-live="polite">
+        {pending
+          ? `Looking up “${text.trim()}”…`
+          : `${rows.length} allocated ${rows.length === 1 ? 'claim' : 'claims'}${what}` +
+            (paging && !claims.complete
+              ? ` in the first ${claims.items.length} claims${filter.kind === 'namespace' ? ' of the namespace' : ''}` +
+                (budgetLeft ? ' (more as you scroll)' : '')
+              : '')}
+      </span>
+      {paging && claims.loaded && !claims.complete && !budgetLeft && (
+        <p role="status" data-testid="claims-search-further">
+          Searched the first {claims.items.length} claims.{' '}
+          <button type="button" onClick={() => setBudget({ text: textKey, upTo: claims.items.length + FREE_TEXT_BUDGET })}>
+            Search the next {FREE_TEXT_BUDGET} claims
+          </button>
+        </p>
+      )}
+      <LoadState loaded={loaded} error={error} />
+      {!pending && complete && rows.length === 0 && (
+        <p>{what ? `No allocated claim${what}.` : 'No claim is allocated.'}</p>
+      )}
+      {paging && claims.loaded && !claims.complete && budgetLeft && (
+        <p className="loading" role="status" data-testid="claims-loading">
+          Reading claims: {claims.items.length} so far…
+        </p>
+      )}
+      {!pending && rows.length > 0 && (
+        <VirtualTable
+          aria-label="Allocated claims"
+          items={rows}
+          itemKey={(r) => r.key}
+          columns={4}
+          estimate={60}
+          head={BY_CLAIM_HEAD}
+          rowCount={complete ? rows.length + 1 : -1}
+          onEndReached={paging && budgetLeft ? loadMore : undefined}
+          renderItem={(r, i) => <ClaimRow r={r} index={i} />}
+        />
+      )}
+    </>
+  );
+}
 
 export function AssignmentsPage() {
   const query = new URLSearchParams(window.location.search);
@@ -442,16 +680,11 @@ export function AssignmentsPage() {
   const [view, setView] = useState<'claim' | 'device'>(
     query.get('view') === 'device' || query.get('device') ? 'device' : 'claim',
   );
-  // Claims are read by the By claim view only.
-  const claims = usePagedCollectionWhen(paths.claims, view === 'claim');
   const [heldOnly, setHeldOnly] = useState(true);
-  // Every claim is read while the By claim view is filtered (the filter must see every claim). By
-  // device reads no claim: who holds what comes from DeviceHolderReviews (every held device, asked
-  // again when the ClusterSummary says a claim changed).
-  const needAll = view === 'claim' && !!filter.trim();
+  // Claims are read by the By claim view only (ByClaim: what each filter form reads). By device
+  // reads no claim: who holds what comes from DeviceHolderReviews (every held device, asked again
+  // when the ClusterSummary says a claim changed).
   const held = useAllHolders(view === 'device');
-  const { wantAll, loadMore } = claims;
-  useEffect(() => (needAll ? wantAll() : undefined), [needAll, wantAll]);
   // No ResourceSlice is listed whole unless every device is asked for (By device, "Only devices
   // held now or changed" unticked): a claim names its node and devices; the slices without a node
   // (devices bound per device, or to no node) say where those are; a drawn device row asks for
@@ -481,29 +714,6 @@ export function AssignmentsPage() {
   }, [allSlices.complete, known, allocations, devices, log]);
   const summaryTotal = summary.groups?.reduce((n, g) => n + (g.devices || 0), 0);
   const total = allSlices.complete ? known.length : summaryTotal;
-  const rows = useMemo(() => {
-    const out = claims.items.filter((c) => c.status?.allocation).map((c) => claimRowOf(c, devices));
-    const f = filter.trim().toLowerCase();
-    if (!f) return out;
-    return out.filter((r) =>
-      [
-        r.key,
-        r.node,
-        ...r.results.map((x) => `${x.driver}/${x.pool}/${x.device}`),
-        ...r.consumers.map((p) => p.name),
-      ]
-        .join(' ')
-        .toLowerCase()
-        .includes(f),
-    );
-  }, [claims.items, devices, filter]);
-  // Too few allocated claims among those read to fill the screen: the next page.
-  useEffect(() => {
-    if (view === 'claim' && claims.loaded && !claims.complete && !claims.loading && rows.length < CLAIM_ROWS_WANTED) {
-      loadMore();
-    }
-  }, [view, claims.loaded, claims.complete, claims.loading, rows.length, loadMore]);
-
   return (
     <section aria-labelledby="assignments-title">
       <h1 id="assignments-title">Assignments</h1>
@@ -534,21 +744,16 @@ export function AssignmentsPage() {
         <input
           id="assignments-filter"
           type="search"
-          placeholder="claim, node, device or pod"
+          placeholder={view === 'claim' ? 'namespace/, node, driver/pool/device or text' : 'claim, node, device or pod'}
           value={filter}
           onChange={(e) => setFilter(e.target.value)}
         />
-        {view === 'claim' && (
-          <span className="muted" data-testid="assignment-count">
-            {rows.length} allocated {rows.length === 1 ? 'claim' : 'claims'}
-            {!claims.complete && ` in the first ${claims.items.length} claims (more as you scroll)`}
-          </span>
-        )}
       </div>
-      <LoadState
-        loaded={view === 'device' ? held.loaded : claims.loaded}
-        error={(view === 'device' ? held.error : claims.error) || allSlices.error}
-      />
+      {view === 'device' ? (
+        <LoadState loaded={held.loaded} error={held.error || allSlices.error} />
+      ) : (
+        <ByClaim text={filter} devices={devices} />
+      )}
       {every && !allSlices.complete && (
         <p className="loading" role="status">
           Loading every device: {known.length} so far…
@@ -563,25 +768,6 @@ export function AssignmentsPage() {
           filter={filter}
           heldOnly={heldOnly}
           setHeldOnly={setHeldOnly}
-        />
-      )}
-      {view === 'claim' && claims.complete && rows.length === 0 && <p>No claim is allocated.</p>}
-      {view === 'claim' && claims.loaded && !claims.complete && (
-        <p className="loading" role="status" data-testid="claims-loading">
-          Reading claims: {claims.items.length} so far…
-        </p>
-      )}
-      {view === 'claim' && rows.length > 0 && (
-        <VirtualTable
-          aria-label="Allocated claims"
-          items={rows}
-          itemKey={(r) => r.key}
-          columns={4}
-          estimate={60}
-          head={BY_CLAIM_HEAD}
-          rowCount={claims.complete ? rows.length + 1 : -1}
-          onEndReached={loadMore}
-          renderItem={(r, i) => <ClaimRow r={r} index={i} />}
         />
       )}
     </section>

@@ -23,6 +23,8 @@ import { useCan, useCollection, useKindChanges } from '../store';
 
 const GROUP = 'resource.k8s.io';
 const DEBOUNCE_MS = 350;
+// The Delete confirmation names this many of the claims that use the class (and counts them all).
+const CLAIMS_NAMED = 5;
 
 function selectorsOf(c: K8sObject): string[] {
   return (c.spec?.selectors || []).map((s: Json) => s.cel?.expression ?? '');
@@ -362,8 +364,8 @@ export function ClassEditorPage({ name }: { name?: string }) {
 
   // The claims naming this class, asked of the server (a DeviceHolderReview with
   // spec.deviceClassName: no ResourceClaim is read) only while the delete confirmation is open,
-  // and again when the ClusterSummary says a claim changed.
-  const claims = useClassClaims(name || '', confirmDelete);
+  // and again when the ClusterSummary says a claim changed: how many, and the first five named.
+  const claims = useClassClaims(name || '', confirmDelete, CLAIMS_NAMED);
   const usedBy = useMemo(() => claims.claims.map((c) => `${c.namespace}/${c.name}`), [claims.claims]);
 
   const save = async (e: FormEvent) => {
@@ -602,10 +604,10 @@ export function ClassEditorPage({ name }: { name?: string }) {
                 ? `Could not list the claims that use this class: ${claims.error}.`
                 : !claims.complete
                 ? 'Looking for claims that use this class…'
-                : usedBy.length
-                ? `${usedBy.length} ${usedBy.length === 1 ? 'claim uses' : 'claims use'} this class (${usedBy
-                    .slice(0, 5)
-                    .join(', ')}${usedBy.length > 5 ? ', …' : ''}). Allocated claims keep their devices, but new claims for it will fail.`
+                : claims.count
+                ? `${claims.count} ${claims.count === 1 ? 'claim uses' : 'claims use'} this class (${usedBy.join(
+                    ', ',
+                  )}${claims.count > usedBy.length ? ', …' : ''}). Allocated claims keep their devices, but new claims for it will fail.`
                 : 'No claim uses this class.'}{' '}
               Delete device class {name}?
             </p>
