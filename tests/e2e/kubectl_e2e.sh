@@ -192,6 +192,16 @@ check "create -f a DeviceHolderReview: the device's holder" \
 check "a DeviceHolderReview for a class lists the claims naming it" \
   "$(holder_review "  deviceClassName: gpu.nvidia.com\n" '{range .status.claims[*]}{.namespace}/{.name} {.allocated}{"\n"}{end}')" \
   "dra-test/gpu-claim-v1 false" "dra-test/held-claim true"
+# With spec.limit 1: the first of the claims the unlimited review lists, and the count of them all.
+class_claims=$(holder_review "  deviceClassName: gpu.nvidia.com\n" '{range .status.claims[*]}{.namespace}/{.name}{"\n"}{end}')
+check "a class DeviceHolderReview's spec.limit lists the first claims and counts them all" \
+  "$(holder_review "  deviceClassName: gpu.nvidia.com\n  limit: 1\n" '{.status.claimCount} {.status.claimsTruncated}{range .status.claims[*]} {.namespace}/{.name}{end}')" \
+  "$(grep -c . <<<"$class_claims") true $(head -1 <<<"$class_claims")"
+check "more than one claim names the class (so the limit leaves some out)" \
+  "$( [ "$(grep -c . <<<"$class_claims")" -ge 2 ] && echo yes || echo "$class_claims")" "yes"
+check_has "a DeviceHolderReview's spec.limit of 0 is refused at spec.limit" \
+  "$(holder_review "  deviceClassName: gpu.nvidia.com\n  limit: 0\n" '{.status.claimCount}' 2>&1)" \
+  'is invalid: spec.limit: Invalid value: 0: must be a positive integer'
 k patch resourceclaim held-claim -n dra-test --subresource=status --type=json -p '[{"op":"remove","path":"/status/allocation"}]' >/dev/null
 k delete resourceclaim held-claim -n dra-test --wait=false >/dev/null
 
