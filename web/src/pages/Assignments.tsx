@@ -540,7 +540,7 @@ function describe(f: ClaimFilter): string {
     case 'none':
       return '';
     case 'namespace':
-      return ` in namespace ${f.namespace}${f.text ? ` named *${f.text}*` : ''}`;
+      return ` in namespace ${f.namespace}${f.text ? ` whose name contains “${f.text}”` : ''}`;
     case 'node':
       return ` holding devices of node ${f.node}`;
     case 'device':
@@ -744,7 +744,7 @@ export function AssignmentsPage() {
         <input
           id="assignments-filter"
           type="search"
-          placeholder={view === 'claim' ? 'namespace/, node, driver/pool/device or text' : 'claim, node, device or pod'}
+          placeholder={view === 'claim' ? 'namespace/, node, device or text' : 'claim, node, device or pod'}
           value={filter}
           onChange={(e) => setFilter(e.target.value)}
         />
