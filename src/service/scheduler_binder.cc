@@ -158,7 +158,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     auto body = std::make_shared<json>(*c->body);
     (*body)["status"]["allocation"] = model::json::EncodeAllocationResult(placement.allocations[i]);
     (*body)["status"]["reservedFor"] = json::array({consumer});
-    model::Object next = WithBody(c->obj, *body);
+    model::Object next = WithStatus(c->obj, *body);
     if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
     for (auto& row :
          LedgerRows(placement.allocations[i], c->obj.meta.uid, InventoryDevices(inventory_))) {
@@ -186,7 +186,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
                                [&](const json& r) { return Str(r, "uid") == pod.obj.meta.uid; });
     if (!present) reserved.push_back(consumer);
     claim_writes.push_back(
-        {store::Write::Kind::kUpdate, WithBody(c->obj, *body), {}, c->obj.meta.resource_version});
+        {store::Write::Kind::kUpdate, WithStatus(c->obj, *body), {}, c->obj.meta.resource_version});
     updates.push_back({c, std::move(body), c->allocation});
   }
   auto pbody = std::make_shared<json>(pod.Current());

@@ -61,7 +61,10 @@ std::pair<json, json> ExtendedResourceRequests(const json& spec,
 void Scheduler::PassRun::ReleaseClaims() {
   // The claims of pods that wait for their agent to unprepare keep their devices until the
   // pod goes, even once the node is unreachable.
-  for (const auto& [uid, pod] : pods_) {
+  for (const auto& uid : st_.deleting) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) continue;
+    const PodView& pod = it->second;
     if (!pod.deleting || !HasFinalizer(pod.obj.meta, kDevicesPreparedFinalizer)) continue;
     for (auto& key : State::ClaimsOf(pod.obj, *pod.body)) terminating_claims_.insert(key);
   }
@@ -142,7 +145,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
       s.erase("devices");
     }
     txn.writes.push_back(
-        {store::Write::Kind::kUpdate, WithBody(next, *body), {}, c.obj.meta.resource_version});
+        {store::Write::Kind::kUpdate, WithStatus(next, *body), {}, c.obj.meta.resource_version});
   }
   if (release || (remove && c.Holds())) relevant_change_ = true;
   commits_.Submit(std::move(txn), [this, remove, release, body, c = &c](CommitResult committed) {
@@ -169,13 +172,18 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
 void Scheduler::PassRun::CreateClaims() {
   auto pods = Selected(pods_, dirty_.all, dirty_.pods);
   if (!dirty_.all) {
-    for (auto& entry : pods_) {
-      const PodView& p = entry.second;
-      if (p.node_name.empty() && !p.deleting && !p.terminal && st_.backoff.contains(entry.first) &&
-          !dirty_.pods.contains(entry.first) && !BackingOff(entry.first, p)) {
-        pods.push_back(&entry);
+    // Pods that backed off and are due again (the others are in dirty_.pods), in uid order.
+    const size_t dirty_count = pods.size();
+    for (const auto& [uid, backoff] : st_.backoff) {
+      auto entry = pods_.find(uid);
+      if (entry == pods_.end()) continue;
+      const PodView& p = entry->second;
+      if (p.Unbound() && !dirty_.pods.contains(uid) && !BackingOff(uid, p)) {
+        pods.push_back(&*entry);
       }
     }
+    std::sort(pods.begin() + static_cast<std::ptrdiff_t>(dirty_count), pods.end(),
+              [](const auto* a, const auto* b) { return a->first < b->first; });
   }
   for (auto* entry : pods) {
     if (!entry->second.deleting && !entry->second.terminal) {

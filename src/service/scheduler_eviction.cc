@@ -86,6 +86,7 @@ void Scheduler::PassRun::EvictFromNodes() {
 
 void Scheduler::PassRun::EvictPod(PodView& pod, std::string reason) {
   pod.deleting = true;
+  st_.deleting.insert(pod.obj.meta.uid);
   commits_.Submit(store::Transaction{{DeletePodWrite(pod)}, {}, {}},
                   [this, p = &pod, reason = std::move(reason)](CommitResult deleted) {
                     if (!deleted.ok()) {
@@ -131,7 +132,10 @@ bool Scheduler::PassRun::Reachable(const std::string& name) {
 }
 
 void Scheduler::PassRun::FinishTerminatingPods() {
-  for (auto& [uid, pod] : pods_) {
+  for (const auto& uid : st_.deleting) {
+    auto entry = pods_.find(uid);
+    if (entry == pods_.end()) continue;
+    PodView& pod = entry->second;
     if (!pod.deleting || !HasFinalizer(pod.obj.meta, kDevicesPreparedFinalizer)) continue;
     std::string why;
     if (!Reachable(pod.node_name)) {

@@ -79,6 +79,9 @@ json Whole(const model::Object& obj, const json& body);
 // `obj` with a new body, and the spec digest and field-selector values that go with it,
 // computed as the REST codecs compute them.
 model::Object WithBody(const model::Object& obj, const json& body);
+// The same for a body whose spec is `obj`'s (only status or metadata changed): keeps its spec
+// digest instead of serializing and hashing the spec again.
+model::Object WithStatus(const model::Object& obj, const json& body);
 
 // Whether `obj` lists `finalizer`.
 bool HasFinalizer(const model::Object& obj, const char* finalizer);
@@ -103,6 +106,8 @@ struct PodView {
   std::vector<store::QuotaCheck> quota_checks;
   // The body the pod will have once its controller work is committed.
   const json& Current() const { return status_body != nullptr ? *status_body : *body; }
+  // Whether the pod waits for a node: not bound, not going, not finished.
+  bool Unbound() const { return node_name.empty() && !deleting && !terminal; }
 };
 
 // A claim as the scheduler sees it, with its allocation decoded.
@@ -211,6 +216,12 @@ struct Scheduler::State {
   // Views of every pod and claim, and the other objects scheduling reads, as of the changes
   // applied so far (plus this replica's own writes).
   std::map<std::string, PodView> pods;  // by uid
+  // The uids of the pods that wait for a node, and of those being deleted, so that a pass looks
+  // at these instead of walking every pod. Kept by Apply; a pod this replica binds or evicts
+  // may stay in `unbound` until a pass finds it bound (each use checks the pod again), and an
+  // evicted one joins `deleting` when the pass marks it.
+  std::set<std::string> unbound;
+  std::set<std::string> deleting;
   std::map<model::ResourceKey, ClaimView> claims;
   // Keys of the claims each pod owns (generated for it), by pod uid.
   std::unordered_map<std::string, std::set<model::ResourceKey>> owned;
@@ -266,6 +277,8 @@ struct Scheduler::State {
 
   void Clear() {
     pods.clear();
+    unbound.clear();
+    deleting.clear();
     claims.clear();
     owned.clear();
     ForgetAllocated();

@@ -29,11 +29,16 @@ json FailedSchedulingEvent(const model::Object& pod, const std::string& message,
 
 void Scheduler::PassRun::Schedule() {
   std::vector<PodView*> pending;
-  for (auto& [uid, p] : pods_) {
-    if (!p.node_name.empty() || p.deleting || p.terminal) {
+  for (auto u = st_.unbound.begin(); u != st_.unbound.end();) {
+    const std::string& uid = *u;
+    auto it = pods_.find(uid);
+    if (it == pods_.end() || !it->second.Unbound()) {
       st_.backoff.erase(uid);
+      u = st_.unbound.erase(u);
       continue;
     }
+    ++u;
+    PodView& p = it->second;
     if (BackingOff(uid, p)) {
       ++stats_.backing_off;
       // Its claims are still created (and recorded) now.

@@ -34,9 +34,14 @@ json Whole(const model::Object& obj, const json& body) {
 // `obj` with a new body, and the spec digest and field-selector values that go with it,
 // computed as the REST codecs compute them.
 model::Object WithBody(const model::Object& obj, const json& body) {
+  model::Object out = WithStatus(obj, body);
+  out.spec_digest = model::json::SpecDigestOf(body);
+  return out;
+}
+
+model::Object WithStatus(const model::Object& obj, const json& body) {
   model::Object out = obj;
   out.body = body.dump();
-  out.spec_digest = model::json::SpecDigestOf(body);
   out.fields = model::json::SelectableFields(TypeOf(out.resource), body);
   out.fields["metadata.name"] = out.meta.name;
   out.fields["metadata.namespace"] = out.meta.namespace_;
@@ -257,12 +262,25 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     if (deleted) {
       if (it != pods.end()) pods.erase(it);
       backoff.erase(ev.object.meta.uid);
+      unbound.erase(ev.object.meta.uid);
+      deleting.erase(ev.object.meta.uid);
       return;
     }
     PodView view = MakePod(std::move(ev.object));
     for (auto& key : ClaimsOf(view.obj, *view.body)) d.claims.insert(key);
     d.pods.insert(view.obj.meta.uid);
     const std::string uid = view.obj.meta.uid;
+    if (view.Unbound()) {
+      unbound.insert(uid);
+    } else {
+      unbound.erase(uid);
+      backoff.erase(uid);
+    }
+    if (view.deleting) {
+      deleting.insert(uid);
+    } else {
+      deleting.erase(uid);
+    }
     pods.insert_or_assign(uid, std::move(view));
     return;
   }
