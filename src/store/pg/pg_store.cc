@@ -710,6 +710,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
+    RememberOwnChanges(batch, results);
     return results;
   });
 }
@@ -822,14 +823,73 @@ absl::StatusOr<int64_t> PgStore::CurrentRevision() {
   });
 }
 
+void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
+                                 const std::vector<absl::StatusOr<model::Object>>& results) {
+  auto type_of = [](bool create, bool remove) {
+    return create   ? model::EventType::kAdded
+           : remove ? model::EventType::kDeleted
+                    : model::EventType::kModified;
+  };
+  // The object as its change_log row holds it: timestamps in whole seconds.
+  auto as_logged = [](model::Object obj) {
+    auto& meta = obj.meta;
+    meta.creation_timestamp =
+        std::chrono::time_point_cast<std::chrono::seconds>(meta.creation_timestamp);
+    if (meta.deletion_timestamp.has_value()) {
+      meta.deletion_timestamp =
+          std::chrono::time_point_cast<std::chrono::seconds>(*meta.deletion_timestamp);
+    }
+    return obj;
+  };
+  std::vector<model::WatchEvent> changes;
+  for (size_t i = 0; i < batch.size() && i < results.size(); ++i) {
+    if (!results[i].ok()) continue;
+    const PendingWrite& w = *batch[i];
+    if (w.kind != WriteKind::kTransaction) {
+      changes.push_back({type_of(w.kind == WriteKind::kCreate, w.kind == WriteKind::kDelete),
+                         as_logged(*results[i]), nullptr});
+      continue;
+    }
+    if (w.txn_results.size() != w.txn->writes.size()) continue;
+    for (size_t n = 0; n < w.txn_results.size(); ++n) {
+      const Write::Kind kind = w.txn->writes[n].kind;
+      changes.push_back({type_of(kind == Write::Kind::kCreate, kind == Write::Kind::kDelete),
+                         as_logged(w.txn_results[n]), nullptr});
+    }
+  }
+  qm::MutexLock lock(&own_mu_);
+  for (auto& ev : changes) {
+    const int64_t rv = ev.object.meta.resource_version;
+    if (rv > 0) own_changes_.insert_or_assign(rv, std::move(ev));
+  }
+  while (own_changes_.size() > kMaxOwnChanges) own_changes_.erase(own_changes_.begin());
+}
+
 absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t after_rv,
                                                                      int64_t limit) {
   using Result = absl::StatusOr<std::vector<model::WatchEvent>>;
+  const int64_t max_rows = limit > 0 ? limit : std::numeric_limits<int64_t>::max();
+  // This process's own changes after `after_rv` (copies: the writer may add more meanwhile);
+  // those a reader has read past are dropped.
+  std::map<int64_t, model::WatchEvent> own;
+  {
+    qm::MutexLock lock(&own_mu_);
+    own_changes_.erase(own_changes_.begin(), own_changes_.upper_bound(after_rv));
+    for (auto it = own_changes_.begin();
+         it != own_changes_.end() && static_cast<int64_t>(own.size()) < max_rows; ++it) {
+      own.emplace_hint(own.end(), it->first, it->second);
+    }
+  }
+  std::string known = "{";
+  for (const auto& [rv, ev] : own) {
+    if (known.size() > 1) known += ',';
+    known += std::to_string(rv);
+  }
+  known += '}';
   return WithConnection(*pool_, [&](pqxx::connection& c) -> Result {
     // One statement (one round trip, one snapshot) for the compaction point and the changes.
     pqxx::nontransaction tx(c);
-    auto rows = tx.exec_prepared("changes_since", after_rv,
-                                 limit > 0 ? limit : std::numeric_limits<int64_t>::max());
+    auto rows = tx.exec_prepared("changes_since", after_rv, max_rows, known);
     const int64_t compacted = rows.at(0)[0].as<int64_t>();
     if (after_rv < compacted) {
       return absl::OutOfRangeError("too old resource version: " + std::to_string(after_rv) + " (" +
@@ -839,6 +899,14 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
     out.reserve(rows.size());
     for (const auto& row : rows) {
       if (row[1].is_null()) continue;  // no change after after_rv
+      if (row[13].is_null()) {
+        // One of this process's changes: its columns were left out.
+        auto it = own.find(row[5].as<int64_t>());
+        if (it == own.end())
+          return absl::InternalError("change_log left out a change it must send");
+        out.push_back(it->second);
+        continue;
+      }
       std::string type = row[14].as<std::string>();
       model::WatchEvent ev;
       ev.type = type == "ADDED"     ? model::EventType::kAdded

@@ -83,8 +83,19 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> RunBatch(
       const std::vector<PendingWrite*>& batch);
 
+  // Keeps the changes a committed batch made (`batch` and its results) in `own_changes_`.
+  void RememberOwnChanges(const std::vector<PendingWrite*>& batch,
+                          const std::vector<absl::StatusOr<model::Object>>& results);
+
   const std::string url_;
   std::unique_ptr<ConnectionPool> pool_;
+  // The changes this process committed lately, by revision, as its writes gave them: ChangesSince
+  // takes these instead of reading their rows' columns back from change_log (the watch hub
+  // follows every change, its own process's writes included). Dropped once a reader has read
+  // past them, and the oldest beyond kMaxOwnChanges; a change not here is read from the log.
+  static constexpr size_t kMaxOwnChanges = 16384;
+  qm::Mutex own_mu_;
+  std::map<int64_t, model::WatchEvent> own_changes_ ABSL_GUARDED_BY(own_mu_);
   qm::Mutex listen_mu_;
   std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listen_mu_);
   qm::Mutex queue_mu_;

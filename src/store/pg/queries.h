@@ -104,16 +104,21 @@ inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM cha
 
 // One statement, so one snapshot: the compaction point and the first $2 changes after $1.
 // Always at least one row; when no change follows, the change columns (from the second on) are
-// NULL. The rows come in the subquery's order as PostgreSQL runs this plan, which SQL does not
-// promise: the caller checks it (an outer ORDER BY would sort every row once more).
+// NULL. The changes whose revisions are in $3 (the caller has them already) come with NULL
+// labels, meta, fields and body, so their stored JSON is neither converted nor sent. The rows
+// come in the subquery's order as PostgreSQL runs this plan, which SQL does not promise: the
+// caller checks it (an outer ORDER BY would sort every row once more).
 inline constexpr char kChangesSince[] = R"sql(
 SELECT s.compacted_through, c.* FROM store_state s LEFT JOIN LATERAL (
   SELECT resource, namespace, name, uid, rv, generation,
          extract(epoch FROM creation_timestamp)::bigint AS created,
          COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0) AS deleted,
-         labels::text AS labels, meta::text AS meta, fields::text AS fields, spec_digest,
-         body::text AS body, event_type
-  FROM change_log WHERE rv > $1 ORDER BY rv LIMIT $2) c ON true)sql";
+         CASE WHEN known THEN NULL ELSE labels::text END AS labels,
+         CASE WHEN known THEN NULL ELSE meta::text END AS meta,
+         CASE WHEN known THEN NULL ELSE fields::text END AS fields, spec_digest,
+         CASE WHEN known THEN NULL ELSE body::text END AS body, event_type
+  FROM (SELECT *, rv = ANY($3::bigint[]) AS known FROM change_log
+        WHERE rv > $1 ORDER BY rv LIMIT $2) l) c ON true)sql";
 
 inline constexpr char kCompactDelete[] = R"sql(
 DELETE FROM change_log WHERE rv <= $1 AND rv < (SELECT MAX(rv) FROM change_log))sql";
