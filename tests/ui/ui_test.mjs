@@ -809,11 +809,13 @@ await step('Inventory: MIG partitions drawn inside their GPU with the counters c
   await page.getByRole('button', { name: 'mig-node', exact: true }).click();
   const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
   await gpu.getByText('4 partitions, 2 in use', { exact: false }).waitFor();
-  const uses = await eventually(async () => {
-    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
-    return t === 'compute-slices 4/7 | memory 50Gi/80Gi' || t;
+  // Retried until the counters read so (a mismatch is kept for the message, not returned).
+  let uses = '';
+  const counted = await eventually(async () => {
+    uses = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return uses === 'compute-slices 4/7 | memory 50Gi/80Gi';
   });
-  expect(uses === true, `counters: ${uses}`);
+  expect(counted === true, `counters: ${uses}`);
   expect((await gpu.locator('tr[data-device]').count()) === 4, 'four partitions inside the GPU');
   expect((await page.locator('#node-mig-node tr[data-device]').count()) === 4, 'no partition outside it');
   const meter = gpu.locator('[data-counter="compute-slices"] meter');
@@ -883,11 +885,13 @@ await step('Assignments by device: who holds each device now, and the changes se
   await nav('Inventory');
   await page.getByRole('button', { name: 'mig-node', exact: true }).click();
   const gpu = page.getByRole('region', { name: 'GPU gpu-0' });
-  const uses = await eventually(async () => {
-    const t = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
-    return t === 'compute-slices 6/7 | memory 70Gi/80Gi' || t;
+  // Retried until the counters read so (a mismatch is kept for the message, not returned).
+  let uses = '';
+  const counted = await eventually(async () => {
+    uses = (await gpu.getByTestId('counter-use').allTextContents()).sort().join(' | ');
+    return uses === 'compute-slices 6/7 | memory 70Gi/80Gi';
   });
-  expect(uses === true, `counters: ${uses}`);
+  expect(counted === true, `counters: ${uses}`);
   // A device's row in Inventory links to its assignments.
   await page.getByRole('link', { name: `Assignments of ${second}` }).click();
   await page.getByRole('heading', { level: 1, name: 'Assignments' }).waitFor();
