@@ -24,6 +24,16 @@ TEST(QuotaTest, PodsCountUntilTheyFinish) {
   EXPECT_EQ(QuotaUsage(Obj("pods", "p", R"({"status":{"phase":"Running"}})")),
             (QuotaAmounts{{"count/pods", 1}, {"pods", 1}}));
   EXPECT_TRUE(QuotaUsage(Obj("pods", "p", R"({"status":{"phase":"Succeeded"}})")).empty());
+  EXPECT_TRUE(QuotaUsage(Obj("pods", "p", R"({"status":{"phase":"Failed"}})")).empty());
+  // A phase spelled with escapes is still the phase.
+  EXPECT_TRUE(QuotaUsage(Obj("pods", "p", R"({"status":{"phase":"\u0053ucceeded"}})")).empty());
+  // The words elsewhere in the body change nothing.
+  EXPECT_EQ(QuotaUsage(Obj("pods", "p",
+                           R"({"spec":{"containers":[{"name":"Failed","image":"Succeeded"}]},)"
+                           R"("status":{"phase":"Pending"}})")),
+            (QuotaAmounts{{"count/pods", 1}, {"pods", 1}}));
+  EXPECT_EQ(QuotaUsage(Obj("pods", "p", "not json")),
+            (QuotaAmounts{{"count/pods", 1}, {"pods", 1}}));
   EXPECT_TRUE(QuotaUsage(Obj("nodes", "n", "{}")).empty());
 }
 
