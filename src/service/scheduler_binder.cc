@@ -130,6 +130,14 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
   if (problem.empty()) {
     const auto place_start = clock_.Monotonic();
     placement = Place(request);
+    if (placement.kind == Placement::Kind::kUnschedulable && releases_in_flight_ > 0) {
+      // Devices this pass releases may make it fit: wait for those commits, then try again
+      // with fresh verdicts.
+      commits_.Drain();
+      memos_.clear();
+      request.memo = &memos_[signature.dump()];
+      placement = Place(request);
+    }
     placement_ms_ += MsSince(place_start);
     if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
   }

@@ -74,7 +74,9 @@ void Scheduler::PassRun::ReleaseClaims() {
   for (auto* entry : Selected(claims_, dirty_.all, keys)) {
     ReleaseClaim(entry->first, entry->second);
   }
-  commits_.Drain();
+  // Not waited for: placement goes on while the releases commit (each takes its devices out of
+  // the devices in use when it has), and a pod that does not fit waits for them first
+  // (SchedulePod).
   if (relevant_change_) ++st_.generation;
 }
 
@@ -147,26 +149,33 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
     txn.writes.push_back(
         {store::Write::Kind::kUpdate, WithStatus(next, *body), {}, c.obj.meta.resource_version});
   }
-  if (release || (remove && c.Holds())) relevant_change_ = true;
-  commits_.Submit(std::move(txn), [this, remove, release, body, c = &c](CommitResult committed) {
-    if (!committed.ok()) {
-      ++stats_.conflicts;
-      busy_.insert(c);
-      return;
-    }
-    ++stats_.claims_released;
-    if (release || c->Holds()) st_.UncountAllocated(c->obj.Key());
-    if (remove) {
-      c->removed = true;
-      gone_.push_back(c->obj.Key());
-      return;
-    }
-    c->obj = committed->front();
-    c->body = body;
-    if (release) {
-      c->allocation = std::make_shared<const std::optional<model::AllocationResult>>();
-    }
-  });
+  const bool frees = release || (remove && c.Holds());
+  if (frees) {
+    relevant_change_ = true;
+    ++releases_in_flight_;
+  }
+  // Pods of this pass that name the claim decide on the next pass, on its new revision.
+  busy_.insert(&c);
+  commits_.Submit(
+      std::move(txn), [this, remove, release, frees, body, c = &c](CommitResult committed) {
+        if (frees) --releases_in_flight_;
+        if (!committed.ok()) {
+          ++stats_.conflicts;
+          return;
+        }
+        ++stats_.claims_released;
+        if (release || c->Holds()) st_.UncountAllocated(c->obj.Key());
+        if (remove) {
+          c->removed = true;
+          gone_.push_back(c->obj.Key());
+          return;
+        }
+        c->obj = committed->front();
+        c->body = body;
+        if (release) {
+          c->allocation = std::make_shared<const std::optional<model::AllocationResult>>();
+        }
+      });
 }
 
 void Scheduler::PassRun::CreateClaims() {

@@ -132,6 +132,7 @@ bool Scheduler::PassRun::Reachable(const std::string& name) {
 }
 
 void Scheduler::PassRun::FinishTerminatingPods() {
+  bool submitted = false;
   for (const auto& uid : st_.deleting) {
     auto entry = pods_.find(uid);
     if (entry == pods_.end()) continue;
@@ -166,6 +167,7 @@ void Scheduler::PassRun::FinishTerminatingPods() {
       w = {store::Write::Kind::kDelete, {}, pod.obj.Key(), pod.obj.meta.resource_version};
     }
     const bool deletes = w.kind == store::Write::Kind::kDelete;
+    submitted = true;
     commits_.Submit(store::Transaction{{std::move(w)}, {}, {}},
                     [this, p = &pod, why, deletes](CommitResult committed) {
                       if (!committed.ok()) {
@@ -181,7 +183,7 @@ void Scheduler::PassRun::FinishTerminatingPods() {
                       }
                     });
   }
-  commits_.Drain();
+  if (submitted) commits_.Drain();
 }
 
 }  // namespace qm::service

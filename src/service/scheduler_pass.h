@@ -500,8 +500,9 @@ class Scheduler::PassRun {
 
   PassStats stats_;
   CommitQueue commits_;
-  bool relevant_change_ = false;  // a release freed devices
-  bool reset_allocated_ = false;  // a binding failed: resolve the devices in use anew
+  bool relevant_change_ = false;   // a release freed devices
+  size_t releases_in_flight_ = 0;  // commits of ReleaseClaims that free devices, not done yet
+  bool reset_allocated_ = false;   // a binding failed: resolve the devices in use anew
   // Claims that another commit of this pass is writing, or that changed under us: nothing below
   // touches them this pass.
   std::set<const ClaimView*> busy_;
