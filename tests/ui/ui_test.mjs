@@ -280,6 +280,18 @@ await step('cordon a node from Inventory: kubectl shows it unschedulable', async
   expect(back === true, 'uncordoned');
 });
 
+// The bodies of the DeviceHolderReviews the page posts from now on, until stop() is called.
+function recordHolderReviews() {
+  const reviews = [];
+  const onReview = (r) => {
+    if (r.method() === 'POST' && r.url().includes('/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews')) {
+      reviews.push(r.postDataJSON());
+    }
+  };
+  page.on('request', onReview);
+  return { reviews, stop: () => page.off('request', onReview) };
+}
+
 // API requests the page made (path and query), to check what it lists.
 function recordRequests() {
   const urls = [];
@@ -561,13 +573,7 @@ await step('no page holds more than four watches (six HTTP/1.1 connections per s
 await step('deleting a class names the claims that use it, from the server (no claim is read), live', async () => {
   await nav('Device classes');
   const requests = recordRequests();
-  const reviews = [];
-  const onReview = (r) => {
-    if (r.method() === 'POST' && r.url().includes('/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews')) {
-      reviews.push(r.postDataJSON());
-    }
-  };
-  page.on('request', onReview);
+  const { reviews, stop: stopReviews } = recordHolderReviews();
   try {
     await page.locator('[data-class="a100-80g"]').getByRole('link', { name: 'a100-80g', exact: true }).click();
     await page.getByRole('button', { name: 'Delete', exact: true }).waitFor();
@@ -602,7 +608,7 @@ spec:
     await page.getByRole('button', { name: 'Cancel' }).click();
   } finally {
     requests.stop();
-    page.off('request', onReview);
+    stopReviews();
   }
   expect((await kubectl('get', 'deviceclass', 'a100-80g', '-o', 'name')) === 'deviceclass.resource.k8s.io/a100-80g',
     'the class is still there');
@@ -959,13 +965,7 @@ await step('Assignments by claim, filtered: a node, a namespace or a device list
   kubectlApply('apiVersion: v1\nkind: Namespace\nmetadata: {name: ui-filter}\n');
 
   const requests = recordRequests();
-  const reviews = [];
-  const onReview = (r) => {
-    if (r.method() === 'POST' && r.url().includes('/apis/admin.quartermaster.io/v1alpha1/deviceholderreviews')) {
-      reviews.push(r.postDataJSON());
-    }
-  };
-  page.on('request', onReview);
+  const { reviews, stop: stopReviews } = recordHolderReviews();
   try {
     // A node (Inventory's "Assignments on" link, ?node=): the claims holding its devices.
     await nav('Inventory');
@@ -1038,7 +1038,7 @@ await step('Assignments by claim, filtered: a node, a namespace or a device list
     await shot('assignments-filter-text');
   } finally {
     requests.stop();
-    page.off('request', onReview);
+    stopReviews();
     await page.getByLabel('Filter').fill('');
     kubectl('delete', 'pod', '-n', 'ui-filter', '--all', '--grace-period=0', '--force', '--wait=false');
     kubectl('delete', 'resourceclaim', '-n', 'ui-filter', '--all', '--wait=false');
