@@ -319,11 +319,13 @@ struct Scheduler::State {
     allocated.reset();
     counted.clear();
   }
-  // Counts the devices `c` holds in `allocated` under its key, replacing what that key counted
-  // before (nothing when `allocated` is unset).
+  // Counts `devices` in `allocated` under `key`, replacing what that key counted before (nothing
+  // when `allocated` is unset).
   void CountAllocated(const model::ResourceKey& key,
                       std::vector<allocator::AllocatedDevice> devices);
-  void CountAllocated(const ClaimView& c);
+  // The devices `c` holds: its allocation's, or those an allocation that does not decode may
+  // hold.
+  std::vector<allocator::AllocatedDevice> DevicesHeld(const ClaimView& c) const;
   // Takes what `key` counted out of `allocated`.
   void UncountAllocated(const model::ResourceKey& key);
 

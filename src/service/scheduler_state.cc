@@ -209,15 +209,22 @@ bool ApplyDecoded(Map& map, const model::WatchEvent& ev, bool deleted, Decode de
 
 }  // namespace
 
+std::vector<allocator::AllocatedDevice> Scheduler::State::DevicesHeld(const ClaimView& c) const {
+  std::vector<allocator::AllocatedDevice> devices;
+  if (c.allocation->has_value()) AppendAllocated(**c.allocation, devices);
+  // Devices an allocation that does not decode may hold are never free.
+  if (!c.allocation_error.empty() && inventory != nullptr) {
+    devices = DevicesPossiblyHeld(c.obj.body, *inventory);
+  }
+  return devices;
+}
+
 void Scheduler::State::ResolveAllocated() {
   counted.clear();
   std::vector<allocator::AllocatedDevice> in_use;
   for (const auto& [key, c] : claims) {
     if (c.removed || !c.Holds()) continue;
-    std::vector<allocator::AllocatedDevice> devices;
-    if (c.allocation->has_value()) AppendAllocated(**c.allocation, devices);
-    // Devices an allocation that does not decode may hold are never free.
-    if (!c.allocation_error.empty()) devices = DevicesPossiblyHeld(c.obj.body, *inventory);
+    std::vector<allocator::AllocatedDevice> devices = DevicesHeld(c);
     in_use.insert(in_use.end(), devices.begin(), devices.end());
     counted.emplace(key, std::move(devices));
   }
@@ -230,15 +237,6 @@ void Scheduler::State::CountAllocated(const model::ResourceKey& key,
   if (!allocated.has_value() || devices.empty()) return;
   inventory->AddAllocated(*allocated, devices);
   counted.emplace(key, std::move(devices));
-}
-
-void Scheduler::State::CountAllocated(const ClaimView& c) {
-  std::vector<allocator::AllocatedDevice> devices;
-  if (c.allocation->has_value()) AppendAllocated(**c.allocation, devices);
-  if (!c.allocation_error.empty() && inventory != nullptr) {
-    devices = DevicesPossiblyHeld(c.obj.body, *inventory);
-  }
-  CountAllocated(c.obj.Key(), std::move(devices));
 }
 
 void Scheduler::State::UncountAllocated(const model::ResourceKey& key) {
@@ -310,7 +308,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       return At(At(*c.body, "status"), "allocation");
     };
     if (it == claims.end() ? view.Holds() : allocation_of(it->second) != allocation_of(view)) {
-      CountAllocated(view);
+      CountAllocated(view.obj.Key(), DevicesHeld(view));
     }
     for (const auto& owner : view.owners) d.pods.insert(owner);
     d.claims.insert(key);
