@@ -150,17 +150,6 @@ absl::StatusOr<model::Object> ObjectService::StoreUpdate(const model::Object& cu
   return std::move(committed.front());
 }
 
-absl::StatusOr<model::Object> ObjectService::StoreDelete(const model::Object& current) {
-  if (current.resource != kClaims)
-    return store_.Delete(current.Key(), current.meta.resource_version);
-  store::Transaction txn;
-  txn.writes.push_back(
-      {store::Write::Kind::kDelete, {}, current.Key(), current.meta.resource_version});
-  txn.release_claims.push_back(current.meta.uid);
-  QM_ASSIGN_OR_RETURN(auto committed, store_.Commit(txn));
-  return std::move(committed.front());
-}
-
 absl::StatusOr<model::Object> ObjectService::Update(
     const model::ResourceKey& key,
     const std::function<absl::StatusOr<model::Object>(const model::Object&)>& mutate,
@@ -204,7 +193,7 @@ absl::StatusOr<model::Object> ObjectService::Update(
         result->meta.finalizers.empty() && key.resource != "namespaces") {
       // The last finalizer is gone: the object goes away now (watchers see MODIFIED, then
       // DELETED, as with the apiserver).
-      auto deleted = StoreDelete(*result);
+      auto deleted = store_.Delete(result->Key(), result->meta.resource_version);
       if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
       if (deleted.ok()) {
         QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key));
@@ -296,7 +285,7 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
     const bool forced = grace == 0 && RemoveFinalizer(marked.meta, kDevicesPreparedFinalizer);
     bool deleted = marked.meta.finalizers.empty();
     if (deleted) {
-      result = StoreDelete(current);
+      result = store_.Delete(current.Key(), current.meta.resource_version);
     } else if (!MarkForDeletion(marked.meta, clock_.Now(), grace) && !forced) {
       if (from_cache) continue;             // decided on the store's copy
       return DeleteResult{current, false};  // already being deleted: nothing changes

@@ -121,11 +121,10 @@ class ObjectService {
   // (an external allocator, not the scheduler) writes: an update that changes a claim's
   // status.allocation replaces the claim's ledger rows in the same transaction (Aborted when a
   // device is held exclusively by another claim, or when the allocation takes more of a
-  // device's capacity or a pool's shared counters than is left); deleting a claim releases its
-  // rows.
+  // device's capacity or a pool's shared counters than is left). Deleting a claim needs nothing
+  // of the kind: the store releases a deleted claim's rows itself.
   absl::StatusOr<model::Object> StoreUpdate(const model::Object& current,
                                             const model::Object& next);
-  absl::StatusOr<model::Object> StoreDelete(const model::Object& current);
   // The ResourceSlices of the pools `allocation` takes devices from, from the object cache.
   absl::StatusOr<std::unique_ptr<SliceDevices>> SlicesOf(const model::AllocationResult& allocation);
 

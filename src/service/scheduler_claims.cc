@@ -118,11 +118,6 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
   if (keep.size() == reserved_count && !release && !drop) return;
 
   store::Transaction txn;
-  // An allocation that does not decode is never released on its own, but a claim that goes
-  // away takes its ledger rows with it.
-  if (release || (drop && !c.allocation_error.empty())) {
-    txn.release_claims.push_back(c.obj.meta.uid);
-  }
   model::Object next = c.obj;
   auto& finalizers = next.meta.finalizers;
   if (release) {
@@ -131,6 +126,9 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
   }
   auto body = std::make_shared<json>(*c.body);
   const bool remove = drop || (next.meta.deletion_timestamp.has_value() && finalizers.empty());
+  // A claim that goes takes its ledger rows with it (the store releases them with the delete),
+  // an allocation that does not decode included; one that stays gives them back here.
+  if (release && !remove) txn.release_claims.push_back(c.obj.meta.uid);
   if (remove) {
     txn.writes.push_back({store::Write::Kind::kDelete, {}, key, c.obj.meta.resource_version});
   } else {

@@ -4,6 +4,7 @@
 #include <map>
 #include <pqxx/pqxx>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -521,6 +522,117 @@ TEST(PgStoreTest, OwnChangesReadAsAnotherProcessReadsThemFromTheLog) {
   ASSERT_TRUE(from_start.ok());
   ASSERT_EQ(from_start->size(), 2u);
   EXPECT_TRUE(same_json((*from_start)[1].object.body, (*theirs)[1].object.body));
+}
+
+// Every queued write is one group of one qm_write_batch call (migrations/0011): deletes, creates
+// and transactions with deletes share the call, each group commits or fails on its own, audit
+// records go in for the groups that committed, and revisions follow the queue.
+TEST(PgStoreTest, OneBatchCommitsEachWriteOnItsOwn) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  auto store = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::map<std::string, model::Object> made;
+  for (const char* name : {"a", "b", "c"}) {
+    auto created = (*store)->Create(MakeObject(name));
+    ASSERT_TRUE(created.ok()) << created.status();
+    made[name] = *created;
+  }
+  // Hold the write lock so that the writer stops in the first batch and the rest queue up
+  // behind it, to go in the next call together.
+  pqxx::connection holder(env.url());
+  pqxx::work hold(holder);
+  hold.exec("SELECT pg_advisory_xact_lock(7236011)");
+  Transaction first;
+  first.writes.push_back({Write::Kind::kCreate, MakeObject("first"), {}, 0});
+  auto f0 = (*store)->CommitAsync(std::move(first));
+  pqxx::connection watcher(env.url());
+  for (int i = 0; i < 500; ++i) {
+    pqxx::nontransaction look(watcher);
+    if (look.exec1("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0]
+            .as<int>() == 1) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto audited = [](Transaction txn, const std::string& request) {
+    AuditRecord record;
+    record.time = std::chrono::system_clock::now();
+    record.request_id = request;
+    record.user = "alice";
+    record.verb = "delete";
+    record.resource = "things";
+    record.code = 200;
+    txn.audit.push_back(record);
+    return txn;
+  };
+  Transaction delete_a;
+  delete_a.writes.push_back(
+      {Write::Kind::kDelete, {}, made["a"].Key(), made["a"].meta.resource_version});
+  auto f1 = (*store)->CommitAsync(audited(std::move(delete_a), "delete-a"));
+  Transaction stale_b;
+  stale_b.writes.push_back(
+      {Write::Kind::kDelete, {}, made["b"].Key(), made["b"].meta.resource_version + 50});
+  auto f2 = (*store)->CommitAsync(audited(std::move(stale_b), "delete-b"));
+  Transaction mixed;
+  mixed.writes.push_back({Write::Kind::kCreate, MakeObject("d"), {}, 0});
+  mixed.writes.push_back({Write::Kind::kDelete, {}, made["c"].Key(), 0});
+  model::Object b2 = made["b"];
+  b2.body = R"({"spec":{"n":2}})";
+  mixed.writes.push_back({Write::Kind::kUpdate, b2, {}, made["b"].meta.resource_version});
+  auto f3 = (*store)->CommitAsync(audited(std::move(mixed), "mixed"));
+  Transaction ghost;
+  ghost.writes.push_back({Write::Kind::kDelete, {}, model::ResourceKey{"things", "", "ghost"}, 0});
+  auto f4 = (*store)->CommitAsync(audited(std::move(ghost), "ghost"));
+  hold.commit();
+
+  auto r0 = f0.get();
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  auto r1 = f1.get();
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_EQ(r1->size(), 1u);
+  EXPECT_EQ((*r1)[0].meta.name, "a");
+  EXPECT_EQ((*r1)[0].meta.uid, "uid-a");
+  EXPECT_EQ((*r1)[0].body, R"({"spec": {"n": 1}})");  // as jsonb prints it
+  EXPECT_GT((*r1)[0].meta.resource_version, r0->front().meta.resource_version);
+  auto r2 = f2.get();
+  EXPECT_EQ(r2.status(), ConflictError(made["b"].Key()));
+  auto r3 = f3.get();
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  ASSERT_EQ(r3->size(), 3u);
+  EXPECT_EQ((*r3)[0].meta.name, "d");
+  EXPECT_EQ((*r3)[1].meta.name, "c");
+  EXPECT_EQ((*r3)[1].meta.uid, "uid-c");
+  EXPECT_EQ((*r3)[2].body, R"({"spec":{"n":2}})");
+  EXPECT_LT((*r1)[0].meta.resource_version, (*r3)[0].meta.resource_version);
+  EXPECT_LT((*r3)[0].meta.resource_version, (*r3)[1].meta.resource_version);
+  EXPECT_LT((*r3)[1].meta.resource_version, (*r3)[2].meta.resource_version);
+  EXPECT_EQ(f4.get().status(), NotFoundError(model::ResourceKey{"things", "", "ghost"}));
+
+  // The state and the log as a second process reads them.
+  auto reader = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(reader.ok());
+  auto listed = (*reader)->List(ListOptions{"things"});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> names;
+  for (const auto& o : listed->items) names.push_back(o.meta.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "d", "first"}));
+  auto log = (*reader)->ChangesSince(made["c"].meta.resource_version, 0);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<std::string> changes;
+  for (const auto& ev : *log) {
+    changes.push_back(std::string(ev.type == model::EventType::kAdded     ? "ADDED "
+                                  : ev.type == model::EventType::kDeleted ? "DELETED "
+                                                                          : "MODIFIED ") +
+                      ev.object.meta.name);
+  }
+  EXPECT_EQ(changes, (std::vector<std::string>{"ADDED first", "DELETED a", "ADDED d", "DELETED c",
+                                               "MODIFIED b"}));
+  auto audit = (*reader)->QueryAudit(AuditQuery{});
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  std::vector<std::string> requests;
+  for (const auto& r : *audit) requests.push_back(r.request_id);
+  EXPECT_EQ(requests, (std::vector<std::string>{"delete-a", "mixed"}));
 }
 
 }  // namespace

@@ -210,64 +210,45 @@ auto WithConnection(ConnectionPool& pool, Fn&& fn)
   }
 }
 
-// Runs one write inside the batch transaction. Logical failures (exists, missing, stale
-// revision) are results; SQL errors throw and fail the whole batch.
-absl::StatusOr<model::Object> ApplyWrite(pqxx::work& tx, const PendingWrite& w) {
-  const model::ResourceKey key = w.kind == WriteKind::kDelete ? w.key : w.obj.Key();
-  auto missing_or_conflict = [&]() -> absl::Status {
-    auto exists = tx.exec_prepared("object_revision", key.resource, key.namespace_, key.name);
-    return exists.empty() ? NotFoundError(key) : ConflictError(key);
-  };
-  if (w.kind == WriteKind::kDelete) {
-    auto r =
-        tx.exec_prepared("delete_object", key.resource, key.namespace_, key.name, w.expected_rv);
-    if (r.empty()) return missing_or_conflict();
-    return DecodeRow(r[0]);
-  }
-  const model::Object& obj = w.obj;
-  JsonColumns cols = EncodeColumns(obj);
-  int64_t del = obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0;
-  pqxx::result r;
-  if (w.kind == WriteKind::kCreate) {
-    r = tx.exec_prepared("insert_object", obj.resource, obj.meta.namespace_, obj.meta.name,
-                         obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp),
-                         del, cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body);
-    if (r.empty()) {
-      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
+int64_t Micros(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// A PostgreSQL array literal with every element quoted.
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char ch : items[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
     }
-  } else {
-    r = tx.exec_prepared("update_object", obj.resource, obj.meta.namespace_, obj.meta.name,
-                         obj.meta.uid, obj.meta.generation, ToEpoch(obj.meta.creation_timestamp),
-                         del, cols.labels, cols.meta, cols.fields, obj.spec_digest, obj.body,
-                         w.expected_rv);
-    if (r.empty()) return missing_or_conflict();
+    out += '"';
   }
-  model::Object stored = obj;
-  stored.meta.resource_version = r[0][0].as<int64_t>();
-  return stored;
+  return out + "}";
 }
 
-bool HasDeletes(const PendingWrite& w) {
-  if (w.kind == WriteKind::kDelete) return true;
-  if (w.kind != WriteKind::kTransaction) return false;
-  return std::any_of(w.txn->writes.begin(), w.txn->writes.end(),
-                     [](const Write& write) { return write.kind == Write::Kind::kDelete; });
-}
-
-// Consecutive writes of a batch applied by one call to qm_apply_batch (migrations/0003): single
-// creates and updates, and transactions without deletes. Each is a group that commits or fails
-// on its own.
+// A whole batch applied by one call to qm_write_batch (migrations/0011): every queued write is a
+// group (a single create, update or delete, or a transaction) that commits or fails on its own,
+// with its audit records.
 class BatchCall {
  public:
   void Add(PendingWrite* w) {
     items_.push_back(w);
     const int group = static_cast<int>(items_.size());
+    if (w->audit.has_value()) AddAudit(group, *w->audit);
     if (w->kind != WriteKind::kTransaction) {
-      AddWrite(group, w->kind == WriteKind::kCreate, w->obj, w->expected_rv);
+      AddWrite(group, w->kind, w->kind == WriteKind::kDelete ? nullptr : &w->obj, w->key,
+               w->expected_rv);
       return;
     }
     for (const Write& write : w->txn->writes) {
-      AddWrite(group, write.kind == Write::Kind::kCreate, write.object, write.expected_rv);
+      const WriteKind kind = write.kind == Write::Kind::kCreate   ? WriteKind::kCreate
+                             : write.kind == Write::Kind::kUpdate ? WriteKind::kUpdate
+                                                                  : WriteKind::kDelete;
+      AddWrite(group, kind, kind == WriteKind::kDelete ? nullptr : &write.object, write.key,
+               write.expected_rv);
     }
     for (const DeviceClaim& row : w->txn->claim_devices) {
       d_[0].push_back(std::to_string(group));
@@ -296,26 +277,31 @@ class BatchCall {
       s_[2].push_back(std::to_string(check.count));
       s_[3].push_back(std::to_string(check.newest));
     }
+    for (const AuditRecord& record : w->txn->audit) AddAudit(group, record);
   }
-  bool empty() const { return items_.empty(); }
 
   // Runs the call; one result per added write, in order.
   std::vector<absl::StatusOr<model::Object>> Run(pqxx::work& tx) {
     auto rows = tx.exec_prepared(
-        "apply_batch", static_cast<int>(items_.size()), Array(w_[0]), Array(w_[1]), Array(w_[2]),
-        Array(w_[3]), Array(w_[4]), Array(w_[5]), Array(w_[6]), Array(w_[7]), Array(w_[8]),
-        Array(w_[9]), Array(w_[10]), Array(w_[11]), Array(w_[12]), Array(w_[13]), Array(w_[14]),
-        Array(d_[0]), Array(d_[1]), Array(d_[2]), Array(d_[3]), Array(d_[4]), Array(d_[5]),
-        Array(d_[6]), Array(d_[7]), Array(d_[8]), Array(r_[0]), Array(r_[1]), Array(q_[0]),
-        Array(q_[1]), Array(q_[2]), Array(q_[3]), Array(s_[0]), Array(s_[1]), Array(s_[2]),
-        Array(s_[3]));
-    std::vector<std::vector<int64_t>> revisions(items_.size());
+        "write_batch", static_cast<int>(items_.size()), TextArray(w_[0]), TextArray(w_[1]),
+        TextArray(w_[2]), TextArray(w_[3]), TextArray(w_[4]), TextArray(w_[5]), TextArray(w_[6]),
+        TextArray(w_[7]), TextArray(w_[8]), TextArray(w_[9]), TextArray(w_[10]), TextArray(w_[11]),
+        TextArray(w_[12]), TextArray(w_[13]), TextArray(w_[14]), TextArray(d_[0]), TextArray(d_[1]),
+        TextArray(d_[2]), TextArray(d_[3]), TextArray(d_[4]), TextArray(d_[5]), TextArray(d_[6]),
+        TextArray(d_[7]), TextArray(d_[8]), TextArray(r_[0]), TextArray(r_[1]), TextArray(q_[0]),
+        TextArray(q_[1]), TextArray(q_[2]), TextArray(q_[3]), TextArray(s_[0]), TextArray(s_[1]),
+        TextArray(s_[2]), TextArray(s_[3]), TextArray(a_[0]), TextArray(a_[1]), TextArray(a_[2]),
+        TextArray(a_[3]), TextArray(a_[4]), TextArray(a_[5]), TextArray(a_[6]), TextArray(a_[7]),
+        TextArray(a_[8]), TextArray(a_[9]), TextArray(a_[10]), TextArray(a_[11]), TextArray(a_[12]),
+        TextArray(a_[13]));
+    std::vector<std::vector<const pqxx::row*>> written(items_.size());
     std::vector<std::optional<absl::Status>> failures(items_.size());
-    for (const auto& row : rows) {
+    std::vector<pqxx::row> kept(rows.begin(), rows.end());
+    for (const pqxx::row& row : kept) {
       const size_t group = row[0].as<size_t>() - 1;
       const size_t ord = row[1].as<size_t>() - 1;
       if (row[3].is_null()) {
-        revisions.at(group).push_back(row[2].as<int64_t>());
+        written.at(group).push_back(&row);
       } else {
         failures.at(group) = Failure(*items_.at(group), ord, row[3].as<std::string>());
       }
@@ -329,24 +315,23 @@ class BatchCall {
         continue;
       }
       if (w.kind != WriteKind::kTransaction) {
-        if (revisions[g].size() != 1) {
-          results.push_back(absl::InternalError("qm_apply_batch lost a write"));
+        if (written[g].size() != 1) {
+          results.push_back(absl::InternalError("qm_write_batch lost a write"));
           continue;
         }
-        model::Object stored = w.obj;
-        stored.meta.resource_version = revisions[g][0];
-        results.push_back(std::move(stored));
+        results.push_back(
+            Stored(w.kind == WriteKind::kDelete ? nullptr : &w.obj, w.key, *written[g][0]));
         continue;
       }
-      if (revisions[g].size() != w.txn->writes.size()) {
-        results.push_back(absl::InternalError("qm_apply_batch lost a write"));
+      if (written[g].size() != w.txn->writes.size()) {
+        results.push_back(absl::InternalError("qm_write_batch lost a write"));
         continue;
       }
       w.txn_results.clear();
-      for (size_t n = 0; n < revisions[g].size(); ++n) {
-        model::Object stored = w.txn->writes[n].object;
-        stored.meta.resource_version = revisions[g][n];
-        w.txn_results.push_back(std::move(stored));
+      for (size_t n = 0; n < written[g].size(); ++n) {
+        const Write& write = w.txn->writes[n];
+        w.txn_results.push_back(Stored(write.kind == Write::Kind::kDelete ? nullptr : &write.object,
+                                       write.key, *written[g][n]));
       }
       results.push_back(w.txn_results.empty() ? model::Object() : w.txn_results.back());
     }
@@ -354,54 +339,96 @@ class BatchCall {
   }
 
  private:
-  void AddWrite(int group, bool create, const model::Object& obj, int64_t expected_rv) {
-    JsonColumns cols = EncodeColumns(obj);
+  // One object write; `obj` is null for a delete of `key`.
+  void AddWrite(int group, WriteKind kind, const model::Object* obj, const model::ResourceKey& key,
+                int64_t expected_rv) {
     w_[0].push_back(std::to_string(group));
-    w_[1].push_back(create ? "t" : "f");
-    w_[2].push_back(obj.resource);
-    w_[3].push_back(obj.meta.namespace_);
-    w_[4].push_back(obj.meta.name);
-    w_[5].push_back(obj.meta.uid);
-    w_[6].push_back(std::to_string(obj.meta.generation));
-    w_[7].push_back(std::to_string(ToEpoch(obj.meta.creation_timestamp)));
+    w_[1].push_back(kind == WriteKind::kCreate ? "c" : kind == WriteKind::kUpdate ? "u" : "d");
+    if (obj == nullptr) {
+      w_[2].push_back(key.resource);
+      w_[3].push_back(key.namespace_);
+      w_[4].push_back(key.name);
+      for (int c = 5; c <= 13; ++c) w_[c].emplace_back(c >= 6 && c <= 8 ? "0" : "");
+      w_[14].push_back(std::to_string(expected_rv));
+      return;
+    }
+    JsonColumns cols = EncodeColumns(*obj);
+    w_[2].push_back(obj->resource);
+    w_[3].push_back(obj->meta.namespace_);
+    w_[4].push_back(obj->meta.name);
+    w_[5].push_back(obj->meta.uid);
+    w_[6].push_back(std::to_string(obj->meta.generation));
+    w_[7].push_back(std::to_string(ToEpoch(obj->meta.creation_timestamp)));
     w_[8].push_back(
-        std::to_string(obj.meta.deletion_timestamp ? ToEpoch(*obj.meta.deletion_timestamp) : 0));
+        std::to_string(obj->meta.deletion_timestamp ? ToEpoch(*obj->meta.deletion_timestamp) : 0));
     w_[9].push_back(std::move(cols.labels));
     w_[10].push_back(std::move(cols.meta));
     w_[11].push_back(std::move(cols.fields));
-    w_[12].push_back(obj.spec_digest);
-    w_[13].push_back(obj.body);
-    w_[14].push_back(std::to_string(create ? 0 : expected_rv));
+    w_[12].push_back(obj->spec_digest);
+    w_[13].push_back(obj->body);
+    w_[14].push_back(std::to_string(kind == WriteKind::kCreate ? 0 : expected_rv));
   }
 
-  // The error a failed group reports, worded as the single-statement path words it.
+  void AddAudit(int group, const AuditRecord& r) {
+    a_[0].push_back(std::to_string(group));
+    a_[1].push_back(std::to_string(Micros(r.time)));
+    a_[2].push_back(r.request_id);
+    a_[3].push_back(r.user);
+    a_[4].push_back(json(r.groups).dump());
+    a_[5].push_back(r.verb);
+    a_[6].push_back(r.api_group);
+    a_[7].push_back(r.resource);
+    a_[8].push_back(r.subresource);
+    a_[9].push_back(r.namespace_);
+    a_[10].push_back(r.name);
+    a_[11].push_back(std::to_string(r.code));
+    a_[12].push_back(r.source);
+    a_[13].push_back(r.user_agent);
+  }
+
+  // What a write stored: the written object at its new revision, or for a delete (`obj` null)
+  // the object's last state as the row returns it.
+  static model::Object Stored(const model::Object* obj, const model::ResourceKey& key,
+                              const pqxx::row& row) {
+    model::Object stored;
+    if (obj != nullptr) {
+      stored = *obj;
+    } else {
+      stored.resource = key.resource;
+      stored.meta.namespace_ = key.namespace_;
+      stored.meta.name = key.name;
+      stored.meta.uid = row[4].as<std::string>();
+      stored.meta.generation = row[5].as<int64_t>();
+      stored.meta.creation_timestamp = FromEpoch(row[6].as<int64_t>());
+      if (const int64_t del = row[7].as<int64_t>(); del != 0) {
+        stored.meta.deletion_timestamp = FromEpoch(del);
+      }
+      DecodeColumns(row[8].as<std::string>(), row[9].as<std::string>(), row[10].as<std::string>(),
+                    &stored);
+      stored.spec_digest = row[11].as<std::string>();
+      stored.body = row[12].as<std::string>();
+    }
+    stored.meta.resource_version = row[2].as<int64_t>();
+    return stored;
+  }
+
+  // The error a failed group reports.
   static absl::Status Failure(const PendingWrite& w, size_t ord, const std::string& code) {
     if (code == "taken") return DeviceTakenError(w.txn->claim_devices.at(ord));
     if (code == "overcommit") return DeviceOvercommittedError(w.txn->claim_devices.at(ord));
     if (code == "quota") return QuotaCheckError(w.txn->quota_checks.at(ord));
     if (code == "quotas") return QuotaSetChangedError(w.txn->quota_sets.at(ord));
-    const model::Object& obj =
-        w.kind == WriteKind::kTransaction ? w.txn->writes.at(ord).object : w.obj;
+    model::ResourceKey key;
+    if (w.kind != WriteKind::kTransaction) {
+      key = w.kind == WriteKind::kDelete ? w.key : w.obj.Key();
+    } else {
+      const Write& write = w.txn->writes.at(ord);
+      key = write.kind == Write::Kind::kDelete ? write.key : write.object.Key();
+    }
     if (code == "exists") {
-      return absl::AlreadyExistsError(obj.resource + " \"" + obj.meta.name + "\" already exists");
+      return absl::AlreadyExistsError(key.resource + " \"" + key.name + "\" already exists");
     }
-    return code == "missing" ? NotFoundError(obj.Key()) : ConflictError(obj.Key());
-  }
-
-  // A PostgreSQL array literal (every element quoted).
-  static std::string Array(const std::vector<std::string>& items) {
-    std::string out = "{";
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i) out += ',';
-      out += '"';
-      for (char ch : items[i]) {
-        if (ch == '"' || ch == '\\') out += '\\';
-        out += ch;
-      }
-      out += '"';
-    }
-    out += '}';
-    return out;
+    return code == "missing" ? NotFoundError(key) : ConflictError(key);
   }
 
   std::vector<PendingWrite*> items_;
@@ -410,76 +437,11 @@ class BatchCall {
   std::vector<std::string> r_[2];
   std::vector<std::string> q_[4];
   std::vector<std::string> s_[4];
+  std::vector<std::string> a_[14];
 };
 
-// Runs a whole Transaction inside the batch transaction, under a savepoint so that a failing
-// part undoes only this transaction's other parts (transactions with deletes; the others go
-// through BatchCall).
-absl::StatusOr<model::Object> ApplyTransaction(pqxx::work& tx, PendingWrite& w) {
-  w.txn_results.clear();
-  tx.exec("SAVEPOINT qm_txn");
-  auto fail = [&](absl::Status status) -> absl::StatusOr<model::Object> {
-    tx.exec("ROLLBACK TO SAVEPOINT qm_txn");
-    w.txn_results.clear();
-    return status;
-  };
-  for (const std::string& uid : w.txn->release_claims)
-    tx.exec_prepared("release_device_claims", uid);
-  for (const QuotaSetCheck& check : w.txn->quota_sets) {
-    auto r = tx.exec_prepared1("quota_set", check.namespace_);
-    if (r[0].as<int64_t>() != check.count || r[1].as<int64_t>() != check.newest) {
-      return fail(QuotaSetChangedError(check));
-    }
-  }
-  for (const Write& write : w.txn->writes) {
-    PendingWrite single;
-    single.kind = write.kind == Write::Kind::kCreate   ? WriteKind::kCreate
-                  : write.kind == Write::Kind::kUpdate ? WriteKind::kUpdate
-                                                       : WriteKind::kDelete;
-    single.obj = write.object;
-    single.key = write.key;
-    single.expected_rv = write.expected_rv;
-    auto result = ApplyWrite(tx, single);
-    if (!result.ok()) return fail(result.status());
-    w.txn_results.push_back(std::move(*result));
-  }
-  for (const DeviceClaim& row : w.txn->claim_devices) {
-    auto r = tx.exec_prepared1("insert_device_claim", row.driver, row.pool, row.device,
-                               row.share_id, row.claim_uid, row.admin_access,
-                               row.consumed_capacity.empty() ? "{}" : row.consumed_capacity,
-                               ChargesJson(row));
-    if (r[0].is_null()) continue;
-    return fail(r[0].as<std::string>() == "taken" ? DeviceTakenError(row)
-                                                  : DeviceOvercommittedError(row));
-  }
-  for (const QuotaCheck& check : w.txn->quota_checks) {
-    auto r = tx.exec_prepared1("quota_within", check.namespace_, check.key, check.hard);
-    if (!r[0].as<bool>()) return fail(QuotaCheckError(check));
-  }
-  tx.exec("RELEASE SAVEPOINT qm_txn");
-  return w.txn_results.empty() ? model::Object() : w.txn_results.back();
-}
-
-int64_t Micros(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-// A PostgreSQL array literal with every element quoted.
-std::string TextArray(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (char ch : items[i]) {
-      if (ch == '"' || ch == '\\') out += '\\';
-      out += ch;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
-// Inserts audit records inside `tx` (one statement for all of them).
+// Inserts audit records inside `tx` (one statement for all of them): those of requests that
+// wrote nothing (writes commit theirs with the write, in qm_write_batch).
 void InsertAudit(pqxx::work& tx, const std::vector<AuditRecord>& records) {
   std::vector<std::string> cols[13];
   for (const AuditRecord& r : records) {
@@ -507,23 +469,13 @@ void InsertAudit(pqxx::work& tx, const std::vector<AuditRecord>& records) {
 // Statements prepared on every pooled connection: parsed and planned once per connection.
 const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
   static const auto* statements = new std::vector<std::pair<std::string, std::string>>{
-      {"lock_writes", queries::kLockWrites},
-      {"insert_object", queries::kInsertObject},
-      {"update_object", queries::kUpdateObject},
-      {"delete_object", queries::kDeleteObject},
-      {"object_revision", queries::kObjectRevision},
       {"get_object", std::string(queries::kSelectColumns) + queries::kGetObjectWhere},
       {"list_objects", queries::kListObjects},
       {"current_revision", queries::kCurrentRevision},
       {"changes_since", queries::kChangesSince},
-      {"notify", queries::kNotify},
-      {"insert_device_claim", queries::kInsertDeviceClaim},
-      {"release_device_claims", queries::kReleaseDeviceClaims},
       {"list_device_claims", queries::kListDeviceClaims},
-      {"quota_within", queries::kQuotaWithin},
-      {"quota_set", queries::kQuotaSet},
       {"quota_used", queries::kQuotaUsed},
-      {"apply_batch", queries::kApplyBatch},
+      {"write_batch", queries::kWriteBatch},
       {"insert_audit", queries::kInsertAudit},
       {"query_audit", queries::kQueryAudit},
       {"prune_audit", queries::kPruneAudit},
@@ -678,36 +630,13 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
   using Results = std::vector<absl::StatusOr<model::Object>>;
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Results> {
     pqxx::work tx(c);
-    tx.exec_prepared("lock_writes");
-    Results results;
-    results.reserve(batch.size());
-    // Runs of writes without deletes go in one call each; deletes (which return the removed
-    // object) one statement at a time. Either way revisions follow the batch order.
-    for (size_t n = 0; n < batch.size();) {
-      if (HasDeletes(*batch[n])) {
-        PendingWrite* w = batch[n++];
-        results.push_back(w->kind == WriteKind::kTransaction ? ApplyTransaction(tx, *w)
-                                                             : ApplyWrite(tx, *w));
-        continue;
-      }
-      BatchCall call;
-      while (n < batch.size() && !HasDeletes(*batch[n])) call.Add(batch[n++]);
-      for (auto& r : call.Run(tx)) results.push_back(std::move(r));
-    }
+    BatchCall call;
+    for (PendingWrite* w : batch) call.Add(w);
+    Results results = call.Run(tx);
     int64_t newest = 0;
     for (const auto& r : results) {
       if (r.ok()) newest = std::max(newest, r->meta.resource_version);
     }
-    std::vector<AuditRecord> audit;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!results[i].ok()) continue;
-      if (batch[i]->audit.has_value()) audit.push_back(*batch[i]->audit);
-      if (batch[i]->txn != nullptr) {
-        audit.insert(audit.end(), batch[i]->txn->audit.begin(), batch[i]->txn->audit.end());
-      }
-    }
-    if (!audit.empty()) InsertAudit(tx, audit);
-    if (newest != 0) tx.exec_prepared("notify", newest);
     tx.commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
     RememberOwnChanges(batch, results);

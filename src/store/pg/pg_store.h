@@ -19,9 +19,10 @@ struct PendingWrite;
 enum class WriteKind { kCreate, kUpdate, kDelete, kTransaction };
 
 // The PostgreSQL Store (ARCHITECTURE.md §4). Writes are queued to one writer thread that
-// commits everything waiting in one transaction (group commit: one fsync for many writes),
-// under an advisory lock so revisions commit in order even with several replicas; every write
-// appends to change_log, and each batch NOTIFYs `qm_changes`. A write returns only after its
+// commits everything waiting in one transaction (group commit: one fsync for many writes) and
+// one call of qm_write_batch (migrations/0011), under an advisory lock so revisions commit in
+// order even with several replicas; every write appends to change_log, and each batch NOTIFYs
+// `qm_changes`. A write returns only after its
 // transaction committed. Thread-safe.
 class PgStore final : public Store {
  public:

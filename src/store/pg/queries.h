@@ -8,69 +8,6 @@ namespace qm::store::pg::queries {
 // seen revision N can then never miss a smaller one that commits later. Taken once per batch.
 inline constexpr char kLockWrites[] = "SELECT pg_advisory_xact_lock(7236011)";
 
-// Insert an object and its change-log entry in one statement; no row when the key exists.
-// $1 resource, $2 namespace, $3 name, $4 uid, $5 generation, $6 creation (epoch s),
-// $7 deletion (epoch s, 0 = none), $8 labels, $9 meta, $10 fields, $11 spec digest, $12 body.
-inline constexpr char kInsertObject[] = R"sql(
-WITH ins AS (
-  INSERT INTO objects (resource, namespace, name, uid, resource_version, generation,
-                       creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
-                       body)
-  VALUES ($1, $2, $3, $4, nextval('resource_version_seq'), $5, to_timestamp($6::bigint),
-          to_timestamp(NULLIF($7::bigint, 0)), $8::text::jsonb, $9::text::jsonb,
-          $10::text::jsonb, $11, $12::text::jsonb)
-  ON CONFLICT (resource, namespace, name) DO NOTHING
-  RETURNING *)
-INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generation,
-                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
-                        body)
-SELECT resource_version, 'ADDED', resource, namespace, name, uid, generation, creation_timestamp,
-       deletion_timestamp, $8::text, $9::text, $10::text, spec_digest, $12::text
-FROM ins
-RETURNING rv)sql";
-
-// Same parameters plus $13, the expected resourceVersion (0: any); no row when the key is
-// missing or the revision differs.
-inline constexpr char kUpdateObject[] = R"sql(
-WITH upd AS (
-  UPDATE objects SET uid = $4, resource_version = nextval('resource_version_seq'),
-                     generation = $5, creation_timestamp = to_timestamp($6::bigint),
-                     deletion_timestamp = to_timestamp(NULLIF($7::bigint, 0)),
-                     labels = $8::text::jsonb, meta = $9::text::jsonb, fields = $10::text::jsonb,
-                     spec_digest = $11, body = $12::text::jsonb
-  WHERE resource = $1 AND namespace = $2 AND name = $3
-    AND ($13::bigint = 0 OR resource_version = $13::bigint)
-  RETURNING *)
-INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generation,
-                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
-                        body)
-SELECT resource_version, 'MODIFIED', resource, namespace, name, uid, generation,
-       creation_timestamp, deletion_timestamp, $8::text, $9::text, $10::text, spec_digest,
-       $12::text FROM upd
-RETURNING rv)sql";
-
-// Deletes an object and logs its last state; no row when the key is missing or the revision
-// differs ($4, 0: any).
-inline constexpr char kDeleteObject[] = R"sql(
-WITH del AS (
-  DELETE FROM objects
-  WHERE resource = $1 AND namespace = $2 AND name = $3
-    AND ($4::bigint = 0 OR resource_version = $4::bigint)
-  RETURNING *)
-INSERT INTO change_log (rv, event_type, resource, namespace, name, uid, generation,
-                        creation_timestamp, deletion_timestamp, labels, meta, fields, spec_digest,
-                        body)
-SELECT nextval('resource_version_seq'), 'DELETED', resource, namespace, name, uid, generation,
-       creation_timestamp, deletion_timestamp, labels::text, meta::text, fields::text,
-       spec_digest, body::text FROM del
-RETURNING resource, namespace, name, uid, rv, generation,
-          extract(epoch FROM creation_timestamp)::bigint,
-          COALESCE(extract(epoch FROM deletion_timestamp)::bigint, 0),
-          labels::text, meta::text, fields::text, spec_digest, body::text)sql";
-
-inline constexpr char kObjectRevision[] = R"sql(
-SELECT resource_version FROM objects WHERE resource = $1 AND namespace = $2 AND name = $3)sql";
-
 inline constexpr char kSelectColumns[] = R"sql(
 SELECT resource, namespace, name, uid, resource_version, generation,
        extract(epoch FROM creation_timestamp)::bigint,
@@ -97,8 +34,6 @@ SELECT r.rv, o.* FROM (SELECT COALESCE(MAX(rv), 0) AS rv FROM change_log) r LEFT
   WHERE resource = $1 AND ($2::text = '' OR namespace = $2::text) AND (namespace, name) > ($3, $4)
   ORDER BY namespace, name
   LIMIT $5) o ON true)sql";
-
-inline constexpr char kNotify[] = "SELECT pg_notify('qm_changes', $1::text)";
 
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
 
@@ -137,31 +72,29 @@ inline constexpr char kLockMigrations[] = "SELECT pg_advisory_xact_lock(7236012)
 inline constexpr char kAppliedMigrations[] = "SELECT version FROM schema_migrations";
 inline constexpr char kRecordMigration[] = "INSERT INTO schema_migrations (version) VALUES ($1)";
 
-// The device-allocation ledger (migrations/0002, 0005). Inserts a row and takes its charges
-// ($8, JSON as ChargesJson writes it); one column: NULL, or why not ('taken': a second exclusive
-// holder or a repeated row; 'overcommit': a charge does not fit; the caller rolls back).
-inline constexpr char kInsertDeviceClaim[] = R"sql(
-SELECT qm_insert_device_claim($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb)
-)sql";
-
-// Independent writes and transactions without deletes in one call (migrations/0005): $1 the
-// number of groups, $2..$16 the object writes as parallel arrays (group, create?, resource,
-// namespace, name, uid, generation, creation, deletion, labels, meta, fields, spec digest, body,
-// expected revision), $17..$25 the ledger rows (group, driver, pool, device, share id, claim
-// uid, admin access, consumed capacity, charges), $26..$27 the released claims (group, claim
-// uid), $28..$31 the quota checks (group, namespace, key, hard limit), $32..$35 the quota-set
-// checks (group, namespace, count, newest revision; migrations/0010).
-inline constexpr char kApplyBatch[] = R"sql(
-SELECT grp, ord, rv, code FROM qm_apply_batch(
-  $1::integer, $2::integer[], $3::boolean[], $4::text[], $5::text[], $6::text[], $7::text[],
+// A whole group commit in one call (migrations/0011): $1 the number of groups (independent
+// writes and transactions), $2..$16 the object writes as parallel arrays (group, op 'c' create /
+// 'u' update / 'd' delete, resource, namespace, name, uid, generation, creation, deletion,
+// labels, meta, fields, spec digest, body, expected revision), $17..$25 the ledger rows (group,
+// driver, pool, device, share id, claim uid, admin access, consumed capacity, charges),
+// $26..$27 the released claims (group, claim uid), $28..$31 the quota checks (group, namespace,
+// key, hard limit), $32..$35 the quota-set checks (group, namespace, count, newest revision),
+// $36..$49 the audit rows (group, time in microseconds since the epoch, request id, user,
+// groups as a JSON array, verb, API group, resource, subresource, namespace, name, code, source,
+// user agent). A row per write of each group that succeeded (with a deleted object's last state)
+// and one per group that failed (its failure code and the part that failed).
+inline constexpr char kWriteBatch[] = R"sql(
+SELECT grp, ord, rv, code, o_uid, o_generation, o_creation, o_deletion, o_labels, o_meta,
+       o_fields, o_digest, o_body
+FROM qm_write_batch(
+  $1::integer, $2::integer[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
   $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[],
   $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::text[], $19::text[],
   $20::text[], $21::text[], $22::text[], $23::boolean[], $24::text[], $25::text[],
   $26::integer[], $27::text[], $28::integer[], $29::text[], $30::text[], $31::bigint[],
-  $32::integer[], $33::text[], $34::bigint[], $35::bigint[]))sql";
-
-// Deletes a claim's ledger rows and gives back what they took.
-inline constexpr char kReleaseDeviceClaims[] = "SELECT qm_release_claim($1)";
+  $32::integer[], $33::text[], $34::bigint[], $35::bigint[], $36::integer[], $37::bigint[],
+  $38::text[], $39::text[], $40::text[], $41::text[], $42::text[], $43::text[], $44::text[],
+  $45::text[], $46::text[], $47::integer[], $48::text[], $49::text[]))sql";
 
 inline constexpr char kListDeviceClaims[] = R"sql(
 SELECT driver, pool, device, share_id, claim_uid, admin_access, consumed_capacity::text
@@ -169,18 +102,7 @@ FROM device_allocations
 ORDER BY driver, pool, device, share_id, claim_uid
 )sql";
 
-// Quota usage (migrations/0005), kept by triggers on objects. Whether the usage of key $2 in
-// namespace $1 is within $3; and a namespace's usage by key.
-inline constexpr char kQuotaWithin[] = R"sql(
-SELECT coalesce((SELECT used FROM quota_usage WHERE namespace = $1 AND key = $2), 0) <= $3::bigint
-)sql";
 inline constexpr char kQuotaUsed[] = "SELECT key, used FROM quota_usage WHERE namespace = $1";
-// How many ResourceQuotas namespace $1 holds and the revision of the newest (0 without any), as
-// qm_apply_batch's quota-set checks compare them.
-inline constexpr char kQuotaSet[] = R"sql(
-SELECT count(*), coalesce(max(resource_version), 0) FROM objects
-WHERE resource = 'resourcequotas' AND namespace = $1
-)sql";
 
 // The audit trail (migrations/0004). Times are microseconds since the epoch; groups a JSON
 // array per row.
