@@ -277,9 +277,13 @@ absl::StatusOr<PassStats> Scheduler::Pass(bool read_your_writes) {
     st.synced = false;
     return synced;
   }
-  // Now and then, look at every pod and claim (a missed consumer, an orphaned claim).
+  // Now and then, look at every pod and claim (a missed consumer, an orphaned claim), and
+  // evaluate every node again (a verdict that timed out, say).
   if (start - st.last_sweep >= std::chrono::seconds(10)) dirty.all = true;
-  if (dirty.all) st.last_sweep = start;
+  if (dirty.all) {
+    st.last_sweep = start;
+    st.ForgetVerdicts();
+  }
   if (dirty.relevant) ++st.generation;
   // While slices or nodes stream in (a fleet joining, agents' heartbeats) and no pod waits, each
   // rebuild of the inventory and node list would start over with one more node: the loop puts the

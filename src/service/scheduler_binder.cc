@@ -4,23 +4,6 @@
 
 namespace qm::service {
 
-namespace {
-
-// True when every result of the allocations is pinned to one node by name (the binding then
-// changes what only that node can offer).
-bool NodeLocal(const std::vector<model::AllocationResult>& allocations) {
-  for (const auto& a : allocations) {
-    if (!a.node_selector.has_value() || a.node_selector->terms.empty() ||
-        a.node_selector->terms.front().match_fields.empty() ||
-        a.node_selector->terms.front().match_fields.front().key != "metadata.name") {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 void Scheduler::PassRun::SchedulePod(PodView& pod) {
   const json& current = pod.Current();
   const json& spec = At(current, "spec");
@@ -123,19 +106,20 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
     signature.push_back(model::json::EncodeNodeSelector(pin));
   }
   for (const ClaimView* c : to_allocate) signature.push_back(At(*c->body, "spec"));
-  request.memo = &memos_[signature.dump()];
-  request.node_versions = &node_versions_;
-  request.changed_nodes = &bumped_nodes_;
+  std::string key = signature.dump();
+  if (st_.memos.size() >= kMaxMemos && !st_.memos.contains(key)) st_.ForgetVerdicts();
+  request.memo = &st_.memos[key];
+  request.node_versions = &st_.node_versions;
+  request.changed_nodes = &st_.touched_nodes;
   Placement placement;
   if (problem.empty()) {
     const auto place_start = clock_.Monotonic();
     placement = Place(request);
     if (placement.kind == Placement::Kind::kUnschedulable && releases_in_flight_ > 0) {
-      // Devices this pass releases may make it fit: wait for those commits, then try again
-      // with fresh verdicts.
+      // Devices this pass releases may make it fit: wait for those commits (each takes its
+      // devices out of the devices in use, and their nodes' verdicts with them), then try again.
       commits_.Drain();
-      memos_.clear();
-      request.memo = &memos_[signature.dump()];
+      request.memo = &st_.memos[key];
       placement = Place(request);
     }
     placement_ms_ += MsSince(place_start);
@@ -200,23 +184,12 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   auto pbody = std::make_shared<json>(pod.Current());
   (*pbody)["spec"]["nodeName"] = placement.node;
   SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
-  // The next pods are placed against the devices this one takes while its commit runs.
-  bool taken = false;
+  // The next pods are placed against the devices this one takes while its commit runs (and the
+  // verdicts of the node they are on, or of every node, are stale now).
   for (size_t i = 0; i < to_allocate.size(); ++i) {
     std::vector<allocator::AllocatedDevice> devices;
     AppendAllocated(placement.allocations[i], devices);
-    taken |= !devices.empty();
     st_.CountAllocated(to_allocate[i]->obj.Key(), std::move(devices));
-  }
-  if (taken) {
-    if (NodeLocal(placement.allocations)) {
-      if (auto n = node_index_.find(placement.node); n != node_index_.end()) {
-        ++node_versions_[n->second];
-        bumped_nodes_.push_back(static_cast<uint32_t>(n->second));
-      }
-    } else {
-      memos_.clear();
-    }
   }
   for (ClaimView* c : pod_claims) busy_.insert(c);
   const size_t created = pod.new_claims.size();

@@ -62,6 +62,10 @@ inline constexpr char kSpreadAnnotation[] = "scheduling.quartermaster.io/spread"
 inline constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
 // Kubernetes' limit on the consumers in a claim's status.reservedFor.
 inline constexpr size_t kMaxReservedFor = 256;
+// Bounds of the placement verdicts kept across passes (State::memos): pod signatures, and node
+// changes recorded before every verdict is dropped.
+inline constexpr size_t kMaxMemos = 1024;
+inline constexpr size_t kMaxTouchedNodes = size_t{1} << 16;
 // Commits of one pass in flight at once (they share the store's group commits).
 inline constexpr size_t kMaxInFlight = 256;
 // How long the loop pauses after a pass ended with an exception.
@@ -257,9 +261,23 @@ struct Scheduler::State {
   // changed or a binding failed.
   std::optional<allocator::AllocatedState> allocated;
   // What each claim added to `allocated`, so that a release takes out exactly that, once: its
-  // allocation's devices, or those an allocation that does not decode may hold. Kept with
-  // `allocated` (empty while it is unset).
-  std::map<model::ResourceKey, std::vector<allocator::AllocatedDevice>> counted;
+  // allocation's devices, or those an allocation that does not decode may hold, and the node
+  // they are on ("" when they are not node-local). Kept with `allocated` (empty while it is
+  // unset).
+  struct Counted {
+    std::vector<allocator::AllocatedDevice> devices;
+    std::string node;
+  };
+  std::map<model::ResourceKey, Counted> counted;
+  // Placement verdicts kept across passes, per pod signature (PlacementMemo), with a version per
+  // node (by position in `nodes`) that moves whenever the devices in use on the node change
+  // (CountAllocated, UncountAllocated) and the list of those moves in order: a pass re-evaluates
+  // the nodes that changed since a signature's verdicts, not every node. Dropped (ForgetVerdicts)
+  // when the snapshot is rebuilt, the devices in use are resolved anew, devices that are not
+  // node-local change hands, on the periodic sweep, and when they grow past their bounds.
+  std::map<std::string, PlacementMemo> memos;
+  std::vector<uint64_t> node_versions;
+  std::vector<uint32_t> touched_nodes;
   // Objects found not to decode since the last pass, with why; the pass reports them.
   std::vector<std::pair<model::Object, std::string>> undecodable;
 
@@ -318,16 +336,29 @@ struct Scheduler::State {
   void ForgetAllocated() {
     allocated.reset();
     counted.clear();
+    ForgetVerdicts();
   }
-  // Counts `devices` in `allocated` under `key`, replacing what that key counted before (nothing
-  // when `allocated` is unset).
+  // Counts `devices` in `allocated` under `key`, replacing what that key counted before
+  // (nothing when `allocated` is unset).
   void CountAllocated(const model::ResourceKey& key,
                       std::vector<allocator::AllocatedDevice> devices);
   // The devices `c` holds: its allocation's, or those an allocation that does not decode may
   // hold.
   std::vector<allocator::AllocatedDevice> DevicesHeld(const ClaimView& c) const;
+  // The node whose slices (spec.nodeName) hold every one of `devices`, or "" when some are not
+  // node-local (or not in the inventory).
+  std::string NodeOf(const std::vector<allocator::AllocatedDevice>& devices) const;
   // Takes what `key` counted out of `allocated`.
   void UncountAllocated(const model::ResourceKey& key);
+
+  // Drops every kept verdict; the next placement evaluates every node.
+  void ForgetVerdicts() {
+    memos.clear();
+    node_versions.assign(nodes.size(), 0);
+    touched_nodes.clear();
+  }
+  // The devices in use on `node` ("": anywhere) changed: its verdicts are stale.
+  void Touch(const std::string& node);
 
   // Applies one change. Changes may repeat what a listing or this replica's own commit already
   // shows (the revision check skips those), and arrive in revision order per object.
@@ -362,8 +393,7 @@ class Scheduler::PassRun {
         nodes_(st_.nodes),
         pods_(st_.pods),
         claims_(st_.claims),
-        commits_(scheduler.store_),
-        node_index_(st_.node_index) {}
+        commits_(scheduler.store_) {}
 
   // A pass cut short by an exception still waits for its commits before any member goes: their
   // callbacks use this pass's state. A callback that throws is dropped and the rest still run.
@@ -515,11 +545,6 @@ class Scheduler::PassRun {
   std::vector<model::ResourceKey> gone_;
   std::map<std::string, QuotaAmounts> quota_used_;     // by namespace
   std::map<std::string, std::string> claim_problems_;  // why a pod's claim was refused, by uid
-  // Placement memos per pod signature, and a version per node bumped by each binding on it.
-  std::map<std::string, PlacementMemo> memos_;
-  std::vector<uint64_t> node_versions_;
-  std::vector<uint32_t> bumped_nodes_;  // indices into node_versions_, as they were bumped
-  const std::unordered_map<std::string, size_t>& node_index_;
   size_t pending_ = 0;
   double placement_ms_ = 0;
 };

@@ -60,9 +60,8 @@ void Scheduler::PassRun::Schedule() {
   pending_ = pending.size();
   if (pending.empty()) return;
 
-  node_versions_.assign(nodes_.size(), 0);
-  bumped_nodes_.clear();
   if (!st_.allocated.has_value()) st_.ResolveAllocated();
+  if (st_.node_versions.size() != nodes_.size()) st_.ForgetVerdicts();
   for (PodView* pod : pending) SchedulePod(*pod);
 }
 

@@ -219,14 +219,30 @@ std::vector<allocator::AllocatedDevice> Scheduler::State::DevicesHeld(const Clai
   return devices;
 }
 
+std::string Scheduler::State::NodeOf(const std::vector<allocator::AllocatedDevice>& devices) const {
+  std::string node;
+  for (const auto& d : devices) {
+    const auto found = inventory->FindDevice(d.driver, d.pool, d.device);
+    if (found.empty()) return "";
+    for (uint32_t i : found) {
+      const auto& slice = *inventory->slices()[inventory->devices()[i].slice].slice;
+      if (slice.node_name.empty() || (!node.empty() && slice.node_name != node)) return "";
+      node = slice.node_name;
+    }
+  }
+  return node;
+}
+
 void Scheduler::State::ResolveAllocated() {
   counted.clear();
+  ForgetVerdicts();
   std::vector<allocator::AllocatedDevice> in_use;
   for (const auto& [key, c] : claims) {
     if (c.removed || !c.Holds()) continue;
     std::vector<allocator::AllocatedDevice> devices = DevicesHeld(c);
     in_use.insert(in_use.end(), devices.begin(), devices.end());
-    counted.emplace(key, std::move(devices));
+    std::string node = NodeOf(devices);
+    counted.emplace(key, Counted{std::move(devices), std::move(node)});
   }
   allocated = inventory->ResolveAllocated(in_use);
 }
@@ -236,14 +252,30 @@ void Scheduler::State::CountAllocated(const model::ResourceKey& key,
   UncountAllocated(key);
   if (!allocated.has_value() || devices.empty()) return;
   inventory->AddAllocated(*allocated, devices);
-  counted.emplace(key, std::move(devices));
+  std::string node = NodeOf(devices);
+  Touch(node);
+  counted.emplace(key, Counted{std::move(devices), std::move(node)});
 }
 
 void Scheduler::State::UncountAllocated(const model::ResourceKey& key) {
   auto it = counted.find(key);
   if (it == counted.end()) return;
-  if (allocated.has_value()) inventory->RemoveAllocated(*allocated, it->second);
+  if (allocated.has_value()) inventory->RemoveAllocated(*allocated, it->second.devices);
+  Touch(it->second.node);
   counted.erase(it);
+}
+
+void Scheduler::State::Touch(const std::string& node) {
+  if (memos.empty()) return;
+  auto it = node.empty() ? node_index.end() : node_index.find(node);
+  if (node.empty() || node_versions.size() != nodes.size() ||
+      touched_nodes.size() >= kMaxTouchedNodes) {
+    ForgetVerdicts();
+    return;
+  }
+  if (it == node_index.end()) return;  // no verdict is of a node placement does not know
+  ++node_versions[it->second];
+  touched_nodes.push_back(static_cast<uint32_t>(it->second));
 }
 
 void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
@@ -456,6 +488,7 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
     node_index.reserve(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) node_index.emplace(nodes[i].info.name, i);
     nodes_dirty = false;
+    ForgetVerdicts();
   }
   return rebuild;
 }
