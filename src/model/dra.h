@@ -243,4 +243,28 @@ struct ResourceClaim {
   std::optional<AllocationResult> allocation;
 };
 
+// What a ResourceClaim's stored body says of its allocation. Validation keeps undecodable
+// allocations out, but a body written before a rule existed, by a newer version or straight
+// into the database may hold one: callers must not take it for none.
+struct StoredAllocation {
+  bool present = false;                     // status.allocation is set
+  std::optional<AllocationResult> decoded;  // present and it decodes
+  std::string error;                        // present and why it does not decode
+};
+
+// The devices status.allocation.devices.results names, read leniently (for a claim whose
+// allocation may not decode): each result's driver, pool and device as far as they are strings.
+struct AllocatedRefs {
+  struct Ref {
+    std::string driver;
+    std::string pool;
+    std::string device;
+    bool admin_access = false;
+  };
+  // status.allocation is there but its devices or results are not of the right JSON type (or
+  // the body is not JSON): the allocation could hold anything.
+  bool unreadable = false;
+  std::vector<Ref> results;
+};
+
 }  // namespace qm::model

@@ -13,9 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/mutex.h"
-#include "model/json/rbac_json.h"
+#include "model/json/stored.h"
 #include "model/resource_types.h"
-#include "nlohmann/json.hpp"
 #include "service/list_request.h"
 #include "spdlog/spdlog.h"
 
@@ -423,28 +422,17 @@ RbacPolicy BuildBootstrapPolicy() {
 using Decoded = std::variant<model::Role, model::RoleBinding>;
 
 absl::StatusOr<Decoded> Decode(const model::Object& obj) {
-  nlohmann::json body = nlohmann::json::parse(obj.body, nullptr, false);
-  if (body.is_discarded()) {
-    return absl::InvalidArgumentError(obj.resource + " " + Q(obj.meta.name) +
-                                      ": the body is not JSON");
-  }
+  auto fail = [&](const absl::Status& st) {
+    return absl::InvalidArgumentError(obj.resource + " " + Q(obj.meta.name) + ": " +
+                                      std::string(st.message()));
+  };
   if (obj.resource == kRolesResource || obj.resource == kClusterRolesResource) {
-    auto role = model::json::DecodeRole(body);
-    if (!role.ok()) {
-      return absl::InvalidArgumentError(obj.resource + " " + Q(obj.meta.name) + ": " +
-                                        std::string(role.status().message()));
-    }
-    role->namespace_ = obj.meta.namespace_;
-    role->name = obj.meta.name;
+    auto role = model::json::DecodeRole(obj);
+    if (!role.ok()) return fail(role.status());
     return Decoded(*std::move(role));
   }
-  auto binding = model::json::DecodeRoleBinding(body);
-  if (!binding.ok()) {
-    return absl::InvalidArgumentError(obj.resource + " " + Q(obj.meta.name) + ": " +
-                                      std::string(binding.status().message()));
-  }
-  binding->namespace_ = obj.meta.namespace_;
-  binding->name = obj.meta.name;
+  auto binding = model::json::DecodeRoleBinding(obj);
+  if (!binding.ok()) return fail(binding.status());
   return Decoded(*std::move(binding));
 }
 

@@ -10,13 +10,10 @@
 #include "cel/dra_env.h"
 #include "cel/parser.h"
 #include "cel/source.h"
-#include "model/json/access.h"
-#include "nlohmann/json.hpp"
+#include "model/json/stored.h"
 
 namespace qm::service {
 namespace {
-
-using nlohmann::json;
 
 constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
 // Kubernetes' limit on a selector's length (validation.cc applies the same one on writes).
@@ -77,17 +74,10 @@ std::unordered_map<std::string, std::vector<std::string>> AllocatedDevices(
     const std::vector<model::Object>& claims) {
   std::unordered_map<std::string, std::vector<std::string>> out;
   for (const auto& claim : claims) {
-    const json body = json::parse(claim.body, nullptr, false);
-    const json& results = model::json::At(
-        model::json::At(model::json::At(model::json::At(body, "status"), "allocation"), "devices"),
-        "results");
-    if (!results.is_array()) continue;
-    for (const auto& r : results) {
-      const json& admin = model::json::At(r, "adminAccess");
-      if (admin.is_boolean() && admin.get<bool>()) continue;  // blocks nothing
-      out[absl::StrCat(model::json::Str(r, "driver"), "/", model::json::Str(r, "pool"), "/",
-                       model::json::Str(r, "device"))]
-          .push_back(claim.meta.namespace_ + "/" + claim.meta.name);
+    for (const auto& r : model::json::ReadAllocatedRefs(claim.body).results) {
+      if (r.admin_access) continue;  // blocks nothing
+      out[absl::StrCat(r.driver, "/", r.pool, "/", r.device)].push_back(claim.meta.namespace_ +
+                                                                        "/" + claim.meta.name);
     }
   }
   return out;

@@ -2,20 +2,13 @@
 
 #include <algorithm>
 
-#include "nlohmann/json.hpp"
+#include "model/json/stored.h"
 
 namespace qm::service {
 
 int64_t DefaultGracePeriodSeconds(const model::Object& obj) {
-  constexpr int64_t kPodDefault = 30;  // Kubernetes' default terminationGracePeriodSeconds
   if (obj.resource != "pods") return 0;
-  const auto body = nlohmann::json::parse(obj.body, nullptr, false);
-  if (!body.is_object()) return kPodDefault;
-  const auto spec = body.find("spec");
-  if (spec == body.end() || !spec->is_object()) return kPodDefault;
-  const auto grace = spec->find("terminationGracePeriodSeconds");
-  if (grace == spec->end() || !grace->is_number_integer()) return kPodDefault;
-  return std::max<int64_t>(0, grace->get<int64_t>());
+  return model::json::DecodePod(obj).GracePeriodSeconds();
 }
 
 bool MarkForDeletion(model::ObjectMeta& meta, std::chrono::system_clock::time_point now,

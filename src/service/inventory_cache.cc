@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "model/json/dra_json.h"
-#include "nlohmann/json.hpp"
+#include "model/json/stored.h"
 #include "service/decode_failures.h"
 #include "service/decoded_slices.h"
 #include "spdlog/spdlog.h"
@@ -12,23 +11,12 @@
 namespace qm::service {
 namespace {
 
-using nlohmann::json;
-
 // The kinds the inventory is built from, in the order Refresh lists them.
 const std::vector<std::string>& KindNames() {
   static const auto* names = new std::vector<std::string>{"resourceslices.resource.k8s.io",
                                                           "deviceclasses.resource.k8s.io",
                                                           "devicetaintrules.resource.k8s.io"};
   return *names;
-}
-
-// The hub-shape JSON the model decoders read: the body plus the metadata they use.
-json Whole(const model::Object& obj) {
-  json whole = json::parse(obj.body, nullptr, false);
-  if (!whole.is_object()) whole = json::object();
-  whole["metadata"] = {
-      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
-  return whole;
 }
 
 uint64_t Mix(uint64_t h, uint64_t v) {
@@ -128,7 +116,7 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
       input.slices.emplace_back(before->second.second);
       slices.emplace(std::move(key), before->second);
     } else if (auto s = DecodedSlices::Shared().Get(
-                   o, [&] { return model::json::DecodeResourceSlice(Whole(o)); });
+                   o, [&] { return model::json::DecodeResourceSlice(o); });
                s.ok()) {
       allocator::SharedSlice shared = *std::move(s);
       input.slices.emplace_back(shared);
@@ -136,13 +124,13 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
     }
   }
   for (const auto& o : listed[1]) {
-    if (auto c = model::json::DecodeDeviceClass(Whole(o)); c.ok()) {
+    if (auto c = model::json::DecodeDeviceClass(o); c.ok()) {
       snapshot->class_names.push_back(o.meta.name);
       input.classes.push_back(std::move(*c));
     }
   }
   for (const auto& o : listed[2]) {
-    if (auto r = model::json::DecodeDeviceTaintRule(Whole(o)); r.ok()) {
+    if (auto r = model::json::DecodeDeviceTaintRule(o); r.ok()) {
       input.taint_rules.push_back(std::move(*r));
     } else {
       input.taint_rules.push_back(FailSafeTaintRule(o));

@@ -1,8 +1,7 @@
 #include "service/ledger.h"
 
 #include "absl/strings/str_cat.h"
-#include "model/json/dra_json.h"
-#include "nlohmann/json.hpp"
+#include "model/json/stored.h"
 
 namespace qm::service {
 namespace {
@@ -53,10 +52,14 @@ std::vector<store::DeviceClaim> LedgerRows(const model::AllocationResult& alloca
                                            const LedgerDeviceLookup& lookup) {
   std::vector<store::DeviceClaim> rows;
   for (const auto& r : allocation.results) {
-    nlohmann::json consumed = nlohmann::json::object();
-    for (const auto& [name, q] : r.consumed_capacity) consumed[name] = q.String();
-    rows.push_back(
-        {r.driver, r.pool, r.device, r.share_id, claim_uid, r.admin_access, consumed.dump(), {}});
+    rows.push_back({r.driver,
+                    r.pool,
+                    r.device,
+                    r.share_id,
+                    claim_uid,
+                    r.admin_access,
+                    model::json::EncodeCapacityMap(r.consumed_capacity),
+                    {}});
     if (lookup) rows.back().charges = Charges(r, lookup(r.driver, r.pool, r.device));
   }
   return rows;
@@ -104,29 +107,6 @@ LedgerDeviceLookup SliceDevices::Lookup() const {
   return [this](const std::string& driver, const std::string& pool, const std::string& device) {
     return Find(driver, pool, device);
   };
-}
-
-StoredAllocation ReadClaimAllocation(const std::string& body) {
-  StoredAllocation out;
-  const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    out.present = true;  // nothing can be read, so nothing can be taken for absent
-    out.error = "the body is not JSON";
-    return out;
-  }
-  if (!parsed.is_object() || !parsed.contains("status") || !parsed["status"].is_object()) {
-    return out;
-  }
-  const nlohmann::json& status = parsed["status"];
-  if (!status.contains("allocation") || status["allocation"].is_null()) return out;
-  out.present = true;
-  auto decoded = model::json::DecodeAllocationResult(status["allocation"], "status.allocation");
-  if (decoded.ok()) {
-    out.decoded = std::move(*decoded);
-  } else {
-    out.error = std::string(decoded.status().message());
-  }
-  return out;
 }
 
 }  // namespace qm::service

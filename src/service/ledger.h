@@ -64,14 +64,4 @@ class SliceDevices {
   std::map<PoolKey, std::map<std::string, std::map<std::string, Quantity>>> counter_sets_;
 };
 
-// What a ResourceClaim's stored body (JSON text without metadata) says of its allocation.
-struct StoredAllocation {
-  bool present = false;                            // status.allocation is set
-  std::optional<model::AllocationResult> decoded;  // present and it decodes
-  std::string error;                               // present and why it does not decode
-};
-// Validation keeps undecodable allocations out, but a body written before a rule existed, by a
-// newer version or straight into the database may hold one: callers must not take it for none.
-StoredAllocation ReadClaimAllocation(const std::string& body);
-
 }  // namespace qm::service

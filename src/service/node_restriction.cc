@@ -1,5 +1,6 @@
 #include "service/node_restriction.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -9,55 +10,11 @@
 namespace qm::service {
 namespace {
 
-using nlohmann::json;
-
-std::string StringAt(const json* obj, std::initializer_list<const char*> path) {
-  const json* cur = obj;
-  for (const char* key : path) {
-    if (cur == nullptr || !cur->is_object()) return "";
-    auto it = cur->find(key);
-    if (it == cur->end()) return "";
-    cur = &*it;
-  }
-  return cur != nullptr && cur->is_string() ? cur->get<std::string>() : "";
-}
-
-// The nodes a claim's allocation names: each nodeSelector term's requirement that
-// metadata.name (or the kubernetes.io/hostname label) is exactly one node.
-std::vector<std::string> NodesNamed(const json* claim) {
-  std::vector<std::string> out;
-  if (claim == nullptr || !claim->is_object()) return out;
-  const json* sel = claim;
-  for (const char* key : {"status", "allocation", "nodeSelector", "nodeSelectorTerms"}) {
-    if (!sel->is_object() || !sel->contains(key)) return out;
-    sel = &(*sel)[key];
-  }
-  if (!sel->is_array()) return out;
-  for (const auto& term : *sel) {
-    for (const char* list : {"matchFields", "matchExpressions"}) {
-      if (!term.is_object() || !term.contains(list) || !term[list].is_array()) continue;
-      for (const auto& req : term[list]) {
-        if (!req.is_object()) continue;
-        std::string key = req.value("key", "");
-        if (key != "metadata.name" && key != "kubernetes.io/hostname") continue;
-        if (req.value("operator", "") != "In") continue;
-        const json values = req.value("values", json::array());
-        if (values.is_array() && values.size() == 1 && values[0].is_string()) {
-          out.push_back(values[0].get<std::string>());
-        }
-      }
-    }
-  }
-  return out;
-}
-
 // Whether a claim's allocation is for `node`: its nodeSelector requires metadata.name (or the
 // kubernetes.io/hostname label) to be exactly that node.
-bool AllocatedTo(const json* claim, const std::string& node) {
-  for (const auto& n : NodesNamed(claim)) {
-    if (n == node) return true;
-  }
-  return false;
+bool AllocatedTo(const model::NodeRelations& claim, const std::string& node) {
+  const auto& nodes = claim.allocated_nodes;
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
 }
 
 absl::Status Denied(const std::string& node, const std::string& what) {
@@ -65,15 +22,6 @@ absl::Status Denied(const std::string& node, const std::string& what) {
 }
 
 }  // namespace
-
-std::optional<std::string> AllocatedNodeOf(const json& claim) {
-  auto nodes = NodesNamed(&claim);
-  if (nodes.empty()) return std::nullopt;
-  for (const auto& n : nodes) {
-    if (n != nodes.front()) return std::nullopt;
-  }
-  return nodes.front();
-}
 
 std::optional<std::string> NodeNameOf(const auth::UserInfo& user) {
   const std::string prefix = auth::kNodeUserPrefix;
@@ -85,15 +33,16 @@ std::optional<std::string> NodeNameOf(const auth::UserInfo& user) {
 }
 
 absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
-                            const std::string& subresource, const json* old_obj,
-                            const json* new_obj) {
+                            const std::string& subresource,
+                            const std::optional<model::NodeRelations>& old_obj,
+                            const std::optional<model::NodeRelations>& new_obj) {
   auto node = NodeNameOf(user);
   if (!node.has_value()) return absl::OkStatus();
   auto every = [&](auto pred) {
-    return (old_obj == nullptr || pred(old_obj)) && (new_obj == nullptr || pred(new_obj));
+    return (!old_obj.has_value() || pred(*old_obj)) && (!new_obj.has_value() || pred(*new_obj));
   };
   if (kind == "ResourceSlice") {
-    if (every([&](const json* o) { return StringAt(o, {"spec", "nodeName"}) == *node; })) {
+    if (every([&](const model::NodeRelations& o) { return o.spec_node_name == *node; })) {
       return absl::OkStatus();
     }
     return Denied(*node,
@@ -101,21 +50,20 @@ absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
                       *node + "\"");
   }
   if (kind == "Node") {
-    if (every([&](const json* o) { return StringAt(o, {"metadata", "name"}) == *node; })) {
+    if (every([&](const model::NodeRelations& o) { return o.name == *node; })) {
       return absl::OkStatus();
     }
     return Denied(*node, "may only modify its own Node object");
   }
   if (kind == "Pod") {
-    if (subresource == "status" && old_obj != nullptr &&
-        StringAt(old_obj, {"spec", "nodeName"}) == *node) {
+    if (subresource == "status" && old_obj.has_value() && old_obj->spec_node_name == *node) {
       return absl::OkStatus();
     }
     return Denied(*node, "may only update the status of pods bound to it");
   }
   if (kind == "ResourceClaim") {
-    if (subresource == "status" && old_obj != nullptr && AllocatedTo(old_obj, *node) &&
-        (new_obj == nullptr || AllocatedTo(new_obj, *node))) {
+    if (subresource == "status" && old_obj.has_value() && AllocatedTo(*old_obj, *node) &&
+        (!new_obj.has_value() || AllocatedTo(*new_obj, *node))) {
       return absl::OkStatus();
     }
     return Denied(*node, "may only update the status of ResourceClaims allocated to it");
@@ -148,14 +96,15 @@ absl::Status AdmitNodeCollectionRead(const auth::UserInfo& user, const std::stri
                            " with the field selector spec.nodeName=" + *node);
 }
 
-absl::Status AdmitNodeGet(const auth::UserInfo& user, const std::string& kind, const json& obj) {
+absl::Status AdmitNodeGet(const auth::UserInfo& user, const std::string& kind,
+                          const model::NodeRelations& obj) {
   auto node = NodeNameOf(user);
   if (!node.has_value()) return absl::OkStatus();
   bool related = true;
   if (kind == "ResourceSlice" || kind == "Pod") {
-    related = StringAt(&obj, {"spec", "nodeName"}) == *node;
+    related = obj.spec_node_name == *node;
   } else if (kind == "ResourceClaim") {
-    related = AllocatedTo(&obj, *node);
+    related = AllocatedTo(obj, *node);
   }
   if (related) return absl::OkStatus();
   return absl::PermissionDeniedError("no relationship found between node '" + *node +

@@ -12,25 +12,21 @@
 
 #include "absl/status/status.h"
 #include "auth/user.h"
-#include "nlohmann/json.hpp"
+#include "model/core.h"
 
 namespace qm::service {
 
 // The node a user acts for, when it is a node identity.
 std::optional<std::string> NodeNameOf(const auth::UserInfo& user);
 
-// The node a ResourceClaim (hub-version JSON) is allocated to: the one node its
-// status.allocation.nodeSelector requires by metadata.name or kubernetes.io/hostname; nullopt
-// when it is not allocated, or not to exactly one node (network-attached devices).
-std::optional<std::string> AllocatedNodeOf(const nlohmann::json& claim);
-
 // OK, or PermissionDenied saying what the node may do. `kind` is the object's kind ("Node",
 // "ResourceSlice", ...), `subresource` "" or "status"; `old_obj` is the stored object (null on
-// create), `new_obj` the object as it would be stored (null on delete), both in the hub
-// version's JSON.
+// create), `new_obj` the object as it would be stored (none on delete): what ties each to
+// nodes (model::json::NodeRelationsOf).
 absl::Status AdmitNodeWrite(const auth::UserInfo& user, const std::string& kind,
-                            const std::string& subresource, const nlohmann::json* old_obj,
-                            const nlohmann::json* new_obj);
+                            const std::string& subresource,
+                            const std::optional<model::NodeRelations>& old_obj,
+                            const std::optional<model::NodeRelations>& new_obj);
 
 // Node authorization of reads (Kubernetes' node authorizer, with 1.32's field-selector rule):
 // a node identity may list, watch and delete-collection ResourceSlices and Pods only with a
@@ -44,9 +40,9 @@ absl::Status AdmitNodeCollectionRead(const auth::UserInfo& user, const std::stri
 
 // Node authorization of a get: a node identity may read only the ResourceSlices of its node,
 // the pods bound to it and the ResourceClaims allocated to it (status.allocation's node
-// selector names the node); other kinds are left to RBAC. `obj` is the object
-// in the hub version's JSON. PermissionDenied with Kubernetes' "no relationship found" wording.
+// selector names the node); other kinds are left to RBAC. `obj` is what ties the object to
+// nodes. PermissionDenied with Kubernetes' "no relationship found" wording.
 absl::Status AdmitNodeGet(const auth::UserInfo& user, const std::string& kind,
-                          const nlohmann::json& obj);
+                          const model::NodeRelations& obj);
 
 }  // namespace qm::service

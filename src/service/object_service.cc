@@ -6,9 +6,8 @@
 #include <utility>
 
 #include "common/status.h"
-#include "model/json/dra_json.h"
+#include "model/json/stored.h"
 #include "model/resource_types.h"
-#include "nlohmann/json.hpp"
 #include "service/graceful_deletion.h"
 #include "service/ledger.h"
 #include "service/quota.h"
@@ -98,8 +97,7 @@ absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(
         continue;
       }
       // A slice that does not decode publishes nothing the allocator would use either.
-      auto slice = model::json::DecodeResourceSlice(
-          nlohmann::json::parse(obj.body, nullptr, /*allow_exceptions=*/false));
+      auto slice = model::json::DecodeResourceSlice(obj);
       if (slice.ok()) slices.push_back(*std::move(slice));
     }
   }
@@ -109,8 +107,8 @@ absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(
 absl::StatusOr<model::Object> ObjectService::StoreUpdate(const model::Object& current,
                                                          const model::Object& next) {
   if (current.resource != kClaims) return store_.Update(next, current.meta.resource_version);
-  const StoredAllocation before = ReadClaimAllocation(current.body);
-  const StoredAllocation after = ReadClaimAllocation(next.body);
+  const model::StoredAllocation before = model::json::DecodeStoredAllocation(current.body);
+  const model::StoredAllocation after = model::json::DecodeStoredAllocation(next.body);
   if (before.present && !before.decoded.has_value()) {
     // Its ledger rows stay as they are while it stays; they go (and the new allocation's
     // come) when it is removed or replaced. The scheduler reports it too (DecodeFailed).

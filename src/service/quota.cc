@@ -7,32 +7,20 @@
 #include "absl/strings/str_join.h"
 #include "common/quantity.h"
 #include "common/status.h"
-#include "model/json/access.h"
 #include "model/json/quota_usage.h"
-#include "nlohmann/json.hpp"
+#include "model/json/stored.h"
 
 namespace qm::service {
 namespace {
-
-using model::json::At;
-using nlohmann::json;
 
 // How often a create refused by the store's quota check is tried again because the usage went
 // down in between (deletes): a bound, not a number a caller depends on.
 constexpr int kMaxQuotaAttempts = 8;
 
-json ParseObjectBody(const model::Object& obj) {
-  json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
-  return body.is_object() ? body : json::object();
-}
-
 // A quota's hard limit of `key` as a quantity, if it has one.
-std::optional<Quantity> HardLimit(const json& hard, const std::string& key) {
-  const json& v = At(hard, key.c_str());
-  if (v.is_null()) return std::nullopt;
-  auto q = ParseQuantity(v.is_string() ? v.get<std::string>() : v.dump());
-  if (!q.ok()) return std::nullopt;
-  return *q;
+std::optional<Quantity> HardLimit(const model::QuotaHard& hard, const std::string& key) {
+  auto it = hard.find(key);
+  return it == hard.end() ? std::nullopt : it->second;
 }
 
 }  // namespace
@@ -41,10 +29,7 @@ QuotaAmounts QuotaUsage(const model::Object& obj) { return model::json::QuotaUsa
 
 QuotaAmounts QuotaHard(const model::Object& quota) {
   QuotaAmounts out;
-  const json hard = At(At(ParseObjectBody(quota), "spec"), "hard");
-  if (!hard.is_object()) return out;
-  for (const auto& [key, v] : hard.items()) {
-    auto q = HardLimit(hard, key);
+  for (const auto& [key, q] : model::json::DecodeQuotaHard(quota)) {
     if (q.has_value()) out[key] = q->Value();
   }
   return out;
@@ -54,7 +39,7 @@ absl::Status CheckQuota(const model::Object& obj, const std::vector<model::Objec
                         const QuotaAmounts& used) {
   const QuotaAmounts requested = QuotaUsage(obj);
   for (const auto& quota : quotas) {
-    const json hard = At(At(ParseObjectBody(quota), "spec"), "hard");
+    const model::QuotaHard hard = model::json::DecodeQuotaHard(quota);
     std::vector<std::string> requested_s, used_s, limited_s;
     bool exceeded = false;
     for (const auto& [key, amount] : requested) {
@@ -80,16 +65,7 @@ absl::Status CheckQuota(const model::Object& obj, const std::vector<model::Objec
 }
 
 std::string QuotaStatusBody(const model::Object& quota, const QuotaAmounts& used) {
-  json body = ParseObjectBody(quota);
-  const json& hard = At(At(body, "spec"), "hard");
-  json status = {{"hard", hard.is_object() ? hard : json::object()}, {"used", json::object()}};
-  for (const auto& [key, v] : status["hard"].items()) {
-    auto u = used.find(key);
-    status["used"][key] = std::to_string(u == used.end() ? 0 : u->second);
-  }
-  if (At(body, "status") == status) return "";
-  body["status"] = std::move(status);
-  return body.dump();
+  return model::json::QuotaBodyWithStatus(quota, used);
 }
 
 namespace {
@@ -99,7 +75,7 @@ std::vector<store::QuotaCheck> ChecksOf(const model::Object& obj, const QuotaAmo
                                         const std::vector<model::Object>& quotas) {
   std::vector<store::QuotaCheck> out;
   for (const auto& quota : quotas) {
-    const json hard = At(At(ParseObjectBody(quota), "spec"), "hard");
+    const model::QuotaHard hard = model::json::DecodeQuotaHard(quota);
     for (const auto& [key, amount] : requested) {
       if (amount <= 0) continue;
       auto limit = HardLimit(hard, key);

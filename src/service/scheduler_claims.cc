@@ -108,7 +108,8 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
   // release waits for the agent's unprepare, unless its node is unreachable and no pod waits
   // for the claim any more (a terminating pod there goes after its grace period).
   if ((release || drop) && c.allocation->has_value() && PreparedByAgent(*c.body)) {
-    const std::string node = AllocatedNodeOf(*c.body).value_or("");
+    const std::string node =
+        model::AllocatedNode(model::json::NodeRelationsOf(*c.body)).value_or("");
     if (Reachable(node) || terminating_claims_.contains(key)) {
       release = false;
       drop = false;

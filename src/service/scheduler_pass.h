@@ -24,6 +24,7 @@
 #include "model/json/access.h"
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
+#include "model/json/stored.h"
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
 #include "service/decode_failures.h"

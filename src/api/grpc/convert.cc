@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "service/node_restriction.h"
+#include "model/json/stored.h"
 
 namespace qm::api::nodeapi {
 namespace {
@@ -174,7 +174,7 @@ std::optional<ClaimAssignment> AssignmentOf(const std::string& namespace_, const
   const json& allocation = At(status, "allocation");
   const json& reserved = At(status, "reservedFor");
   if (!allocation.is_object() || !reserved.is_array() || reserved.empty()) return std::nullopt;
-  auto node = service::AllocatedNodeOf(body);
+  auto node = model::AllocatedNode(model::json::NodeRelationsOf(body));
   if (!node.has_value()) return std::nullopt;
   ClaimAssignment out;
   out.node = *node;

@@ -13,6 +13,7 @@
 #include "common/quantity.h"
 #include "common/status.h"
 #include "common/utf8.h"
+#include "model/json/stored.h"
 #include "model/names.h"
 #include "model/resource_types.h"
 #include "service/audit_log.h"
@@ -286,7 +287,8 @@ absl::StatusOr<std::optional<model::Object>> Revise(
   QM_RETURN_IF_ERROR(
       Forbidden(type, current.meta.name,
                 service::AdmitNodeWrite(user, type.kind, scope == Scope::kStatus ? "status" : "",
-                                        &old, &next)));
+                                        model::json::NodeRelationsOf(old),
+                                        model::json::NodeRelationsOf(next))));
   QM_ASSIGN_OR_RETURN(model::Object revised, ToObject(type, next));
   return std::optional<model::Object>(std::move(revised));
 }
@@ -397,8 +399,9 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
       if (auto errors = ValidateObject(type, hub, nullptr); !errors.empty()) {
         return InvalidFields("", errors);
       }
-      QM_RETURN_IF_ERROR(
-          Forbidden(type, node, service::AdmitNodeWrite(caller.user, "Node", "", nullptr, &hub)));
+      QM_RETURN_IF_ERROR(Forbidden(type, node,
+                                   service::AdmitNodeWrite(caller.user, "Node", "", std::nullopt,
+                                                           model::json::NodeRelationsOf(hub))));
       QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, hub));
       store::AuditRecord record = Record(caller, "create", "", "nodes", "", "", node);
       absl::StatusOr<model::Object> created;
@@ -584,9 +587,11 @@ absl::StatusOr<v1::PublishResourcesResponse> NodeAgentApi::PublishResources(
 
     std::vector<service::BatchWrite> writes;
     for (auto& d : desired) {
-      QM_RETURN_IF_ERROR(Forbidden(
-          type, d.name,
-          service::AdmitNodeWrite(caller.user, "ResourceSlice", "", d.current_hub, &d.hub)));
+      QM_RETURN_IF_ERROR(
+          Forbidden(type, d.name,
+                    service::AdmitNodeWrite(caller.user, "ResourceSlice", "",
+                                            model::json::NodeRelationsOf(d.current_hub),
+                                            model::json::NodeRelationsOf(d.hub))));
       if (d.current_hub != nullptr && At(d.hub, "spec") == At(*d.current_hub, "spec")) continue;
       d.hub["metadata"].erase("resourceVersion");
       QM_ASSIGN_OR_RETURN(model::Object obj, ToObject(type, d.hub));
@@ -604,7 +609,8 @@ absl::StatusOr<v1::PublishResourcesResponse> NodeAgentApi::PublishResources(
       if (desired_names.contains(name)) continue;
       QM_RETURN_IF_ERROR(Forbidden(
           type, name,
-          service::AdmitNodeWrite(caller.user, "ResourceSlice", "", &entry.second, nullptr)));
+          service::AdmitNodeWrite(caller.user, "ResourceSlice", "",
+                                  model::json::NodeRelationsOf(entry.second), std::nullopt)));
       service::BatchWrite w;
       w.kind = service::BatchWrite::Kind::kDelete;
       w.current = *entry.first;
@@ -685,7 +691,7 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
 
   auto change = [&](json& obj) -> absl::StatusOr<bool> {
     if (Str(At(obj, "metadata"), "uid") != claim.uid()) return NotThisClaim(claim);
-    if (service::AllocatedNodeOf(obj) != node) {
+    if (model::AllocatedNode(model::json::NodeRelationsOf(obj)) != node) {
       return absl::PermissionDeniedError(type.GroupResource() + " \"" + claim.name() +
                                          "\" is forbidden: it is not allocated to node \"" + node +
                                          "\"");
@@ -937,7 +943,7 @@ absl::StatusOr<v1::ReportUnpreparedResponse> NodeAgentApi::ReportUnprepared(
     if (Str(At(obj, "metadata"), "uid") != claim.uid()) return false;
     // Deallocated (or moved on): the claim no longer concerns this node, which may not write
     // it; nothing of this node's is left to clear once the allocation is gone.
-    if (service::AllocatedNodeOf(obj) != node) return false;
+    if (model::AllocatedNode(model::json::NodeRelationsOf(obj)) != node) return false;
     json& status = obj["status"];
     json& devices = status["devices"];
     if (!devices.is_array()) {

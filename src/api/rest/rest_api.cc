@@ -25,6 +25,7 @@
 #include "api/rest/validation.h"
 #include "common/quantity.h"
 #include "common/status.h"
+#include "model/json/stored.h"
 #include "service/node_restriction.h"
 
 namespace qm::api {
@@ -720,8 +721,9 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
                                            StringAt(hub["metadata"], "name") +
                                            "\" is forbidden: " + std::string(st.message()));
       };
-      QM_RETURN_IF_ERROR(forbidden(
-          service::AdmitNodeWrite(*req.user, type.kind, status_only ? "status" : "", old, &hub)));
+      QM_RETURN_IF_ERROR(forbidden(service::AdmitNodeWrite(
+          *req.user, type.kind, status_only ? "status" : "", model::json::NodeRelationsOf(old),
+          model::json::NodeRelationsOf(hub))));
       if (!status_only) QM_RETURN_IF_ERROR(forbidden(AdmitRbac(type, hub, req)));
     }
     return ToObject(type, hub);
@@ -790,7 +792,8 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     auto got = objects_.Get(key);
     if (!got.ok()) return fail(got.status());
     if (req.user.has_value()) {
-      if (auto st = service::AdmitNodeGet(*req.user, type.kind, FromObject(type, *got)); !st.ok()) {
+      if (auto st = service::AdmitNodeGet(*req.user, type.kind, model::json::NodeRelationsOf(*got));
+          !st.ok()) {
         return fail(absl::PermissionDeniedError(
             service::ForbiddenMessage(*req.user, RequestAttributes(req)) + ": " +
             std::string(st.message())));
@@ -918,8 +921,8 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
     // A node identity deletes only what node restriction lets it (checked on the stored object).
     auto admit_delete = [&](const model::Object& o) -> absl::Status {
       if (!req.user.has_value() || !service::NodeNameOf(*req.user)) return absl::OkStatus();
-      json stored = FromObject(type, o);
-      auto st = service::AdmitNodeWrite(*req.user, type.kind, "", &stored, nullptr);
+      auto st = service::AdmitNodeWrite(*req.user, type.kind, "", model::json::NodeRelationsOf(o),
+                                        std::nullopt);
       if (st.ok()) return st;
       return absl::PermissionDeniedError(type.GroupResource() + " \"" + o.meta.name +
                                          "\" is forbidden: " + std::string(st.message()));

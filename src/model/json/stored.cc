@@ -1,0 +1,274 @@
+#include "model/json/stored.h"
+
+#include "common/clock.h"
+#include "model/json/access.h"
+#include "model/json/dra_json.h"
+#include "model/json/fields.h"
+#include "model/json/rbac_json.h"
+#include "model/resource_types.h"
+
+namespace qm::model::json {
+namespace {
+
+using nlohmann::json;
+
+json ParseBody(const std::string& text) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return body.is_object() ? body : json::object();
+}
+
+std::optional<int64_t> Int(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
+// Each array element of `j` (nothing when it is not an array).
+template <typename F>
+void ForEach(const json& j, F f) {
+  if (!j.is_array()) return;
+  for (const auto& e : j) f(e);
+}
+
+// The whole object the dra_json and rbac_json decoders take: the body and the metadata they
+// read. InvalidArgument when the body is not a JSON object.
+absl::StatusOr<json> Whole(const Object& obj) {
+  json whole = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+  if (!whole.is_object()) return absl::InvalidArgumentError("the body is not a JSON object");
+  whole["metadata"] = {
+      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
+  return whole;
+}
+
+template <typename T>
+absl::StatusOr<T> DecodeWhole(const Object& obj, absl::StatusOr<T> (*decode)(const json&)) {
+  auto whole = Whole(obj);
+  if (!whole.ok()) return whole.status();
+  return decode(*whole);
+}
+
+}  // namespace
+
+absl::StatusOr<ResourceSlice> DecodeResourceSlice(const Object& slice) {
+  return DecodeWhole<ResourceSlice>(slice, &DecodeResourceSlice);
+}
+
+absl::StatusOr<DeviceClass> DecodeDeviceClass(const Object& device_class) {
+  return DecodeWhole<DeviceClass>(device_class, &DecodeDeviceClass);
+}
+
+absl::StatusOr<DeviceTaintRule> DecodeDeviceTaintRule(const Object& rule) {
+  return DecodeWhole<DeviceTaintRule>(rule, &DecodeDeviceTaintRule);
+}
+
+absl::StatusOr<Role> DecodeRole(const Object& role) { return DecodeWhole<Role>(role, &DecodeRole); }
+
+absl::StatusOr<RoleBinding> DecodeRoleBinding(const Object& binding) {
+  return DecodeWhole<RoleBinding>(binding, &DecodeRoleBinding);
+}
+
+DeviceTaintRule DecodeDeviceTaintRuleSelector(const Object& rule) {
+  const json body = ParseBody(rule.body);
+  const json& selector = At(At(body, "spec"), "deviceSelector");
+  DeviceTaintRule out;
+  out.name = rule.meta.name;
+  out.driver = Str(selector, "driver");
+  out.pool = Str(selector, "pool");
+  out.device = Str(selector, "device");
+  return out;
+}
+
+Node DecodeNode(const Object& node) {
+  const json body = ParseBody(node.body);
+  Node out;
+  out.name = node.meta.name;
+  out.labels = node.meta.labels;
+  const json& spec = At(body, "spec");
+  const json& unschedulable = At(spec, "unschedulable");
+  out.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
+  ForEach(At(spec, "taints"), [&](const json& t) {
+    Taint taint{Str(t, "key"), Str(t, "value"), Str(t, "effect"), std::nullopt};
+    std::chrono::system_clock::time_point added;
+    if (const std::string at = Str(t, "timeAdded"); !at.empty() && ParseRfc3339(at, &added)) {
+      taint.time_added = added;
+    }
+    out.taints.push_back(std::move(taint));
+  });
+  ForEach(At(At(body, "status"), "conditions"), [&](const json& c) {
+    if (Str(c, "type") == "Ready") out.ready = Str(c, "status") == "True";
+  });
+  return out;
+}
+
+Pod DecodePod(const Object& pod) { return DecodePod(ParseBody(pod.body)); }
+
+Pod DecodePod(const json& body) {
+  Pod out;
+  const json& spec = At(body, "spec");
+  const json& status = At(body, "status");
+  out.node_name = Str(spec, "nodeName");
+  out.priority = Int(At(spec, "priority")).value_or(0);
+  out.phase = Str(status, "phase");
+  out.termination_grace_period_seconds = Int(At(spec, "terminationGracePeriodSeconds"));
+  if (const json& selector = At(spec, "nodeSelector"); selector.is_object()) {
+    for (const auto& [k, v] : selector.items()) {
+      if (v.is_string()) out.node_selector[k] = v.get<std::string>();
+    }
+  }
+  const json& required = At(At(At(spec, "affinity"), "nodeAffinity"),
+                            "requiredDuringSchedulingIgnoredDuringExecution");
+  if (required.is_object()) {
+    auto selector = DecodeNodeSelector(required, "spec.affinity");
+    if (selector.ok()) out.required_affinity = *std::move(selector);
+  }
+  ForEach(At(spec, "tolerations"), [&](const json& t) {
+    out.tolerations.push_back({Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect"),
+                               Int(At(t, "tolerationSeconds"))});
+  });
+  ForEach(At(spec, "resourceClaims"), [&](const json& rc) {
+    out.resource_claims.push_back(
+        {Str(rc, "name"), Str(rc, "resourceClaimName"), Str(rc, "resourceClaimTemplateName")});
+  });
+  ForEach(At(status, "resourceClaimStatuses"), [&](const json& s) {
+    out.resource_claim_statuses.push_back({Str(s, "name"), Str(s, "resourceClaimName")});
+  });
+  out.extended_resource_claim_name =
+      Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName");
+  return out;
+}
+
+QuotaHard DecodeQuotaHard(const Object& quota) {
+  QuotaHard out;
+  const json body = ParseBody(quota.body);
+  const json& hard = At(At(body, "spec"), "hard");
+  if (!hard.is_object()) return out;
+  for (const auto& [key, v] : hard.items()) {
+    auto q = ParseQuantity(v.is_string() ? v.get<std::string>() : v.dump());
+    out[key] = q.ok() ? std::optional<Quantity>(*q) : std::nullopt;
+  }
+  return out;
+}
+
+std::string QuotaBodyWithStatus(const Object& quota, const std::map<std::string, int64_t>& used) {
+  json body = ParseBody(quota.body);
+  const json& hard = At(At(body, "spec"), "hard");
+  json status = {{"hard", hard.is_object() ? hard : json::object()}, {"used", json::object()}};
+  for (const auto& [key, v] : status["hard"].items()) {
+    auto u = used.find(key);
+    status["used"][key] = std::to_string(u == used.end() ? 0 : u->second);
+  }
+  if (At(body, "status") == status) return "";
+  body["status"] = std::move(status);
+  return body.dump();
+}
+
+Object EncodeEvent(const Event& event, Object base) {
+  json involved = {{"kind", event.involved.kind},
+                   {"name", event.involved.name},
+                   {"uid", event.involved.uid},
+                   {"apiVersion", event.involved.api_version}};
+  if (!event.involved.namespace_.empty()) involved["namespace"] = event.involved.namespace_;
+  if (!event.involved.resource_version.empty()) {
+    involved["resourceVersion"] = event.involved.resource_version;
+  }
+  json body = {{"involvedObject", std::move(involved)},
+               {"reason", event.reason},
+               {"message", event.message},
+               {"type", event.type},
+               {"count", 1},
+               {"firstTimestamp", event.timestamp},
+               {"lastTimestamp", event.timestamp},
+               {"source", {{"component", event.component}}},
+               {"reportingComponent", event.component}};
+  base.body = body.dump();
+  base.spec_digest = SpecDigestOf(body);
+  if (const ResourceType* events = FindResourceTypeByKey("events")) {
+    base.fields = SelectableFields(*events, body);
+  }
+  base.fields["metadata.name"] = base.meta.name;
+  base.fields["metadata.namespace"] = base.meta.namespace_;
+  return base;
+}
+
+NodeRelations NodeRelationsOf(const json& hub) {
+  NodeRelations out;
+  out.name = Str(At(hub, "metadata"), "name");
+  out.spec_node_name = Str(At(hub, "spec"), "nodeName");
+  const json& terms =
+      At(At(At(At(hub, "status"), "allocation"), "nodeSelector"), "nodeSelectorTerms");
+  ForEach(terms, [&](const json& term) {
+    for (const char* list : {"matchFields", "matchExpressions"}) {
+      ForEach(At(term, list), [&](const json& req) {
+        const std::string key = Str(req, "key");
+        if (key != "metadata.name" && key != "kubernetes.io/hostname") return;
+        if (Str(req, "operator") != "In") return;
+        const json& values = At(req, "values");
+        if (values.is_array() && values.size() == 1 && values[0].is_string()) {
+          out.allocated_nodes.push_back(values[0].get<std::string>());
+        }
+      });
+    }
+  });
+  return out;
+}
+
+NodeRelations NodeRelationsOf(const Object& obj) {
+  NodeRelations out = NodeRelationsOf(ParseBody(obj.body));
+  out.name = obj.meta.name;
+  return out;
+}
+
+std::optional<NodeRelations> NodeRelationsOf(const json* hub) {
+  if (hub == nullptr) return std::nullopt;
+  return NodeRelationsOf(*hub);
+}
+
+StoredAllocation DecodeStoredAllocation(const std::string& body) {
+  StoredAllocation out;
+  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    out.present = true;  // nothing can be read, so nothing can be taken for absent
+    out.error = "the body is not JSON";
+    return out;
+  }
+  const json& allocation = At(At(parsed, "status"), "allocation");
+  if (allocation.is_null()) return out;
+  out.present = true;
+  auto decoded = DecodeAllocationResult(allocation, "status.allocation");
+  if (decoded.ok()) {
+    out.decoded = *std::move(decoded);
+  } else {
+    out.error = std::string(decoded.status().message());
+  }
+  return out;
+}
+
+AllocatedRefs ReadAllocatedRefs(const std::string& body) {
+  AllocatedRefs out;
+  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    out.unreadable = true;
+    return out;
+  }
+  const json& allocation = At(At(parsed, "status"), "allocation");
+  if (allocation.is_null()) return out;
+  const json& devices = At(allocation, "devices");
+  const json& results = At(devices, "results");
+  // No results at all is an allocation of no devices; results that cannot be read at all could
+  // be anything.
+  out.unreadable = !allocation.is_object() || !(devices.is_null() || devices.is_object()) ||
+                   !(results.is_null() || results.is_array());
+  ForEach(results, [&](const json& r) {
+    const json& admin = At(r, "adminAccess");
+    out.results.push_back({Str(r, "driver"), Str(r, "pool"), Str(r, "device"),
+                           admin.is_boolean() && admin.get<bool>()});
+  });
+  return out;
+}
+
+std::string EncodeCapacityMap(const std::map<std::string, Quantity>& capacity) {
+  json out = json::object();
+  for (const auto& [name, q] : capacity) out[name] = q.String();
+  return out.dump();
+}
+
+}  // namespace qm::model::json
