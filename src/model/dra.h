@@ -267,4 +267,23 @@ struct AllocatedRefs {
   std::vector<Ref> results;
 };
 
+// status.reservedFor[i]: a consumer of a claim.
+struct ResourceClaimConsumerReference {
+  std::string api_group;
+  std::string resource;
+  std::string name;
+  std::string uid;
+  bool operator==(const ResourceClaimConsumerReference&) const = default;
+};
+
+// What a claim's status says besides its allocation.
+struct ResourceClaimStatus {
+  // One entry per status.reservedFor element, in order (an element that is not an object reads
+  // as an empty reference), so that an edit of the stored list can keep entries by position.
+  std::vector<ResourceClaimConsumerReference> reserved_for;
+  // A node agent reported some device prepared: a status.devices entry has the condition
+  // Ready=True. Entries that failed to prepare hold nothing on the node.
+  bool prepared = false;
+};
+
 }  // namespace qm::model

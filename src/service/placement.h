@@ -15,32 +15,15 @@
 #include <tuple>
 #include <vector>
 
-#include <chrono>
-#include <optional>
-
 #include "allocator/allocator.h"
+#include "model/core.h"
 #include "model/dra.h"
 
 namespace qm::service {
 
-// A core/v1 node taint (effects NoSchedule, PreferNoSchedule, NoExecute).
-struct NodeTaint {
-  std::string key;
-  std::string value;
-  std::string effect;
-  // timeAdded (NoExecute taints): tolerationSeconds count from it; unset counts from now.
-  std::optional<std::chrono::system_clock::time_point> time_added;
-};
-
-// A core/v1 pod toleration.
-struct PodToleration {
-  std::string key;
-  std::string op;  // "" = Equal, Equal, Exists
-  std::string value;
-  std::string effect;  // "" = all effects
-  // NoExecute only: how long the pod may stay once the taint is added (unset: forever).
-  std::optional<int64_t> toleration_seconds;
-};
+// Placement reads the typed core model (model/core.h).
+using NodeTaint = model::Taint;
+using PodToleration = model::Toleration;
 
 struct NodeState {
   model::NodeInfo info;

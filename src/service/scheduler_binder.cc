@@ -5,9 +5,8 @@
 namespace qm::service {
 
 void Scheduler::PassRun::SchedulePod(PodView& pod) {
-  const json& current = pod.Current();
-  const json& spec = At(current, "spec");
-  const json& pstatus = At(current, "status");
+  const model::Pod& current_pod = pod.CurrentPod();
+  const json& spec = At(pod.Current(), "spec");
   std::string problem;
   std::vector<ClaimView*> pod_claims;
   auto add_claim = [&](const std::string& name) {
@@ -21,29 +20,24 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
       pod_claims.push_back(&it->second);
     }
   };
-  const json& rcs = At(spec, "resourceClaims");
-  for (size_t i = 0; rcs.is_array() && i < rcs.size(); ++i) {
-    const json& rc = rcs[i];
-    if (At(rc, "resourceClaimName").is_string()) {
-      add_claim(Str(rc, "resourceClaimName"));
+  for (const auto& rc : current_pod.resource_claims) {
+    if (!rc.resource_claim_name.empty()) {
+      add_claim(rc.resource_claim_name);
       continue;
     }
     std::string generated;
-    const json& statuses = At(pstatus, "resourceClaimStatuses");
-    for (size_t j = 0; statuses.is_array() && j < statuses.size(); ++j) {
-      if (Str(statuses[j], "name") == Str(rc, "name")) {
-        generated = Str(statuses[j], "resourceClaimName");
-      }
+    for (const auto& s : current_pod.resource_claim_statuses) {
+      if (s.name == rc.name) generated = s.resource_claim_name;
     }
     if (generated.empty()) {
       problem = absl::StrCat("waiting for the claim of resourceClaimTemplate \"",
-                             Str(rc, "resourceClaimTemplateName"), "\"");
+                             rc.resource_claim_template_name, "\"");
     } else {
       add_claim(generated);
     }
   }
-  if (At(pstatus, "extendedResourceClaimStatus").is_object()) {
-    add_claim(Str(At(pstatus, "extendedResourceClaimStatus"), "resourceClaimName"));
+  if (!current_pod.extended_resource_claim_name.empty()) {
+    add_claim(current_pod.extended_resource_claim_name);
   }
   if (auto p = claim_problems_.find(pod.obj.meta.uid); p != claim_problems_.end()) {
     problem = p->second;  // why its claim does not exist
@@ -61,7 +55,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
   request.inventory = &inventory_;
   request.allocated = &*st_.allocated;
   request.nodes = &nodes_;
-  request.pod = PlacementSpecOf(spec, pod.obj.meta);
+  request.pod = PlacementSpecOf(current_pod, pod.obj.meta);
   request.options.deadline = clock_.Monotonic() + options_.allocation_budget;
   request.options.now = [this] { return clock_.Monotonic(); };
   request.options.new_share_id = [this] { return ids_.NewUid(); };
@@ -77,8 +71,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
       continue;
     }
     if (c->allocation->has_value()) {
-      const json& reserved = At(At(*c->body, "status"), "reservedFor");
-      if (reserved.is_array() && reserved.size() >= kMaxReservedFor) {
+      if (c->status.reserved_for.size() >= kMaxReservedFor) {
         problem = absl::StrCat("resourceclaim \"", c->obj.meta.name, "\" has ", kMaxReservedFor,
                                " consumers already");
       }
@@ -161,7 +154,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     if (c->uncommitted) {
       // Created by this transaction, allocated from the start.
       c->obj = std::move(next);
-      c->body = std::move(body);
+      c->SetBody(std::move(body));
       c->allocation = std::move(allocation);
     } else {
       claim_writes.push_back(
@@ -171,11 +164,12 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   }
   for (ClaimView* c : pod_claims) {
     if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
+    const auto& consumers = c->status.reserved_for;
+    const bool present = std::any_of(consumers.begin(), consumers.end(),
+                                     [&](const auto& r) { return r.uid == pod.obj.meta.uid; });
     auto body = std::make_shared<json>(*c->body);
     json& reserved = (*body)["status"]["reservedFor"];
     if (!reserved.is_array()) reserved = json::array();
-    bool present = std::any_of(reserved.begin(), reserved.end(),
-                               [&](const json& r) { return Str(r, "uid") == pod.obj.meta.uid; });
     if (!present) reserved.push_back(consumer);
     claim_writes.push_back(
         {store::Write::Kind::kUpdate, WithStatus(c->obj, *body), {}, c->obj.meta.resource_version});
@@ -207,7 +201,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     for (size_t i = 0; i < updates.size(); ++i) {
       ClaimView* c = updates[i].claim;
       c->obj = (*committed)[created + i];
-      c->body = updates[i].body;
+      c->SetBody(updates[i].body);
       c->allocation = updates[i].allocation;
     }
   };
@@ -234,7 +228,7 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
   txn.quota_checks = std::move(pod.quota_checks);
   pod.quota_checks.clear();
   pod.new_claims.clear();
-  pod.status_body = nullptr;
+  pod.SetStatusBody(nullptr);
   if (txn.writes.empty()) {
     const std::vector<model::Object> none;
     if (then) then(&none);
@@ -261,7 +255,7 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
     }
     if (writes_pod) {
       p->obj = committed->back();
-      p->body = pod_body;
+      p->SetBody(pod_body);
     }
     if (then) then(&*committed);
   });

@@ -66,7 +66,7 @@ void Scheduler::PassRun::ReleaseClaims() {
     if (it == pods_.end()) continue;
     const PodView& pod = it->second;
     if (!pod.deleting || !HasFinalizer(pod.obj.meta, kDevicesPreparedFinalizer)) continue;
-    for (auto& key : State::ClaimsOf(pod.obj, *pod.body)) terminating_claims_.insert(key);
+    for (auto& key : State::ClaimsOf(pod.obj, pod.pod)) terminating_claims_.insert(key);
   }
   std::set<model::ResourceKey> keys = std::move(st_.held_claims);
   st_.held_claims.clear();
@@ -81,17 +81,13 @@ void Scheduler::PassRun::ReleaseClaims() {
 }
 
 void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& c) {
-  const json& status = At(*c.body, "status");
-  const json& reserved = At(status, "reservedFor");
-  const size_t reserved_count = reserved.is_array() ? reserved.size() : 0;
-  json keep = json::array();
-  if (reserved.is_array()) {
-    for (const auto& r : reserved) {
-      auto it = pods_.find(Str(r, "uid"));
-      if (Str(r, "resource") == "pods" && it != pods_.end() && !it->second.terminal &&
-          !it->second.deleting) {
-        keep.push_back(r);
-      }
+  const auto& reserved = c.status.reserved_for;
+  std::vector<size_t> keep;  // positions in reservedFor of the consumers that stay
+  for (size_t i = 0; i < reserved.size(); ++i) {
+    auto it = pods_.find(reserved[i].uid);
+    if (reserved[i].resource == "pods" && it != pods_.end() && !it->second.terminal &&
+        !it->second.deleting) {
+      keep.push_back(i);
     }
   }
   bool owner_alive = false;
@@ -107,7 +103,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
   // No device goes to a new workload while an agent still has it prepared for this one: the
   // release waits for the agent's unprepare, unless its node is unreachable and no pod waits
   // for the claim any more (a terminating pod there goes after its grace period).
-  if ((release || drop) && c.allocation->has_value() && PreparedByAgent(*c.body)) {
+  if ((release || drop) && c.allocation->has_value() && c.status.prepared) {
     const std::string node =
         model::AllocatedNode(model::json::NodeRelationsOf(*c.body)).value_or("");
     if (Reachable(node) || terminating_claims_.contains(key)) {
@@ -116,7 +112,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
       st_.held_claims.insert(key);
     }
   }
-  if (keep.size() == reserved_count && !release && !drop) return;
+  if (keep.size() == reserved.size() && !release && !drop) return;
 
   store::Transaction txn;
   model::Object next = c.obj;
@@ -137,7 +133,9 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
     if (keep.empty()) {
       s.erase("reservedFor");
     } else {
-      s["reservedFor"] = keep;
+      json kept = json::array();
+      for (size_t i : keep) kept.push_back(s["reservedFor"][i]);
+      s["reservedFor"] = std::move(kept);
     }
     if (release) {
       // The drivers' device statuses go with the allocation they described (they must name
@@ -170,7 +168,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
           return;
         }
         c->obj = committed->front();
-        c->body = body;
+        c->SetBody(body);
         if (release) {
           c->allocation = std::make_shared<const std::optional<model::AllocationResult>>();
         }
@@ -202,13 +200,11 @@ void Scheduler::PassRun::CreateClaims() {
 
 void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
   const json& spec = At(*pod.body, "spec");
-  const json& pod_claims = At(spec, "resourceClaims");
   json statuses = json::array();
   bool statuses_known = true;
-  for (size_t i = 0; pod_claims.is_array() && i < pod_claims.size(); ++i) {
-    const json& rc = pod_claims[i];
-    const std::string name = Str(rc, "name");
-    const std::string tmpl = Str(rc, "resourceClaimTemplateName");
+  for (const auto& rc : pod.pod.resource_claims) {
+    const std::string& name = rc.name;
+    const std::string& tmpl = rc.resource_claim_template_name;
     if (tmpl.empty()) continue;
     std::string found;
     for (const ClaimView* c : OwnedBy(uid)) {
@@ -276,7 +272,7 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
     if (!s.is_object()) s = json::object();
     if (record_claims) s["resourceClaimStatuses"] = statuses;
     if (record_extended) s["extendedResourceClaimStatus"] = extended_status;
-    pod.status_body = std::move(body);
+    pod.SetStatusBody(std::move(body));
   }
   // A pod that will not be scheduled this pass gets its claims now.
   if (!pod.node_name.empty() && (!pod.new_claims.empty() || pod.status_body != nullptr)) {
@@ -382,7 +378,7 @@ ClaimView* Scheduler::PassRun::GenerateClaim(PodView& pod, const std::string& in
   }
   ClaimView view;
   view.obj = std::move(claim);
-  view.body = std::make_shared<const json>(std::move(body));
+  view.SetBody(std::make_shared<const json>(std::move(body)));
   view.allocation = std::make_shared<const std::optional<model::AllocationResult>>();
   view.generated = true;
   view.uncommitted = true;

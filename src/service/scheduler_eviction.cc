@@ -43,12 +43,11 @@ void Scheduler::PassRun::Evict() {
   if (!st_.any_no_execute) return;
   for (auto& [key, c] : claims_) {
     if (!c.allocation->has_value()) continue;
-    const json& reserved = At(At(*c.body, "status"), "reservedFor");
-    if (!reserved.is_array() || reserved.empty()) continue;
+    if (c.status.reserved_for.empty()) continue;
     const std::string reason = EvictionReason(**c.allocation, inventory_, now_tp_);
     if (reason.empty()) continue;
-    for (const auto& consumer : reserved) {
-      auto it = pods_.find(Str(consumer, "uid"));
+    for (const auto& consumer : c.status.reserved_for) {
+      auto it = pods_.find(consumer.uid);
       if (it == pods_.end() || it->second.deleting) continue;
       EvictPod(it->second, reason);
     }
@@ -67,7 +66,7 @@ void Scheduler::PassRun::EvictFromNodes() {
     if (pod.node_name.empty() || pod.deleting || pod.terminal) continue;
     auto it = tainted.find(pod.node_name);
     if (it == tainted.end()) continue;
-    PodPlacementSpec spec = PlacementSpecOf(At(*pod.body, "spec"), pod.obj.meta);
+    PodPlacementSpec spec = PlacementSpecOf(pod.pod, pod.obj.meta);
     for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
       const NodeTaint probe{key, "", "NoExecute", std::nullopt};
       const bool mentioned =
@@ -108,19 +107,6 @@ store::Write Scheduler::PassRun::DeletePodWrite(const PodView& pod) const {
   return {store::Write::Kind::kUpdate, std::move(marked), {}, pod.obj.meta.resource_version};
 }
 
-bool Scheduler::PassRun::PreparedByAgent(const json& claim) {
-  const json& devices = At(At(claim, "status"), "devices");
-  for (size_t i = 0; devices.is_array() && i < devices.size(); ++i) {
-    const json& conditions = At(devices[i], "conditions");
-    for (size_t j = 0; conditions.is_array() && j < conditions.size(); ++j) {
-      if (Str(conditions[j], "type") == "Ready" && Str(conditions[j], "status") == "True") {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 bool Scheduler::PassRun::Reachable(const std::string& name) {
   if (node_by_name_.empty()) {
     for (const auto& n : nodes_) node_by_name_[n.info.name] = &n;
@@ -144,15 +130,12 @@ void Scheduler::PassRun::FinishTerminatingPods() {
       why = "its node is unreachable and its grace period is over";
     } else {
       bool waiting = false;
-      for (const auto& key : State::ClaimsOf(pod.obj, *pod.body)) {
+      for (const auto& key : State::ClaimsOf(pod.obj, pod.pod)) {
         auto it = claims_.find(key);
-        if (it == claims_.end() || it->second.removed || !PreparedByAgent(*it->second.body)) {
-          continue;
-        }
-        const json& reserved = At(At(*it->second.body, "status"), "reservedFor");
+        if (it == claims_.end() || it->second.removed || !it->second.status.prepared) continue;
         bool in_use = false;
-        for (size_t i = 0; reserved.is_array() && i < reserved.size(); ++i) {
-          auto other = pods_.find(Str(reserved[i], "uid"));
+        for (const auto& consumer : it->second.status.reserved_for) {
+          auto other = pods_.find(consumer.uid);
           in_use |= other != pods_.end() && !other->second.deleting && !other->second.terminal;
         }
         waiting |= !in_use;

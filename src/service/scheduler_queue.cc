@@ -4,29 +4,6 @@
 
 namespace qm::service {
 
-namespace {
-
-// The body of the FailedScheduling Event about `pod`.
-json FailedSchedulingEvent(const model::Object& pod, const std::string& message,
-                           const std::string& now, const std::string& component) {
-  return {{"involvedObject",
-           {{"kind", "Pod"},
-            {"namespace", pod.meta.namespace_},
-            {"name", pod.meta.name},
-            {"uid", pod.meta.uid},
-            {"apiVersion", "v1"}}},
-          {"reason", "FailedScheduling"},
-          {"message", message},
-          {"type", "Warning"},
-          {"count", 1},
-          {"firstTimestamp", now},
-          {"lastTimestamp", now},
-          {"source", {{"component", component}}},
-          {"reportingComponent", component}};
-}
-
-}  // namespace
-
 void Scheduler::PassRun::Schedule() {
   std::vector<PodView*> pending;
   for (auto u = st_.unbound.begin(); u != st_.unbound.end();) {
@@ -72,10 +49,18 @@ void Scheduler::PassRun::Unschedulable(PodView& pod, const std::string& message)
       SetCondition(*body, "PodScheduled", "False", "Unschedulable", message, now_);
   std::vector<store::Write> extra;
   if (condition_changed) {
-    model::Object event = NewObject(kEvents, pod.obj.meta.namespace_,
-                                    absl::StrCat(pod.obj.meta.name, ".", ids_.NameSuffix(10)));
-    json ebody = FailedSchedulingEvent(pod.obj, message, now_, options_.component);
-    extra.push_back({store::Write::Kind::kCreate, WithBody(event, ebody), {}, 0});
+    model::Event event;
+    event.involved = {"Pod", pod.obj.meta.namespace_, pod.obj.meta.name, pod.obj.meta.uid, "v1",
+                      ""};
+    event.reason = "FailedScheduling";
+    event.message = message;
+    event.type = "Warning";
+    event.component = options_.component;
+    event.timestamp = now_;
+    model::Object base = NewObject(kEvents, pod.obj.meta.namespace_,
+                                   absl::StrCat(pod.obj.meta.name, ".", ids_.NameSuffix(10)));
+    extra.push_back(
+        {store::Write::Kind::kCreate, model::json::EncodeEvent(event, std::move(base)), {}, 0});
   }
   Body pod_body = condition_changed ? Body(body) : pod.status_body;
   auto backoff_after = [this, p = &pod](const std::vector<model::Object>* committed) {

@@ -89,26 +89,11 @@ void AppendAllocated(const model::AllocationResult& allocation,
 
 // What placement needs of a pod's spec: node selector, required node affinity, tolerations, and
 // whether it asked to be spread.
-PodPlacementSpec PlacementSpecOf(const json& spec, const model::ObjectMeta& meta) {
+PodPlacementSpec PlacementSpecOf(const model::Pod& pod, const model::ObjectMeta& meta) {
   PodPlacementSpec out;
-  for (const auto& [k, v] : At(spec, "nodeSelector").items()) {
-    if (v.is_string()) out.node_selector[k] = v.get<std::string>();
-  }
-  const json& required = At(At(At(spec, "affinity"), "nodeAffinity"),
-                            "requiredDuringSchedulingIgnoredDuringExecution");
-  if (required.is_object()) {
-    auto sel = model::json::DecodeNodeSelector(required, "spec.affinity");
-    if (sel.ok()) out.required_affinity = std::move(*sel);
-  }
-  const json& tolerations = At(spec, "tolerations");
-  for (size_t i = 0; tolerations.is_array() && i < tolerations.size(); ++i) {
-    const json& t = tolerations[i];
-    PodToleration tol{Str(t, "key"), Str(t, "operator"), Str(t, "value"), Str(t, "effect")};
-    if (const json& secs = At(t, "tolerationSeconds"); secs.is_number_integer()) {
-      tol.toleration_seconds = secs.get<int64_t>();
-    }
-    out.tolerations.push_back(std::move(tol));
-  }
+  out.node_selector = pod.node_selector;
+  out.required_affinity = pod.required_affinity;
+  out.tolerations = pod.tolerations;
   out.spread = meta.annotations.contains(kSpreadAnnotation);
   return out;
 }
@@ -132,42 +117,32 @@ std::vector<std::string> OwnerUids(const model::Object& obj) {
 
 }  // namespace
 
-std::vector<model::ResourceKey> Scheduler::State::ClaimsOf(const model::Object& pod,
-                                                           const json& body) {
+std::vector<model::ResourceKey> Scheduler::State::ClaimsOf(const model::Object& obj,
+                                                           const model::Pod& pod) {
   std::vector<model::ResourceKey> out;
   auto add = [&](const std::string& name) {
-    if (!name.empty()) out.push_back({kClaims, pod.meta.namespace_, name});
+    if (!name.empty()) out.push_back({kClaims, obj.meta.namespace_, name});
   };
-  const json& rcs = At(At(body, "spec"), "resourceClaims");
-  for (size_t i = 0; rcs.is_array() && i < rcs.size(); ++i) {
-    add(Str(rcs[i], "resourceClaimName"));
-  }
-  const json& status = At(body, "status");
-  const json& statuses = At(status, "resourceClaimStatuses");
-  for (size_t i = 0; statuses.is_array() && i < statuses.size(); ++i) {
-    add(Str(statuses[i], "resourceClaimName"));
-  }
-  add(Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName"));
+  for (const auto& rc : pod.resource_claims) add(rc.resource_claim_name);
+  for (const auto& s : pod.resource_claim_statuses) add(s.resource_claim_name);
+  add(pod.extended_resource_claim_name);
   return out;
 }
 
 PodView Scheduler::State::MakePod(model::Object o) {
   PodView p;
-  p.body = ParseBody(o);
-  const json& spec = At(*p.body, "spec");
-  const std::string phase = Str(At(*p.body, "status"), "phase");
-  p.terminal = phase == "Succeeded" || phase == "Failed";
+  p.SetBody(ParseBody(o));
+  p.terminal = p.pod.Terminal();
   p.deleting = o.meta.deletion_timestamp.has_value();
-  p.node_name = Str(spec, "nodeName");
-  const json& priority = At(spec, "priority");
-  p.priority = priority.is_number_integer() ? priority.get<int64_t>() : 0;
+  p.node_name = p.pod.node_name;
+  p.priority = p.pod.priority;
   p.obj = std::move(o);
   return p;
 }
 
 ClaimView Scheduler::State::MakeClaim(model::Object o) {
   ClaimView c;
-  c.body = ParseBody(o);
+  c.SetBody(ParseBody(o));
   std::optional<model::AllocationResult> result;
   const json& a = At(At(*c.body, "status"), "allocation");
   if (a.is_object()) {
@@ -287,7 +262,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     if (it != pods.end() && it->second.obj.meta.resource_version >= rv) return;
     if (it != pods.end()) {
       // Its claims may lose a consumer.
-      for (auto& key : ClaimsOf(it->second.obj, *it->second.body)) d.claims.insert(key);
+      for (auto& key : ClaimsOf(it->second.obj, it->second.pod)) d.claims.insert(key);
     }
     if (deleted) {
       if (it != pods.end()) pods.erase(it);
@@ -297,7 +272,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       return;
     }
     PodView view = MakePod(std::move(ev.object));
-    for (auto& key : ClaimsOf(view.obj, *view.body)) d.claims.insert(key);
+    for (auto& key : ClaimsOf(view.obj, view.pod)) d.claims.insert(key);
     d.pods.insert(view.obj.meta.uid);
     const std::string uid = view.obj.meta.uid;
     if (view.Unbound()) {
@@ -353,7 +328,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     auto decode = [&] {
       Slice next{rv, ev.object.meta.uid, nullptr};
       auto decoded = DecodedSlices::Shared().Get(ev.object, [&] {
-        return model::json::DecodeResourceSlice(Whole(ev.object, Parse(ev.object.body)));
+        return model::json::DecodeResourceSlice(ev.object);
       });
       if (decoded.ok()) {
         next.decoded = *std::move(decoded);
@@ -408,26 +383,12 @@ bool Scheduler::State::AnyPending() const {
 }
 
 NodeState Scheduler::State::MakeNode(const model::Object& o) {
-  const json body = Parse(o.body);
+  model::Node node = model::json::DecodeNode(o);
   NodeState n;
-  n.info = model::NodeInfo{o.meta.name, o.meta.labels};
-  const json& spec = At(body, "spec");
-  const json& unschedulable = At(spec, "unschedulable");
-  n.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
-  const json& taints = At(spec, "taints");
-  for (size_t i = 0; taints.is_array() && i < taints.size(); ++i) {
-    NodeTaint t{Str(taints[i], "key"), Str(taints[i], "value"), Str(taints[i], "effect")};
-    std::chrono::system_clock::time_point added;
-    if (const std::string ta = Str(taints[i], "timeAdded");
-        !ta.empty() && ParseRfc3339(ta, &added)) {
-      t.time_added = added;
-    }
-    n.taints.push_back(std::move(t));
-  }
-  const json& conditions = At(At(body, "status"), "conditions");
-  for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
-    if (Str(conditions[i], "type") == "Ready") n.ready = Str(conditions[i], "status") == "True";
-  }
+  n.info = model::NodeInfo{std::move(node.name), std::move(node.labels)};
+  n.ready = node.ready;
+  n.unschedulable = node.unschedulable;
+  n.taints = std::move(node.taints);
   return n;
 }
 
@@ -437,7 +398,7 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
     allocator::InventoryInput input;
     extended_classes.clear();
     for (const auto& [key, o] : Others(kClasses)) {
-      auto cls = model::json::DecodeDeviceClass(Whole(o, Parse(o.body)));
+      auto cls = model::json::DecodeDeviceClass(o);
       if (!cls.ok()) {
         undecodable.emplace_back(o, std::string(cls.status().message()));
         continue;
@@ -460,7 +421,7 @@ bool Scheduler::State::RefreshSnapshot(cel::ProgramCache* programs) {
       if (slice.decoded != nullptr) input.slices.emplace_back(slice.decoded);
     }
     for (const auto& [key, o] : Others(kTaintRules)) {
-      auto rule = model::json::DecodeDeviceTaintRule(Whole(o, Parse(o.body)));
+      auto rule = model::json::DecodeDeviceTaintRule(o);
       if (rule.ok()) {
         input.taint_rules.push_back(std::move(*rule));
       } else {

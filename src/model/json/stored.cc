@@ -242,6 +242,21 @@ StoredAllocation DecodeStoredAllocation(const std::string& body) {
   return out;
 }
 
+ResourceClaimStatus DecodeResourceClaimStatus(const json& body) {
+  ResourceClaimStatus out;
+  const json& status = At(body, "status");
+  ForEach(At(status, "reservedFor"), [&](const json& r) {
+    out.reserved_for.push_back(
+        {Str(r, "apiGroup"), Str(r, "resource"), Str(r, "name"), Str(r, "uid")});
+  });
+  ForEach(At(status, "devices"), [&](const json& d) {
+    ForEach(At(d, "conditions"), [&](const json& c) {
+      out.prepared |= Str(c, "type") == "Ready" && Str(c, "status") == "True";
+    });
+  });
+  return out;
+}
+
 AllocatedRefs ReadAllocatedRefs(const std::string& body) {
   AllocatedRefs out;
   const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);

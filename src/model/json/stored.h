@@ -59,6 +59,9 @@ std::optional<NodeRelations> NodeRelationsOf(const nlohmann::json* hub);
 // What a ResourceClaim's stored body says of its allocation.
 StoredAllocation DecodeStoredAllocation(const std::string& body);
 
+// status.reservedFor and the agents' status.devices of a ResourceClaim's body (hub JSON).
+ResourceClaimStatus DecodeResourceClaimStatus(const nlohmann::json& body);
+
 // The devices a ResourceClaim's stored body names in status.allocation, read leniently.
 AllocatedRefs ReadAllocatedRefs(const std::string& body);
 

@@ -211,6 +211,29 @@ TEST(StoredTest, StoredAllocationTellsAbsentFromUnreadable) {
   EXPECT_EQ(garbage.error, "the body is not JSON");
 }
 
+TEST(StoredTest, ClaimStatusKeepsConsumersByPositionAndSeesPreparedDevices) {
+  const ResourceClaimStatus status = DecodeResourceClaimStatus(json::parse(R"({"status": {
+    "reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}, "junk",
+                    {"apiGroup": "batch", "resource": "jobs", "name": "j", "uid": "u2"}],
+    "devices": [{"driver": "gpu.nvidia.com", "pool": "a", "device": "gpu-0",
+                 "conditions": [{"type": "Ready", "status": "False"}]},
+                {"driver": "gpu.nvidia.com", "pool": "a", "device": "gpu-1",
+                 "conditions": [{"type": "Other", "status": "True"},
+                                {"type": "Ready", "status": "True"}]}]}})"));
+  EXPECT_THAT(status.reserved_for,
+              ElementsAre(ResourceClaimConsumerReference{"", "pods", "p", "u1"},
+                          ResourceClaimConsumerReference{},
+                          ResourceClaimConsumerReference{"batch", "jobs", "j", "u2"}));
+  EXPECT_TRUE(status.prepared);
+
+  const ResourceClaimStatus failed = DecodeResourceClaimStatus(json::parse(R"({"status": {
+    "reservedFor": {"uid": "u1"},
+    "devices": [{"conditions": [{"type": "Ready", "status": "False", "reason": "PrepareFailed"}]}]}})"));
+  EXPECT_TRUE(failed.reserved_for.empty()) << "a reservedFor that is not a list names nobody";
+  EXPECT_FALSE(failed.prepared) << "a device that failed to prepare holds nothing on the node";
+  EXPECT_FALSE(DecodeResourceClaimStatus(json::parse(R"({"spec": {}})")).prepared);
+}
+
 TEST(StoredTest, AllocatedRefsReadWhatTheyCan) {
   const AllocatedRefs refs = ReadAllocatedRefs(R"({"status": {"allocation": {"devices": {
     "results": [{"driver": "gpu.nvidia.com", "pool": "a", "device": "gpu-0", "adminAccess": true},
