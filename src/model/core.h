@@ -77,6 +77,9 @@ struct Pod {
   std::vector<PodResourceClaimStatus> resource_claim_statuses;
   // status.extendedResourceClaimStatus.resourceClaimName
   std::string extended_resource_claim_name;
+  // The text of spec.nodeSelector, spec.affinity and spec.tolerations as stored: pods with the
+  // same text are placed alike (the scheduler shares placement verdicts between them).
+  std::string placement_signature;
 
   bool Terminal() const { return phase == "Succeeded" || phase == "Failed"; }
   // Kubernetes' default terminationGracePeriodSeconds, and the value deletion uses.

@@ -6,7 +6,6 @@ namespace qm::service {
 
 void Scheduler::PassRun::SchedulePod(PodView& pod) {
   const model::Pod& current_pod = pod.CurrentPod();
-  const json& spec = At(pod.Current(), "spec");
   std::string problem;
   std::vector<ClaimView*> pod_claims;
   auto add_claim = [&](const std::string& name) {
@@ -93,13 +92,12 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
 
   // Pods that ask for the same thing share verdicts (a binding dirties only its node, or all
   // nodes when it took devices that are not node-local): the signature of what this one asks.
-  json signature = {At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations"),
-                    request.pod.spread};
+  // Claims are told apart by their spec digests (model::SpecDigest).
+  std::string key = absl::StrCat(current_pod.placement_signature, "|spread=", request.pod.spread);
   for (const auto& pin : request.pinned) {
-    signature.push_back(model::json::EncodeNodeSelector(pin));
+    absl::StrAppend(&key, "|pinned=", model::json::EncodeNodeSelector(pin).dump());
   }
-  for (const ClaimView* c : to_allocate) signature.push_back(At(*c->body, "spec"));
-  std::string key = signature.dump();
+  for (const ClaimView* c : to_allocate) absl::StrAppend(&key, "|claim=", c->obj.spec_digest);
   if (st_.memos.size() >= kMaxMemos && !st_.memos.contains(key)) st_.ForgetVerdicts();
   request.memo = &st_.memos[key];
   request.node_versions = &st_.node_versions;

@@ -133,6 +133,8 @@ Pod DecodePod(const json& body) {
   });
   out.extended_resource_claim_name =
       Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName");
+  out.placement_signature =
+      json::array({At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations")}).dump();
   return out;
 }
 

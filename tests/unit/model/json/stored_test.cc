@@ -102,6 +102,25 @@ TEST(StoredTest, PodDefaultsAndTerminalPhases) {
   EXPECT_TRUE(pod.Terminal());
 }
 
+TEST(StoredTest, PlacementSignatureCoversExactlyThePlacementFields) {
+  const Pod a = DecodePod(json::parse(R"({"spec": {"nodeSelector": {"zone": "a"},
+      "tolerations": [{"key": "k", "operator": "Exists"}], "containers": [{"name": "x"}]},
+      "status": {"phase": "Pending"}})"));
+  const Pod same = DecodePod(json::parse(R"({"spec": {"nodeSelector": {"zone": "a"},
+      "tolerations": [{"key": "k", "operator": "Exists"}], "containers": [{"name": "y"}],
+      "priority": 7}})"));
+  const Pod other_zone = DecodePod(json::parse(R"({"spec": {"nodeSelector": {"zone": "b"},
+      "tolerations": [{"key": "k", "operator": "Exists"}]}})"));
+  const Pod no_toleration = DecodePod(json::parse(R"({"spec": {"nodeSelector": {"zone": "a"}}})"));
+  const Pod with_affinity = DecodePod(json::parse(R"({"spec": {"nodeSelector": {"zone": "a"},
+      "tolerations": [{"key": "k", "operator": "Exists"}],
+      "affinity": {"nodeAffinity": {}}}})"));
+  EXPECT_EQ(a.placement_signature, same.placement_signature);
+  EXPECT_NE(a.placement_signature, other_zone.placement_signature);
+  EXPECT_NE(a.placement_signature, no_toleration.placement_signature);
+  EXPECT_NE(a.placement_signature, with_affinity.placement_signature);
+}
+
 TEST(StoredTest, QuotaHardKeepsKeysThatAreNoQuantityAsUnlimited) {
   const QuotaHard hard = DecodeQuotaHard(Stored("resourcequotas", "q", R"({
     "spec": {"hard": {"gpu.deviceclass.resource.k8s.io/devices": "4", "pods": 10,
