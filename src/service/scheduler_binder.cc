@@ -92,12 +92,16 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
 
   // Pods that ask for the same thing share verdicts (a binding dirties only its node, or all
   // nodes when it took devices that are not node-local): the signature of what this one asks.
-  // Claims are told apart by their spec digests (model::SpecDigest).
+  // Claims are told apart by their spec digests (model::SpecDigest), or by their whole body
+  // where no codec computed one (an object written straight to the store).
   std::string key = absl::StrCat(current_pod.placement_signature, "|spread=", request.pod.spread);
   for (const auto& pin : request.pinned) {
     absl::StrAppend(&key, "|pinned=", model::json::EncodeNodeSelector(pin).dump());
   }
-  for (const ClaimView* c : to_allocate) absl::StrAppend(&key, "|claim=", c->obj.spec_digest);
+  for (const ClaimView* c : to_allocate) {
+    const std::string& spec = c->obj.spec_digest.empty() ? c->obj.body : c->obj.spec_digest;
+    absl::StrAppend(&key, "|claim=", spec.size(), ":", spec);
+  }
   if (st_.memos.size() >= kMaxMemos && !st_.memos.contains(key)) st_.ForgetVerdicts();
   request.memo = &st_.memos[key];
   request.node_versions = &st_.node_versions;
