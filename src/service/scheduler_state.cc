@@ -327,9 +327,8 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   if (resource == kSlices) {
     auto decode = [&] {
       Slice next{rv, ev.object.meta.uid, nullptr};
-      auto decoded = DecodedSlices::Shared().Get(ev.object, [&] {
-        return model::json::DecodeResourceSlice(ev.object);
-      });
+      auto decoded = DecodedSlices::Shared().Get(
+          ev.object, [&] { return model::json::DecodeResourceSlice(ev.object); });
       if (decoded.ok()) {
         next.decoded = *std::move(decoded);
       } else {
