@@ -143,19 +143,10 @@ PodView Scheduler::State::MakePod(model::Object o) {
 ClaimView Scheduler::State::MakeClaim(model::Object o) {
   ClaimView c;
   c.SetBody(ParseBody(o));
-  std::optional<model::AllocationResult> result;
-  const json& a = At(At(*c.body, "status"), "allocation");
-  if (a.is_object()) {
-    auto decoded = model::json::DecodeAllocationResult(a, "status.allocation");
-    if (decoded.ok()) {
-      result = std::move(*decoded);
-    } else {
-      c.allocation_error = std::string(decoded.status().message());
-    }
-  } else if (!a.is_null()) {
-    c.allocation_error = "status.allocation: must be an object";
-  }
-  c.allocation = std::make_shared<const std::optional<model::AllocationResult>>(std::move(result));
+  model::StoredAllocation stored = model::json::StoredAllocationOf(*c.body);
+  c.allocation_error = std::move(stored.error);
+  c.allocation =
+      std::make_shared<const std::optional<model::AllocationResult>>(std::move(stored.decoded));
   c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
                 o.meta.annotations.contains(kExtendedClaimAnnotation);
   c.owners = OwnerUids(o);

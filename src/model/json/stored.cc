@@ -232,9 +232,18 @@ StoredAllocation DecodeStoredAllocation(const std::string& body) {
     out.error = "the body is not JSON";
     return out;
   }
-  const json& allocation = At(At(parsed, "status"), "allocation");
+  return StoredAllocationOf(parsed);
+}
+
+StoredAllocation StoredAllocationOf(const json& body) {
+  StoredAllocation out;
+  const json& allocation = At(At(body, "status"), "allocation");
   if (allocation.is_null()) return out;
   out.present = true;
+  if (!allocation.is_object()) {
+    out.error = "status.allocation: must be an object";
+    return out;
+  }
   auto decoded = DecodeAllocationResult(allocation, "status.allocation");
   if (decoded.ok()) {
     out.decoded = *std::move(decoded);

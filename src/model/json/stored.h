@@ -56,8 +56,10 @@ NodeRelations NodeRelationsOf(const Object& obj);
 // The same for an object that may be absent (a create's old object, a delete's new one).
 std::optional<NodeRelations> NodeRelationsOf(const nlohmann::json* hub);
 
-// What a ResourceClaim's stored body says of its allocation.
+// What a ResourceClaim's stored body says of its allocation, from its text or the parsed body. An
+// allocation that is not an object does not decode: it could hold anything.
 StoredAllocation DecodeStoredAllocation(const std::string& body);
+StoredAllocation StoredAllocationOf(const nlohmann::json& body);
 
 // status.reservedFor and the agents' status.devices of a ResourceClaim's body (hub JSON).
 ResourceClaimStatus DecodeResourceClaimStatus(const nlohmann::json& body);

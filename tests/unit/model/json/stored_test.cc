@@ -224,6 +224,12 @@ TEST(StoredTest, StoredAllocationTellsAbsentFromUnreadable) {
   EXPECT_FALSE(bad.decoded.has_value());
   EXPECT_THAT(bad.error, HasSubstr("status.allocation"));
 
+  const StoredAllocation not_object =
+      DecodeStoredAllocation(R"({"status": {"allocation": "gpu-0"}})");
+  EXPECT_TRUE(not_object.present);
+  EXPECT_FALSE(not_object.decoded.has_value()) << "it could hold anything";
+  EXPECT_EQ(not_object.error, "status.allocation: must be an object");
+
   const StoredAllocation garbage = DecodeStoredAllocation("{not json");
   EXPECT_TRUE(garbage.present) << "an unreadable body may hold an allocation";
   EXPECT_FALSE(garbage.decoded.has_value());
