@@ -63,6 +63,31 @@ struct PodResourceClaimStatus {
   bool operator==(const PodResourceClaimStatus&) const = default;
 };
 
+// status.extendedResourceClaimStatus.requestMappings[]: which claim request serves a container's
+// extended resource.
+struct ContainerRequestMapping {
+  std::string container_name;
+  std::string resource_name;
+  std::string request_name;
+  bool operator==(const ContainerRequestMapping&) const = default;
+};
+
+// status.extendedResourceClaimStatus: the claim generated for a pod's extended resources.
+struct ExtendedResourceClaimStatus {
+  std::string resource_claim_name;
+  std::vector<ContainerRequestMapping> request_mappings;
+  bool operator==(const ExtendedResourceClaimStatus&) const = default;
+};
+
+// What a container asks for (spec.containers[].resources): its limits, and the requests of the
+// resources without a limit, as written (a whole number becomes its decimal text; values of other
+// types are left out).
+struct ContainerResources {
+  std::string name;
+  std::map<std::string, std::string> amounts;
+  bool operator==(const ContainerResources&) const = default;
+};
+
 struct Pod {
   std::string node_name;  // spec.nodeName: "" until bound
   int64_t priority = 0;   // spec.priority
@@ -77,6 +102,7 @@ struct Pod {
   std::vector<PodResourceClaimStatus> resource_claim_statuses;
   // status.extendedResourceClaimStatus.resourceClaimName
   std::string extended_resource_claim_name;
+  std::vector<ContainerResources> containers;  // spec.containers, in order
   // The text of spec.nodeSelector, spec.affinity and spec.tolerations as stored: pods with the
   // same text are placed alike (the scheduler shares placement verdicts between them).
   std::string placement_signature;

@@ -241,7 +241,7 @@ void Scheduler::PassRun::Report(const model::Object& obj, const std::string& rea
   if (!failures_.Note(obj, reason)) return;
   std::string consequence;
   if (obj.resource == kClaims) {
-    consequence = At(At(Parse(obj.body), "status"), "allocation").is_null()
+    consequence = !model::json::DecodeStoredAllocation(obj.body).present
                       ? "it cannot be allocated"
                       : "its devices are treated as in use and it is not allocated again";
   } else if (obj.resource == kSlices) {

@@ -78,7 +78,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
       if (selector.has_value()) request.pinned.push_back(*selector);
       continue;
     }
-    auto claim = model::json::DecodeResourceClaim(Whole(c->obj, *c->body));
+    auto claim = model::json::DecodeResourceClaim(c->obj, *c->body);
     if (!claim.ok()) {
       problem =
           absl::StrCat("resourceclaim \"", c->obj.meta.name, "\": ", claim.status().message());
@@ -132,8 +132,8 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
                               const Placement& placement) {
   std::vector<store::Write> claim_writes;
   std::vector<store::DeviceClaim> rows;
-  const json consumer = {
-      {"resource", "pods"}, {"name", pod.obj.meta.name}, {"uid", pod.obj.meta.uid}};
+  const model::ResourceClaimConsumerReference consumer{"", "pods", pod.obj.meta.name,
+                                                       pod.obj.meta.uid};
   struct ClaimUpdate {
     ClaimView* claim;
     Body body;
@@ -142,9 +142,8 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   std::vector<ClaimUpdate> updates;  // existing claims, in write order
   for (size_t i = 0; i < to_allocate.size(); ++i) {
     ClaimView* c = to_allocate[i];
-    auto body = std::make_shared<json>(*c->body);
-    (*body)["status"]["allocation"] = model::json::EncodeAllocationResult(placement.allocations[i]);
-    (*body)["status"]["reservedFor"] = json::array({consumer});
+    auto body = std::make_shared<Document>(*c->body);
+    model::json::SetAllocation(*body, placement.allocations[i], consumer);
     model::Object next = WithStatus(c->obj, *body);
     if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
     for (auto& row :
@@ -166,19 +165,14 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   }
   for (ClaimView* c : pod_claims) {
     if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
-    const auto& consumers = c->status.reserved_for;
-    const bool present = std::any_of(consumers.begin(), consumers.end(),
-                                     [&](const auto& r) { return r.uid == pod.obj.meta.uid; });
-    auto body = std::make_shared<json>(*c->body);
-    json& reserved = (*body)["status"]["reservedFor"];
-    if (!reserved.is_array()) reserved = json::array();
-    if (!present) reserved.push_back(consumer);
+    auto body = std::make_shared<Document>(*c->body);
+    model::json::ReserveFor(*body, consumer);
     claim_writes.push_back(
         {store::Write::Kind::kUpdate, WithStatus(c->obj, *body), {}, c->obj.meta.resource_version});
     updates.push_back({c, std::move(body), c->allocation});
   }
-  auto pbody = std::make_shared<json>(pod.Current());
-  (*pbody)["spec"]["nodeName"] = placement.node;
+  auto pbody = std::make_shared<Document>(pod.Current());
+  model::json::SetNodeName(*pbody, placement.node);
   SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
   // The next pods are placed against the devices this one takes while its commit runs (and the
   // verdicts of the node they are on, or of every node, are stale now).

@@ -6,54 +6,30 @@ namespace qm::service {
 
 namespace {
 
-std::string OwnerReference(const model::Object& pod) {
-  return json::array({{{"apiVersion", "v1"},
-                       {"kind", "Pod"},
-                       {"name", pod.meta.name},
-                       {"uid", pod.meta.uid},
-                       {"controller", true},
-                       {"blockOwnerDeletion", true}}})
-      .dump();
-}
-
 // The claim requests and pod-status request mappings behind a pod's extended resources
 // (`limits: {nvidia.com/gpu: 2}`) that DRA classes serve (`classes`: resource name -> class):
 // one ExactCount request per container and resource, named as Kubernetes names them.
-std::pair<json, json> ExtendedResourceRequests(const json& spec,
-                                               const std::map<std::string, std::string>& classes) {
-  json requests = json::array();
-  json mappings = json::array();
-  const json& containers = At(spec, "containers");
-  for (size_t ci = 0; containers.is_array() && ci < containers.size(); ++ci) {
-    const json& resources = At(containers[ci], "resources");
-    json amounts = At(resources, "limits").is_object() ? At(resources, "limits") : json::object();
-    for (const auto& [k, v] : At(resources, "requests").items()) {
-      if (!amounts.contains(k)) amounts[k] = v;
-    }
+struct ExtendedResources {
+  std::vector<model::json::ExactCountRequest> requests;
+  std::vector<model::ContainerRequestMapping> mappings;
+};
+ExtendedResources ExtendedResourceRequests(const model::Pod& pod,
+                                           const std::map<std::string, std::string>& classes) {
+  ExtendedResources out;
+  for (size_t ci = 0; ci < pod.containers.size(); ++ci) {
+    const model::ContainerResources& container = pod.containers[ci];
     int ri = 0;
-    for (const auto& [resource, amount] : amounts.items()) {
+    for (const auto& [resource, amount] : container.amounts) {
       auto cls = classes.find(resource);
       if (cls == classes.end()) continue;
-      int64_t count = 0;
-      if (amount.is_number_integer()) {
-        count = amount.get<int64_t>();
-      } else if (amount.is_string()) {
-        auto q = ParseQuantity(amount.get<std::string>());
-        if (q.ok() && !q->HasFraction()) count = q->Value();
-      }
-      if (count <= 0) continue;
-      const std::string request = absl::StrCat("container-", ci, "-request-", ri++);
-      requests.push_back({{"name", request},
-                          {"exactly",
-                           {{"deviceClassName", cls->second},
-                            {"allocationMode", "ExactCount"},
-                            {"count", count}}}});
-      mappings.push_back({{"containerName", Str(containers[ci], "name")},
-                          {"resourceName", resource},
-                          {"requestName", request}});
+      auto q = ParseQuantity(amount);
+      if (!q.ok() || q->HasFraction() || q->Value() <= 0) continue;
+      std::string request = absl::StrCat("container-", ci, "-request-", ri++);
+      out.requests.push_back({request, cls->second, q->Value()});
+      out.mappings.push_back({container.name, resource, std::move(request)});
     }
   }
-  return {std::move(requests), std::move(mappings)};
+  return out;
 }
 
 }  // namespace
@@ -121,7 +97,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
     finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), kDeleteProtection),
                      finalizers.end());
   }
-  auto body = std::make_shared<json>(*c.body);
+  auto body = std::make_shared<Document>(*c.body);
   const bool remove = drop || (next.meta.deletion_timestamp.has_value() && finalizers.empty());
   // A claim that goes takes its ledger rows with it (the store releases them with the delete),
   // an allocation that does not decode included; one that stays gives them back here.
@@ -129,20 +105,10 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
   if (remove) {
     txn.writes.push_back({store::Write::Kind::kDelete, {}, key, c.obj.meta.resource_version});
   } else {
-    json& s = (*body)["status"];
-    if (keep.empty()) {
-      s.erase("reservedFor");
-    } else {
-      json kept = json::array();
-      for (size_t i : keep) kept.push_back(s["reservedFor"][i]);
-      s["reservedFor"] = std::move(kept);
-    }
-    if (release) {
-      // The drivers' device statuses go with the allocation they described (they must name
-      // allocated devices).
-      s.erase("allocation");
-      s.erase("devices");
-    }
+    model::json::KeepConsumers(*body, keep);
+    // The drivers' device statuses go with the allocation they described (they must name
+    // allocated devices).
+    if (release) model::json::Deallocate(*body);
     txn.writes.push_back(
         {store::Write::Kind::kUpdate, WithStatus(next, *body), {}, c.obj.meta.resource_version});
   }
@@ -199,8 +165,7 @@ void Scheduler::PassRun::CreateClaims() {
 }
 
 void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
-  const json& spec = At(*pod.body, "spec");
-  json statuses = json::array();
+  std::vector<model::PodResourceClaimStatus> statuses;
   bool statuses_known = true;
   for (const auto& rc : pod.pod.resource_claims) {
     const std::string& name = rc.name;
@@ -217,34 +182,23 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
         statuses_known = false;
         continue;
       }
-      const json& tspec = At(*t->second, "spec");
-      const json& tmeta = At(tspec, "metadata");
-      std::map<std::string, std::string> labels;
-      std::map<std::string, std::string> annotations;
-      for (const auto& [k, v] : At(tmeta, "labels").items()) {
-        if (v.is_string()) labels[k] = v.get<std::string>();
-      }
-      for (const auto& [k, v] : At(tmeta, "annotations").items()) {
-        if (v.is_string()) annotations[k] = v.get<std::string>();
-      }
-      annotations[kPodClaimNameAnnotation] = name;
-      const json& claim_spec = At(tspec, "spec");
-      ClaimView* c =
-          GenerateClaim(pod, absl::StrCat("-", name, "-"), labels, std::move(annotations),
-                        json{{"spec", claim_spec.is_object() ? claim_spec : json::object()}});
+      model::json::ClaimFromTemplate generated = model::json::ClaimBodyFromTemplate(*t->second);
+      generated.annotations[kPodClaimNameAnnotation] = name;
+      ClaimView* c = GenerateClaim(pod, absl::StrCat("-", name, "-"), generated.labels,
+                                   std::move(generated.annotations), std::move(generated.body));
       if (c == nullptr) {
         statuses_known = false;
         continue;
       }
       found = c->obj.meta.name;
     }
-    statuses.push_back({{"name", name}, {"resourceClaimName", found}});
+    statuses.push_back({name, found});
   }
 
   // Extended resources served by DRA classes: one generated claim per pod.
-  auto [requests, mappings] = ExtendedResourceRequests(spec, st_.extended_classes);
-  json extended_status;
-  if (!requests.empty()) {
+  ExtendedResources extended = ExtendedResourceRequests(pod.pod, st_.extended_classes);
+  std::optional<model::ExtendedResourceClaimStatus> extended_status;
+  if (!extended.requests.empty()) {
     std::string found;
     for (const ClaimView* c : OwnedBy(uid)) {
       if (c->obj.meta.annotations.contains(kExtendedClaimAnnotation)) found = c->obj.meta.name;
@@ -252,27 +206,19 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
     if (found.empty()) {
       ClaimView* c =
           GenerateClaim(pod, "-extended-resources-", {}, {{kExtendedClaimAnnotation, "true"}},
-                        json{{"spec", {{"devices", {{"requests", requests}}}}}});
+                        model::json::ClaimBodyWithRequests(extended.requests));
       if (c != nullptr) found = c->obj.meta.name;
     }
     if (!found.empty()) {
-      extended_status = {{"resourceClaimName", found}, {"requestMappings", mappings}};
+      extended_status = model::ExtendedResourceClaimStatus{found, std::move(extended.mappings)};
     }
   }
 
   // Record the generated claims in the pod's status, in the transaction that creates them.
-  const json& pstatus = At(*pod.body, "status");
-  const bool record_claims =
-      statuses_known && !statuses.empty() && At(pstatus, "resourceClaimStatuses") != statuses;
-  const bool record_extended =
-      !extended_status.is_null() && At(pstatus, "extendedResourceClaimStatus") != extended_status;
-  if (record_claims || record_extended) {
-    auto body = std::make_shared<json>(*pod.body);
-    json& s = (*body)["status"];
-    if (!s.is_object()) s = json::object();
-    if (record_claims) s["resourceClaimStatuses"] = statuses;
-    if (record_extended) s["extendedResourceClaimStatus"] = extended_status;
-    pod.SetStatusBody(std::move(body));
+  std::optional<std::vector<model::PodResourceClaimStatus>> record_claims;
+  if (statuses_known && !statuses.empty()) record_claims = std::move(statuses);
+  if (auto body = model::json::WithPodClaimStatuses(*pod.body, record_claims, extended_status)) {
+    pod.SetStatusBody(std::make_shared<const Document>(*std::move(body)));
   }
   // A pod that will not be scheduled this pass gets its claims now.
   if (!pod.node_name.empty() && (!pod.new_claims.empty() || pod.status_body != nullptr)) {
@@ -291,7 +237,7 @@ void Scheduler::PassRun::UpdateQuotaStatus() {
     const std::string body = QuotaStatusBody(quota, UsedIn(key.namespace_));
     if (body.empty()) continue;
     commits_.Submit(store::Transaction{{{store::Write::Kind::kUpdate,
-                                         WithBody(quota, Parse(body)),
+                                         WithBody(quota, Document::Parse(body)),
                                          {},
                                          quota.meta.resource_version}},
                                        {},
@@ -355,10 +301,10 @@ QuotaAmounts& Scheduler::PassRun::UsedIn(const std::string& ns) {
 ClaimView* Scheduler::PassRun::GenerateClaim(PodView& pod, const std::string& infix,
                                              const std::map<std::string, std::string>& labels,
                                              std::map<std::string, std::string> annotations,
-                                             json body) {
+                                             Document body) {
   model::Object claim = NewObject(kClaims, pod.obj.meta.namespace_,
                                   absl::StrCat(pod.obj.meta.name, infix, ids_.NameSuffix(5)));
-  claim.meta.owner_references = OwnerReference(pod.obj);
+  claim.meta.owner_references = model::json::PodControllerReference(pod.obj);
   claim.meta.labels = labels;
   claim.meta.annotations = std::move(annotations);
   claim = WithBody(claim, body);
@@ -378,7 +324,7 @@ ClaimView* Scheduler::PassRun::GenerateClaim(PodView& pod, const std::string& in
   }
   ClaimView view;
   view.obj = std::move(claim);
-  view.SetBody(std::make_shared<const json>(std::move(body)));
+  view.SetBody(std::make_shared<const Document>(std::move(body)));
   view.allocation = std::make_shared<const std::optional<model::AllocationResult>>();
   view.generated = true;
   view.uncommitted = true;

@@ -23,10 +23,9 @@
 #include "common/status.h"
 #include "model/json/access.h"
 #include "model/json/dra_json.h"
-#include "model/json/fields.h"
+#include "model/json/edits.h"
 #include "model/json/stored.h"
 #include "model/resource_types.h"
-#include "nlohmann/json.hpp"
 #include "service/decode_failures.h"
 #include "service/graceful_deletion.h"
 #include "service/ledger.h"
@@ -38,10 +37,11 @@
 
 namespace qm::service::scheduling {
 
-using model::json::At;
-using model::json::Str;
-using nlohmann::json;
-using Body = std::shared_ptr<const json>;
+using model::json::Document;
+using model::json::SetCondition;
+using model::json::WithBody;
+using model::json::WithStatus;
+using Body = model::json::SharedDocument;
 using Allocation = std::shared_ptr<const std::optional<model::AllocationResult>>;
 using CommitResult = absl::StatusOr<std::vector<model::Object>>;
 
@@ -75,19 +75,6 @@ inline constexpr auto kRestartDelay = std::chrono::milliseconds(500);
 // this long even when nothing relevant changed.
 inline constexpr auto kUnschedulableFlush = std::chrono::minutes(5);
 
-// A stored body as JSON: an empty object when it is not an object.
-json Parse(const std::string& text);
-
-// The whole object JSON the model/json decoders take.
-json Whole(const model::Object& obj, const json& body);
-
-// `obj` with a new body, and the spec digest and field-selector values that go with it,
-// computed as the REST codecs compute them.
-model::Object WithBody(const model::Object& obj, const json& body);
-// The same for a body whose spec is `obj`'s (only status or metadata changed): keeps its spec
-// digest instead of serializing and hashing the spec again.
-model::Object WithStatus(const model::Object& obj, const json& body);
-
 // Whether `obj` lists `finalizer`.
 bool HasFinalizer(const model::Object& obj, const char* finalizer);
 
@@ -112,7 +99,7 @@ struct PodView {
   // atomic with the create, whichever replica or client creates at the same time).
   std::vector<store::QuotaCheck> quota_checks;
   // The body the pod will have once its controller work is committed.
-  const json& Current() const { return status_body != nullptr ? *status_body : *body; }
+  const Document& Current() const { return status_body != nullptr ? *status_body : *body; }
   const model::Pod& CurrentPod() const { return status_pod.has_value() ? *status_pod : pod; }
   // Replaces the pending pod body (null: none).
   void SetStatusBody(Body b) {
@@ -150,11 +137,6 @@ struct ClaimView {
   // Whether the claim may hold devices: an allocation that does not decode counts.
   bool Holds() const { return allocation->has_value() || !allocation_error.empty(); }
 };
-
-// Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
-// changed (the transition time moves only when the status does).
-bool SetCondition(json& body, const std::string& type, const std::string& status,
-                  const std::string& reason, const std::string& message, const std::string& now);
 
 // The devices of allocation results, as the allocator counts them.
 void AppendAllocated(const model::AllocationResult& allocation,
@@ -310,10 +292,6 @@ struct Scheduler::State {
   uint64_t generation = 0;  // bumped by every change that may make waiting pods fit
   std::unordered_map<std::string, Backoff> backoff;  // by pod uid
   size_t next_start = 0;  // rotates the first node tried, as kube-scheduler does
-
-  static Body ParseBody(const model::Object& o) {
-    return std::make_shared<const json>(Parse(o.body));
-  }
 
   void Clear() {
     pods.clear();
@@ -473,7 +451,7 @@ class Scheduler::PassRun {
   // the claim map uncommitted. Null when its name is taken or quota admission refuses it.
   ClaimView* GenerateClaim(PodView& pod, const std::string& infix,
                            const std::map<std::string, std::string>& labels,
-                           std::map<std::string, std::string> annotations, json body);
+                           std::map<std::string, std::string> annotations, Document body);
 
   // scheduler_eviction.cc: eviction and graceful deletion.
 

@@ -5,78 +5,9 @@
 
 namespace qm::service::scheduling {
 
-namespace {
-
-// The resource type of a storage resource name ("pods", "resourceclaims.resource.k8s.io").
-const model::ResourceType& TypeOf(const std::string& resource) {
-  for (const auto& t : model::AllResourceTypes()) {
-    if (t.GroupResource() == resource) return t;
-  }
-  static const model::ResourceType* unknown = new model::ResourceType();
-  return *unknown;
-}
-
-}  // namespace
-
-json Parse(const std::string& text) {
-  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return body.is_object() ? body : json::object();
-}
-
-// The whole object JSON the model/json decoders take.
-json Whole(const model::Object& obj, const json& body) {
-  json whole = body;
-  whole["metadata"] = {
-      {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
-  return whole;
-}
-
-// `obj` with a new body, and the spec digest and field-selector values that go with it,
-// computed as the REST codecs compute them.
-model::Object WithBody(const model::Object& obj, const json& body) {
-  model::Object out = WithStatus(obj, body);
-  out.spec_digest = model::json::SpecDigestOf(body);
-  return out;
-}
-
-model::Object WithStatus(const model::Object& obj, const json& body) {
-  model::Object out = obj;
-  out.body = body.dump();
-  out.fields = model::json::SelectableFields(TypeOf(out.resource), body);
-  out.fields["metadata.name"] = out.meta.name;
-  out.fields["metadata.namespace"] = out.meta.namespace_;
-  return out;
-}
-
 bool HasFinalizer(const model::Object& obj, const char* finalizer) {
   return std::find(obj.meta.finalizers.begin(), obj.meta.finalizers.end(), finalizer) !=
          obj.meta.finalizers.end();
-}
-
-// Sets (or replaces) the condition of `type` in status.conditions; returns true when the status
-// changed (the transition time moves only when the status does).
-bool SetCondition(json& body, const std::string& type, const std::string& status,
-                  const std::string& reason, const std::string& message, const std::string& now) {
-  json& conditions = body["status"]["conditions"];
-  if (!conditions.is_array()) conditions = json::array();
-  for (auto& c : conditions) {
-    if (Str(c, "type") != type) continue;
-    if (Str(c, "status") == status && Str(c, "reason") == reason && Str(c, "message") == message) {
-      return false;
-    }
-    if (Str(c, "status") != status) c["lastTransitionTime"] = now;
-    c["status"] = status;
-    c["reason"] = reason;
-    c["message"] = message;
-    c["lastProbeTime"] = nullptr;
-    return true;
-  }
-  json c = {
-      {"type", type}, {"status", status}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now}};
-  if (!reason.empty()) c["reason"] = reason;
-  if (!message.empty()) c["message"] = message;
-  conditions.push_back(std::move(c));
-  return true;
 }
 
 // The devices of allocation results, as the allocator counts them.
@@ -101,22 +32,6 @@ PodPlacementSpec PlacementSpecOf(const model::Pod& pod, const model::ObjectMeta&
 }  // namespace qm::service::scheduling
 
 namespace qm::service {
-namespace {
-
-// The uids of an object's owners.
-std::vector<std::string> OwnerUids(const model::Object& obj) {
-  std::vector<std::string> out;
-  if (obj.meta.owner_references.empty()) return out;
-  json refs = json::parse(obj.meta.owner_references, nullptr, false);
-  if (!refs.is_array()) return out;
-  for (const auto& r : refs) {
-    if (r.is_object() && r.contains("uid") && r["uid"].is_string()) out.push_back(r["uid"]);
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<model::ResourceKey> Scheduler::State::ClaimsOf(const model::Object& obj,
                                                            const model::Pod& pod) {
   std::vector<model::ResourceKey> out;
@@ -131,7 +46,7 @@ std::vector<model::ResourceKey> Scheduler::State::ClaimsOf(const model::Object& 
 
 PodView Scheduler::State::MakePod(model::Object o) {
   PodView p;
-  p.SetBody(ParseBody(o));
+  p.SetBody(model::json::BodyOf(o));
   p.terminal = p.pod.Terminal();
   p.deleting = o.meta.deletion_timestamp.has_value();
   p.node_name = p.pod.node_name;
@@ -142,14 +57,14 @@ PodView Scheduler::State::MakePod(model::Object o) {
 
 ClaimView Scheduler::State::MakeClaim(model::Object o) {
   ClaimView c;
-  c.SetBody(ParseBody(o));
+  c.SetBody(model::json::BodyOf(o));
   model::StoredAllocation stored = model::json::StoredAllocationOf(*c.body);
   c.allocation_error = std::move(stored.error);
   c.allocation =
       std::make_shared<const std::optional<model::AllocationResult>>(std::move(stored.decoded));
   c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
                 o.meta.annotations.contains(kExtendedClaimAnnotation);
-  c.owners = OwnerUids(o);
+  c.owners = model::json::OwnerUids(o);
   c.obj = std::move(o);
   return c;
 }
@@ -302,10 +217,8 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       d.relevant = true;  // a new claim, or devices freed
     }
     // Devices in use changed by someone else (this replica's bindings are already counted).
-    auto allocation_of = [](const ClaimView& c) -> const json& {
-      return At(At(*c.body, "status"), "allocation");
-    };
-    if (it == claims.end() ? view.Holds() : allocation_of(it->second) != allocation_of(view)) {
+    if (it == claims.end() ? view.Holds()
+                           : !model::json::SameAllocation(*it->second.body, *view.body)) {
       CountAllocated(view.obj.Key(), DevicesHeld(view));
     }
     for (const auto& owner : view.owners) d.pods.insert(owner);
@@ -359,7 +272,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     if (o == objects.end()) {
       templates.erase({key.namespace_, key.name});
     } else {
-      templates[{key.namespace_, key.name}] = ParseBody(o->second);
+      templates[{key.namespace_, key.name}] = model::json::BodyOf(o->second);
     }
     d.all = true;  // pods may have been waiting for it
   }

@@ -1,5 +1,7 @@
 #include "model/json/stored.h"
 
+#include <set>
+
 #include "common/clock.h"
 #include "model/json/access.h"
 #include "model/json/dra_json.h"
@@ -133,6 +135,24 @@ Pod DecodePod(const json& body) {
   });
   out.extended_resource_claim_name =
       Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName");
+  ForEach(At(spec, "containers"), [&](const json& c) {
+    ContainerResources container{Str(c, "name"), {}};
+    const json& resources = At(c, "resources");
+    std::set<std::string> seen;  // a limit wins over a request, whatever its type
+    for (const char* list : {"limits", "requests"}) {
+      const json& amounts = At(resources, list);
+      if (!amounts.is_object()) continue;
+      for (const auto& [k, v] : amounts.items()) {
+        if (!seen.insert(k).second) continue;
+        if (v.is_string()) {
+          container.amounts[k] = v.get<std::string>();
+        } else if (v.is_number_integer()) {
+          container.amounts[k] = std::to_string(v.get<int64_t>());
+        }
+      }
+    }
+    out.containers.push_back(std::move(container));
+  });
   out.placement_signature =
       json::array({At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations")}).dump();
   return out;
