@@ -21,7 +21,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "model/json/access.h"
 #include "model/json/dra_json.h"
 #include "model/json/edits.h"
 #include "model/json/stored.h"

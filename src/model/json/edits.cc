@@ -11,15 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-// The resource type of a storage resource name ("pods", "resourceclaims.resource.k8s.io").
-const ResourceType& TypeOf(const std::string& resource) {
-  for (const auto& t : AllResourceTypes()) {
-    if (t.GroupResource() == resource) return t;
-  }
-  static const ResourceType* unknown = new ResourceType();
-  return *unknown;
-}
-
 // Member `key` of `j` as an object, made one when it is anything else.
 json& ObjectAt(json& j, const char* key) {
   json& member = j[key];
@@ -68,7 +59,9 @@ Object WithBody(const Object& obj, const Document& body) {
 Object WithStatus(const Object& obj, const Document& body) {
   Object out = obj;
   out.body = body.Dump();
-  out.fields = SelectableFields(TypeOf(out.resource), body.value());
+  static const ResourceType kUnknown;
+  const ResourceType* type = FindResourceTypeByKey(out.resource);
+  out.fields = SelectableFields(type != nullptr ? *type : kUnknown, body.value());
   out.fields["metadata.name"] = out.meta.name;
   out.fields["metadata.namespace"] = out.meta.namespace_;
   return out;

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "model/json/access.h"
+#include "model/json/document.h"
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
 #include "model/json/rbac_json.h"
@@ -14,10 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-json ParseBody(const std::string& text) {
-  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return body.is_object() ? body : json::object();
-}
+json ParseBody(const std::string& text) { return std::move(Document::Parse(text).value()); }
 
 std::optional<int64_t> Int(const json& v) {
   if (v.is_number_integer()) return v.get<int64_t>();
