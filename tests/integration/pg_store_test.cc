@@ -635,5 +635,248 @@ TEST(PgStoreTest, OneBatchCommitsEachWriteOnItsOwn) {
   EXPECT_EQ(requests, (std::vector<std::string>{"delete-a", "mixed"}));
 }
 
+// A call of qm_write_batch (migrations/0013) with every parameter named: the ones not given are
+// empty arrays.
+std::string WriteBatchCall(int groups, const std::map<std::string, std::string>& given) {
+  static const std::vector<std::pair<const char*, const char*>> kParams = {
+      {"w_group", "integer"},     {"w_op", "text"},
+      {"w_resource", "text"},     {"w_namespace", "text"},
+      {"w_name", "text"},         {"w_uid", "text"},
+      {"w_generation", "bigint"}, {"w_creation", "bigint"},
+      {"w_deletion", "bigint"},   {"w_labels", "text"},
+      {"w_meta", "text"},         {"w_fields", "text"},
+      {"w_digest", "text"},       {"w_body", "text"},
+      {"w_expected", "bigint"},   {"d_group", "integer"},
+      {"d_driver", "text"},       {"d_pool", "text"},
+      {"d_device", "text"},       {"d_share_id", "text"},
+      {"d_claim_uid", "text"},    {"d_admin_access", "boolean"},
+      {"d_consumed", "text"},     {"d_charges", "text"},
+      {"r_group", "integer"},     {"r_uid", "text"},
+      {"q_group", "integer"},     {"q_namespace", "text"},
+      {"q_key", "text"},          {"q_hard", "bigint"},
+      {"s_group", "integer"},     {"s_namespace", "text"},
+      {"s_count", "bigint"},      {"s_newest", "bigint"},
+      {"a_group", "integer"},     {"a_at", "bigint"},
+      {"a_request", "text"},      {"a_user", "text"},
+      {"a_groups", "text"},       {"a_verb", "text"},
+      {"a_api_group", "text"},    {"a_resource", "text"},
+      {"a_subresource", "text"},  {"a_namespace", "text"},
+      {"a_name", "text"},         {"a_code", "integer"},
+      {"a_source", "text"},       {"a_user_agent", "text"}};
+  std::string sql =
+      "SELECT grp, ord, rv, code, o_uid, o_creation, o_body FROM qm_write_batch(groups => " +
+      std::to_string(groups);
+  for (const auto& [name, type] : kParams) {
+    auto it = given.find(name);
+    sql += std::string(", ") + name + " => " + (it != given.end() ? it->second : "'{}'") +
+           "::" + type + "[]";
+  }
+  return sql + ") ORDER BY grp, ord";
+}
+
+// What a batch returned, one "group.ord code" per row ("ok" for a write that committed).
+std::vector<std::string> Outcomes(const pqxx::result& rows) {
+  std::vector<std::string> out;
+  for (const auto& row : rows) {
+    out.push_back(row[0].as<std::string>() + "." + row[1].as<std::string>() + " " +
+                  (row[3].is_null() ? std::string("ok") : row[3].as<std::string>()));
+  }
+  return out;
+}
+
+// A batch in which every group commits is written set-based (migrations/0013): with the
+// write-by-write function out of the way, such a batch still commits, with revisions in queue
+// order, its change-log rows (a delete's with the object's last state, which the call returns),
+// its ledger rows (with and without charges) and its audit rows, and its updates find their rows
+// through the primary key. A batch with a failing group, one whose ledger row takes a device
+// that a later group releases, and one that deletes a claim it gives ledger rows need the
+// write-by-write function; with it back, each group of them gets its own outcome.
+TEST(PgStoreTest, BatchesWithoutFailuresAreWrittenSetBased) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  ASSERT_TRUE(PgStore::Open(env.url(), 1).ok());
+  struct Plans : pqxx::errorhandler {
+    explicit Plans(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
+    bool operator()(const char msg[]) noexcept override {
+      text += msg;
+      return true;
+    }
+    std::string text;
+  };
+  pqxx::connection c(env.url());
+  Plans plans(c);
+  pqxx::work tx(c);
+  tx.exec(
+      "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
+      "creation_timestamp, labels, meta, fields, spec_digest, body) "
+      "SELECT 'things', 'ns', 't' || g, 'uid-t' || g, g, 1, to_timestamp(1600000000), "
+      "'{}', '{}', '{}', '', ('{\"n\": ' || g || '}')::jsonb FROM generate_series(1, 5000) AS g");
+  tx.exec(
+      "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
+      "creation_timestamp, labels, meta, fields, spec_digest, body) "
+      "VALUES ('resourceclaims.resource.k8s.io', 'ns', 'c1', 'uid-c1', 5000, 1, now(), "
+      "'{}', '{}', '{}', '', '{}')");
+  tx.exec("SELECT setval('resource_version_seq', 5000)");
+  tx.exec("ANALYZE objects");
+  tx.exec("ALTER FUNCTION qm_write_batch_each RENAME TO qm_write_batch_each_hidden");
+  tx.exec("LOAD 'auto_explain'");
+  tx.exec("SET LOCAL auto_explain.log_min_duration = 0");
+  tx.exec("SET LOCAL auto_explain.log_nested_statements = on");
+  tx.exec("SET LOCAL auto_explain.log_level = notice");
+  tx.exec("SET LOCAL client_min_messages = notice");
+  const std::map<std::string, std::string> clean = {
+      {"w_group", "'{1,2,2,3,4}'"},
+      {"w_op", "'{c,c,u,u,d}'"},
+      {"w_resource", "'{things,things,things,things,things}'"},
+      {"w_namespace", "'{ns,ns,ns,ns,ns}'"},
+      {"w_name", "'{x,y,t7,t8,t9}'"},
+      {"w_uid", "'{uid-x,uid-y,uid-t7,uid-t8,\"\"}'"},
+      {"w_generation", "'{1,1,2,2,0}'"},
+      {"w_creation", "'{1700000000,1700000000,1700000000,1700000000,0}'"},
+      {"w_deletion", "'{0,0,0,0,0}'"},
+      {"w_labels", R"('{"{}","{}","{}","{}","{}"}')"},
+      {"w_meta", R"('{"{}","{}","{}","{}","{}"}')"},
+      {"w_fields", R"('{"{}","{}","{}","{}","{}"}')"},
+      {"w_digest", R"('{"","","","",""}')"},
+      {"w_body", R"('{"{\"spec\":{\"n\":2}}","{\"spec\":{\"n\":3}}","{\"a\":1}","{}","{}"}')"},
+      {"w_expected", "'{0,0,7,0,9}'"},
+      {"d_group", "'{3,3}'"},
+      {"d_driver", "'{d,d}'"},
+      {"d_pool", "'{p,p}'"},
+      {"d_device", "'{gpu-0,gpu-1}'"},
+      {"d_share_id", R"('{"",s1}')"},
+      {"d_claim_uid", "'{uid-t8,uid-t8}'"},
+      {"d_admin_access", "'{f,f}'"},
+      {"d_consumed", R"('{"{}","{}"}')"},
+      {"d_charges",
+       R"('{"{\"capacity\":[],\"counters\":[]}","{\"capacity\":[[\"memory\",\"10\",\"80\"]],\"counters\":[]}"}')"},
+      {"a_group", "'{1,3}'"},
+      {"a_at", "'{1700000000000000,1700000000000000}'"},
+      {"a_request", "'{r1,r3}'"},
+      {"a_user", "'{alice,alice}'"},
+      {"a_groups", R"('{"[]","[]"}')"},
+      {"a_verb", "'{create,update}'"},
+      {"a_api_group", R"('{"",""}')"},
+      {"a_resource", "'{things,things}'"},
+      {"a_subresource", R"('{"",""}')"},
+      {"a_namespace", "'{ns,ns}'"},
+      {"a_name", "'{x,t8}'"},
+      {"a_code", "'{201,200}'"},
+      {"a_source", "'{rest,rest}'"},
+      {"a_user_agent", R"('{"",""}')"}};
+  plans.text.clear();
+  const pqxx::result done = tx.exec(WriteBatchCall(4, clean));
+  const std::string text = plans.text;
+  EXPECT_EQ(Outcomes(done),
+            (std::vector<std::string>{"1.1 ok", "2.1 ok", "2.2 ok", "3.1 ok", "4.1 ok"}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i][2].as<int64_t>(), 5001 + i);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(done[i][4].is_null());
+  EXPECT_EQ(done[4][4].as<std::string>(), "uid-t9");  // the deleted object's last state
+  EXPECT_EQ(done[4][5].as<int64_t>(), 1600000000);
+  EXPECT_EQ(done[4][6].as<std::string>(), R"({"n": 9})");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(rv || ' ' || event_type || ' ' || name || ' ' || uid || "
+                     "' ' || body::text, ',' ORDER BY rv) FROM change_log")[0]
+                .as<std::string>(),
+            R"(5001 ADDED x uid-x {"spec":{"n":2}},5002 ADDED y uid-y {"spec":{"n":3}},)"
+            R"(5003 MODIFIED t7 uid-t7 {"a":1},5004 MODIFIED t8 uid-t8 {},)"
+            R"(5005 DELETED t9 uid-t9 {"n": 9})");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(name || ' ' || resource_version || ' ' || generation, "
+                     "',' ORDER BY name) FROM objects "
+                     "WHERE name IN ('x', 'y', 't7', 't8', 't9')")[0]
+                .as<std::string>(),
+            "t7 5003 2,t8 5004 2,x 5001 1,y 5002 1");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(device || ' ' || capacity_charges::text, ',' "
+                     "ORDER BY device) FROM device_allocations")[0]
+                .as<std::string>(),
+            R"(gpu-0 [],gpu-1 [["memory", "10"]])");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(used::text, ',') FROM device_usage")[0].as<std::string>(),
+            "10");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(request_id, ',' ORDER BY id) FROM audit_events")[0]
+                .as<std::string>(),
+            "r1,r3");
+  EXPECT_NE(text.find("Update on objects"), std::string::npos) << text;
+  EXPECT_NE(text.find("Delete on objects"), std::string::npos) << text;
+  EXPECT_NE(text.find("Index Scan using objects_pkey on objects"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Seq Scan on objects"), std::string::npos) << text;
+
+  // Batches the set-based path must not take: the call needs the hidden function.
+  const std::map<std::string, std::string> one_update = {
+      {"w_group", "'{1}'"},         {"w_op", "'{u}'"},
+      {"w_resource", "'{things}'"}, {"w_namespace", "'{ns}'"},
+      {"w_name", "'{t7}'"},         {"w_uid", "'{uid-t7}'"},
+      {"w_generation", "'{3}'"},    {"w_creation", "'{1700000000}'"},
+      {"w_deletion", "'{0}'"},      {"w_labels", R"('{"{}"}')"},
+      {"w_meta", R"('{"{}"}')"},    {"w_fields", R"('{"{}"}')"},
+      {"w_digest", R"('{""}')"},    {"w_body", R"('{"{}"}')"},
+      {"w_expected", "'{0}'"}};
+  auto with = [&](std::map<std::string, std::string> batch,
+                  const std::map<std::string, std::string>& more) {
+    for (const auto& [k, v] : more) batch[k] = v;
+    return batch;
+  };
+  // A create of an object that exists.
+  std::map<std::string, std::string> clash = clean;
+  clash["w_name"] = "'{x,z,t7,t8,ghost}'";
+  clash["w_uid"] = "'{uid-x2,uid-z,uid-t7,uid-t8,\"\"}'";
+  clash["w_expected"] = "'{0,0,0,0,0}'";
+  clash["d_device"] = "'{gpu-2,gpu-3}'";
+  clash["a_request"] = "'{r4,r5}'";
+  // Group 1 takes gpu-0, which uid-t8 holds until group 2 releases it.
+  const auto freed_later = with(one_update, {{"d_group", "'{1}'"},
+                                             {"d_driver", "'{d}'"},
+                                             {"d_pool", "'{p}'"},
+                                             {"d_device", "'{gpu-0}'"},
+                                             {"d_share_id", R"('{""}')"},
+                                             {"d_claim_uid", "'{uid-t7}'"},
+                                             {"d_admin_access", "'{f}'"},
+                                             {"d_consumed", R"('{"{}"}')"},
+                                             {"d_charges", R"('{"{}"}')"},
+                                             {"r_group", "'{2}'"},
+                                             {"r_uid", "'{uid-t8}'"}});
+  // Group 1 gives claim c1 a device; group 2 deletes c1.
+  auto deletes_its_claim =
+      with(freed_later, {{"w_group", "'{1,2}'"},
+                         {"w_op", "'{u,d}'"},
+                         {"w_resource", "'{things,resourceclaims.resource.k8s.io}'"},
+                         {"w_namespace", "'{ns,ns}'"},
+                         {"w_name", "'{t7,c1}'"},
+                         {"w_uid", R"('{uid-t7,""}')"},
+                         {"w_generation", "'{3,0}'"},
+                         {"w_creation", "'{1700000000,0}'"},
+                         {"w_deletion", "'{0,0}'"},
+                         {"w_labels", R"('{"{}","{}"}')"},
+                         {"w_meta", R"('{"{}","{}"}')"},
+                         {"w_fields", R"('{"{}","{}"}')"},
+                         {"w_digest", R"('{"",""}')"},
+                         {"w_body", R"('{"{}","{}"}')"},
+                         {"w_expected", "'{0,0}'"},
+                         {"d_device", "'{gpu-5}'"},
+                         {"d_claim_uid", "'{uid-c1}'"},
+                         {"r_group", "'{}'"},
+                         {"r_uid", "'{}'"}});
+  for (const auto& batch : {clash, freed_later, deletes_its_claim}) {
+    pqxx::subtransaction hidden(tx);
+    EXPECT_THROW(hidden.exec(WriteBatchCall(4, batch)), pqxx::undefined_function);
+  }
+  tx.exec("ALTER FUNCTION qm_write_batch_each_hidden RENAME TO qm_write_batch_each");
+  const pqxx::result each = tx.exec(WriteBatchCall(4, clash));
+  EXPECT_EQ(Outcomes(each),
+            (std::vector<std::string>{"1.1 exists", "2.1 ok", "2.2 ok", "3.1 ok", "4.1 missing"}));
+  EXPECT_EQ(tx.exec1("SELECT string_agg(name, ',' ORDER BY rv) FROM change_log WHERE rv > 5005")[0]
+                .as<std::string>(),
+            "z,t7,t8");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(request_id, ',' ORDER BY id) FROM audit_events")[0]
+                .as<std::string>(),
+            "r1,r3,r5");
+  EXPECT_EQ(tx.exec1("SELECT uid FROM objects WHERE name = 'x'")[0].as<std::string>(), "uid-x");
+  EXPECT_EQ(Outcomes(tx.exec(WriteBatchCall(2, freed_later))),
+            (std::vector<std::string>{"1.1 taken"}));
+  EXPECT_EQ(Outcomes(tx.exec(WriteBatchCall(2, deletes_its_claim))),
+            (std::vector<std::string>{"1.1 ok", "2.1 ok"}));
+  // Group 2 of freed_later released uid-t8's devices; deleting c1 released gpu-5.
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_allocations")[0].as<int>(), 0);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM objects WHERE name = 'c1'")[0].as<int>(), 0);
+}
+
 }  // namespace
 }  // namespace qm::store::pg
