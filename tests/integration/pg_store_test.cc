@@ -684,13 +684,108 @@ std::vector<std::string> Outcomes(const pqxx::result& rows) {
   return out;
 }
 
-// A batch in which every group commits is written set-based (migrations/0013): with the
-// write-by-write function out of the way, such a batch still commits, with revisions in queue
-// order, its change-log rows (a delete's with the object's last state, which the call returns),
-// its ledger rows (with and without charges) and its audit rows, and its updates find their rows
-// through the primary key. A batch with a failing group, one whose ledger row takes a device
-// that a later group releases, and one that deletes a claim it gives ledger rows need the
-// write-by-write function; with it back, each group of them gets its own outcome.
+// A batch for WriteBatchCall: writes, ledger rows, releases and audit rows, each with its group.
+struct SqlBatch {
+  struct W {
+    int group;
+    std::string op, resource, name, uid, body;
+    int64_t expected = 0;
+  };
+  struct D {
+    int group;
+    std::string device, claim_uid, charges = R"({"capacity":[],"counters":[]})";
+  };
+  std::vector<W> writes;
+  std::vector<D> ledger;
+  std::vector<std::pair<int, std::string>> releases;  // group, claim uid
+  std::vector<std::pair<int, std::string>> audit;     // group, request id
+
+  static std::string Array(const std::vector<std::string>& items) {
+    std::string out = "'{";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += ",";
+      out += "\"";
+      for (char c : items[i]) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\'') out += '\'';
+        out += c;
+      }
+      out += "\"";
+    }
+    return out + "}'";
+  }
+  template <typename F>
+  static std::string Column(const auto& rows, F field) {
+    std::vector<std::string> items;
+    for (const auto& r : rows) items.push_back(field(r));
+    return Array(items);
+  }
+  std::map<std::string, std::string> Params() const {
+    auto str = [](auto v) { return std::to_string(v); };
+    std::map<std::string, std::string> p;
+    p["w_group"] = Column(writes, [&](const W& w) { return str(w.group); });
+    p["w_op"] = Column(writes, [](const W& w) { return w.op; });
+    p["w_resource"] = Column(writes, [](const W& w) { return w.resource; });
+    p["w_namespace"] = Column(writes, [](const W&) { return std::string("ns"); });
+    p["w_name"] = Column(writes, [](const W& w) { return w.name; });
+    p["w_uid"] = Column(writes, [](const W& w) { return w.uid; });
+    p["w_generation"] = Column(writes, [](const W&) { return std::string("1"); });
+    p["w_creation"] = Column(writes, [](const W&) { return std::string("1700000000"); });
+    p["w_deletion"] = Column(writes, [](const W&) { return std::string("0"); });
+    for (const char* col : {"w_labels", "w_meta", "w_fields"}) {
+      p[col] = Column(writes, [](const W&) { return std::string("{}"); });
+    }
+    p["w_digest"] = Column(writes, [](const W&) { return std::string(); });
+    p["w_body"] = Column(writes, [](const W& w) { return w.body.empty() ? "{}" : w.body; });
+    p["w_expected"] = Column(writes, [&](const W& w) { return str(w.expected); });
+    p["d_group"] = Column(ledger, [&](const D& d) { return str(d.group); });
+    p["d_driver"] = Column(ledger, [](const D&) { return std::string("d"); });
+    p["d_pool"] = Column(ledger, [](const D&) { return std::string("p"); });
+    p["d_device"] = Column(ledger, [](const D& d) { return d.device; });
+    p["d_share_id"] = Column(ledger, [](const D&) { return std::string(); });
+    p["d_claim_uid"] = Column(ledger, [](const D& d) { return d.claim_uid; });
+    p["d_admin_access"] = Column(ledger, [](const D&) { return std::string("f"); });
+    p["d_consumed"] = Column(ledger, [](const D&) { return std::string("{}"); });
+    p["d_charges"] = Column(ledger, [](const D& d) { return d.charges; });
+    p["r_group"] = Column(releases, [&](const auto& r) { return str(r.first); });
+    p["r_uid"] = Column(releases, [](const auto& r) { return r.second; });
+    p["a_group"] = Column(audit, [&](const auto& a) { return str(a.first); });
+    p["a_at"] = Column(audit, [](const auto&) { return std::string("1700000000000000"); });
+    p["a_request"] = Column(audit, [](const auto& a) { return a.second; });
+    p["a_groups"] = Column(audit, [](const auto&) { return std::string("[]"); });
+    p["a_code"] = Column(audit, [](const auto&) { return std::string("200"); });
+    for (const char* col : {"a_user", "a_verb", "a_api_group", "a_resource", "a_subresource",
+                            "a_namespace", "a_name", "a_source", "a_user_agent"}) {
+      p[col] = Column(audit, [](const auto&) { return std::string("x"); });
+    }
+    return p;
+  }
+  int Groups() const {
+    int n = 0;
+    for (const auto& w : writes) n = std::max(n, w.group);
+    for (const auto& d : ledger) n = std::max(n, d.group);
+    for (const auto& r : releases) n = std::max(n, r.first);
+    return n;
+  }
+  std::string Call() const { return WriteBatchCall(Groups(), Params()); }
+};
+
+// Writes that commit in any batch: creates of fresh objects in groups of their own, from `group`.
+void AddFiller(SqlBatch& batch, int group, int count, const std::string& prefix) {
+  for (int i = 0; i < count; ++i) {
+    batch.writes.push_back({group + i, "c", "things", prefix + std::to_string(i),
+                            "uid-" + prefix + std::to_string(i), ""});
+  }
+}
+
+// A batch of six writes or more in which every group commits is written set-based
+// (migrations/0013): with the write-by-write function out of the way, such a batch still commits,
+// with revisions in queue order, its change-log rows (a delete's with the object's last state,
+// which the call returns), its ledger rows (with and without charges) and its audit rows, and
+// its updates and deletes find their rows through the primary key. A batch with a failing group,
+// one whose ledger row takes a device that a later group releases, one that deletes a claim it
+// gives ledger rows, and a small one need the write-by-write function; with it back, each group
+// of them gets its own outcome.
 TEST(PgStoreTest, BatchesWithoutFailuresAreWrittenSetBased) {
   auto& env = testing::PgTestEnv::Get();
   env.Reset();
@@ -724,67 +819,37 @@ TEST(PgStoreTest, BatchesWithoutFailuresAreWrittenSetBased) {
   tx.exec("SET LOCAL auto_explain.log_nested_statements = on");
   tx.exec("SET LOCAL auto_explain.log_level = notice");
   tx.exec("SET LOCAL client_min_messages = notice");
-  const std::map<std::string, std::string> clean = {
-      {"w_group", "'{1,2,2,3,4}'"},
-      {"w_op", "'{c,c,u,u,d}'"},
-      {"w_resource", "'{things,things,things,things,things}'"},
-      {"w_namespace", "'{ns,ns,ns,ns,ns}'"},
-      {"w_name", "'{x,y,t7,t8,t9}'"},
-      {"w_uid", "'{uid-x,uid-y,uid-t7,uid-t8,\"\"}'"},
-      {"w_generation", "'{1,1,2,2,0}'"},
-      {"w_creation", "'{1700000000,1700000000,1700000000,1700000000,0}'"},
-      {"w_deletion", "'{0,0,0,0,0}'"},
-      {"w_labels", R"('{"{}","{}","{}","{}","{}"}')"},
-      {"w_meta", R"('{"{}","{}","{}","{}","{}"}')"},
-      {"w_fields", R"('{"{}","{}","{}","{}","{}"}')"},
-      {"w_digest", R"('{"","","","",""}')"},
-      {"w_body", R"('{"{\"spec\":{\"n\":2}}","{\"spec\":{\"n\":3}}","{\"a\":1}","{}","{}"}')"},
-      {"w_expected", "'{0,0,7,0,9}'"},
-      {"d_group", "'{3,3}'"},
-      {"d_driver", "'{d,d}'"},
-      {"d_pool", "'{p,p}'"},
-      {"d_device", "'{gpu-0,gpu-1}'"},
-      {"d_share_id", R"('{"",s1}')"},
-      {"d_claim_uid", "'{uid-t8,uid-t8}'"},
-      {"d_admin_access", "'{f,f}'"},
-      {"d_consumed", R"('{"{}","{}"}')"},
-      {"d_charges",
-       R"('{"{\"capacity\":[],\"counters\":[]}","{\"capacity\":[[\"memory\",\"10\",\"80\"]],\"counters\":[]}"}')"},
-      {"a_group", "'{1,3}'"},
-      {"a_at", "'{1700000000000000,1700000000000000}'"},
-      {"a_request", "'{r1,r3}'"},
-      {"a_user", "'{alice,alice}'"},
-      {"a_groups", R"('{"[]","[]"}')"},
-      {"a_verb", "'{create,update}'"},
-      {"a_api_group", R"('{"",""}')"},
-      {"a_resource", "'{things,things}'"},
-      {"a_subresource", R"('{"",""}')"},
-      {"a_namespace", "'{ns,ns}'"},
-      {"a_name", "'{x,t8}'"},
-      {"a_code", "'{201,200}'"},
-      {"a_source", "'{rest,rest}'"},
-      {"a_user_agent", R"('{"",""}')"}};
+  SqlBatch clean;
+  clean.writes = {{1, "c", "things", "x", "uid-x", R"({"spec":{"n":2}})"},
+                  {2, "c", "things", "y", "uid-y", R"({"spec":{"n":3}})"},
+                  {2, "u", "things", "t7", "uid-t7", R"({"a":1})", 7},
+                  {3, "u", "things", "t8", "uid-t8", ""},
+                  {4, "d", "things", "t9", "", "", 9},
+                  {5, "d", "things", "t10", "", ""}};
+  clean.ledger = {{3, "gpu-0", "uid-t8"},
+                  {3, "gpu-1", "uid-t8", R"({"capacity":[["memory","10","80"]],"counters":[]})"}};
+  clean.audit = {{1, "r1"}, {3, "r3"}};
   plans.text.clear();
-  const pqxx::result done = tx.exec(WriteBatchCall(4, clean));
+  const pqxx::result done = tx.exec(clean.Call());
   const std::string text = plans.text;
   EXPECT_EQ(Outcomes(done),
-            (std::vector<std::string>{"1.1 ok", "2.1 ok", "2.2 ok", "3.1 ok", "4.1 ok"}));
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(done[i][2].as<int64_t>(), 5001 + i);
+            (std::vector<std::string>{"1.1 ok", "2.1 ok", "2.2 ok", "3.1 ok", "4.1 ok", "5.1 ok"}));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(done[i][2].as<int64_t>(), 5001 + i);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(done[i][4].is_null());
   EXPECT_EQ(done[4][4].as<std::string>(), "uid-t9");  // the deleted object's last state
   EXPECT_EQ(done[4][5].as<int64_t>(), 1600000000);
   EXPECT_EQ(done[4][6].as<std::string>(), R"({"n": 9})");
+  EXPECT_EQ(done[5][4].as<std::string>(), "uid-t10");
   EXPECT_EQ(tx.exec1("SELECT string_agg(rv || ' ' || event_type || ' ' || name || ' ' || uid || "
                      "' ' || body::text, ',' ORDER BY rv) FROM change_log")[0]
                 .as<std::string>(),
             R"(5001 ADDED x uid-x {"spec":{"n":2}},5002 ADDED y uid-y {"spec":{"n":3}},)"
             R"(5003 MODIFIED t7 uid-t7 {"a":1},5004 MODIFIED t8 uid-t8 {},)"
-            R"(5005 DELETED t9 uid-t9 {"n": 9})");
-  EXPECT_EQ(tx.exec1("SELECT string_agg(name || ' ' || resource_version || ' ' || generation, "
-                     "',' ORDER BY name) FROM objects "
-                     "WHERE name IN ('x', 'y', 't7', 't8', 't9')")[0]
+            R"(5005 DELETED t9 uid-t9 {"n": 9},5006 DELETED t10 uid-t10 {"n": 10})");
+  EXPECT_EQ(tx.exec1("SELECT string_agg(name || ' ' || resource_version, ',' ORDER BY name) "
+                     "FROM objects WHERE name IN ('x', 'y', 't7', 't8', 't9', 't10')")[0]
                 .as<std::string>(),
-            "t7 5003 2,t8 5004 2,x 5001 1,y 5002 1");
+            "t7 5003,t8 5004,x 5001,y 5002");
   EXPECT_EQ(tx.exec1("SELECT string_agg(device || ' ' || capacity_charges::text, ',' "
                      "ORDER BY device) FROM device_allocations")[0]
                 .as<std::string>(),
@@ -799,80 +864,49 @@ TEST(PgStoreTest, BatchesWithoutFailuresAreWrittenSetBased) {
   EXPECT_NE(text.find("Index Scan using objects_pkey on objects"), std::string::npos) << text;
   EXPECT_EQ(text.find("Seq Scan on objects"), std::string::npos) << text;
 
-  // Batches the set-based path must not take: the call needs the hidden function.
-  const std::map<std::string, std::string> one_update = {
-      {"w_group", "'{1}'"},         {"w_op", "'{u}'"},
-      {"w_resource", "'{things}'"}, {"w_namespace", "'{ns}'"},
-      {"w_name", "'{t7}'"},         {"w_uid", "'{uid-t7}'"},
-      {"w_generation", "'{3}'"},    {"w_creation", "'{1700000000}'"},
-      {"w_deletion", "'{0}'"},      {"w_labels", R"('{"{}"}')"},
-      {"w_meta", R"('{"{}"}')"},    {"w_fields", R"('{"{}"}')"},
-      {"w_digest", R"('{""}')"},    {"w_body", R"('{"{}"}')"},
-      {"w_expected", "'{0}'"}};
-  auto with = [&](std::map<std::string, std::string> batch,
-                  const std::map<std::string, std::string>& more) {
-    for (const auto& [k, v] : more) batch[k] = v;
-    return batch;
-  };
-  // A create of an object that exists.
-  std::map<std::string, std::string> clash = clean;
-  clash["w_name"] = "'{x,z,t7,t8,ghost}'";
-  clash["w_uid"] = "'{uid-x2,uid-z,uid-t7,uid-t8,\"\"}'";
-  clash["w_expected"] = "'{0,0,0,0,0}'";
-  clash["d_device"] = "'{gpu-2,gpu-3}'";
-  clash["a_request"] = "'{r4,r5}'";
-  // Group 1 takes gpu-0, which uid-t8 holds until group 2 releases it.
-  const auto freed_later = with(one_update, {{"d_group", "'{1}'"},
-                                             {"d_driver", "'{d}'"},
-                                             {"d_pool", "'{p}'"},
-                                             {"d_device", "'{gpu-0}'"},
-                                             {"d_share_id", R"('{""}')"},
-                                             {"d_claim_uid", "'{uid-t7}'"},
-                                             {"d_admin_access", "'{f}'"},
-                                             {"d_consumed", R"('{"{}"}')"},
-                                             {"d_charges", R"('{"{}"}')"},
-                                             {"r_group", "'{2}'"},
-                                             {"r_uid", "'{uid-t8}'"}});
-  // Group 1 gives claim c1 a device; group 2 deletes c1.
-  auto deletes_its_claim =
-      with(freed_later, {{"w_group", "'{1,2}'"},
-                         {"w_op", "'{u,d}'"},
-                         {"w_resource", "'{things,resourceclaims.resource.k8s.io}'"},
-                         {"w_namespace", "'{ns,ns}'"},
-                         {"w_name", "'{t7,c1}'"},
-                         {"w_uid", R"('{uid-t7,""}')"},
-                         {"w_generation", "'{3,0}'"},
-                         {"w_creation", "'{1700000000,0}'"},
-                         {"w_deletion", "'{0,0}'"},
-                         {"w_labels", R"('{"{}","{}"}')"},
-                         {"w_meta", R"('{"{}","{}"}')"},
-                         {"w_fields", R"('{"{}","{}"}')"},
-                         {"w_digest", R"('{"",""}')"},
-                         {"w_body", R"('{"{}","{}"}')"},
-                         {"w_expected", "'{0,0}'"},
-                         {"d_device", "'{gpu-5}'"},
-                         {"d_claim_uid", "'{uid-c1}'"},
-                         {"r_group", "'{}'"},
-                         {"r_uid", "'{}'"}});
-  for (const auto& batch : {clash, freed_later, deletes_its_claim}) {
+  // Batches the set-based path must not take.
+  SqlBatch clash = clean;  // x exists; ghost does not
+  clash.writes[0].uid = "uid-x2";
+  clash.writes[1].name = "z";
+  clash.writes[1].uid = "uid-z";
+  clash.writes[2].expected = 0;
+  clash.writes[4] = {4, "d", "things", "ghost", "", ""};
+  clash.writes[5] = {5, "d", "things", "t11", "", ""};
+  clash.ledger[0].device = "gpu-2";
+  clash.ledger[1].device = "gpu-3";
+  clash.audit = {{1, "r4"}, {3, "r5"}};
+  SqlBatch freed_later;  // group 1 takes gpu-0, which uid-t8 holds until group 2 releases it
+  freed_later.writes = {{1, "u", "things", "t7", "uid-t7", ""}};
+  freed_later.ledger = {{1, "gpu-0", "uid-t7"}};
+  freed_later.releases = {{2, "uid-t8"}};
+  AddFiller(freed_later, 3, 5, "f");
+  SqlBatch deletes_its_claim;  // group 1 gives claim c1 a device; group 2 deletes c1
+  deletes_its_claim.writes = {{1, "u", "things", "t7", "uid-t7", ""},
+                              {2, "d", "resourceclaims.resource.k8s.io", "c1", "", ""}};
+  deletes_its_claim.ledger = {{1, "gpu-5", "uid-c1"}};
+  AddFiller(deletes_its_claim, 3, 4, "g");
+  SqlBatch small;  // five writes: cheaper one by one
+  AddFiller(small, 1, 5, "s");
+  for (const SqlBatch& batch : {clash, freed_later, deletes_its_claim, small}) {
     pqxx::subtransaction hidden(tx);
-    EXPECT_THROW(hidden.exec(WriteBatchCall(4, batch)), pqxx::undefined_function);
+    EXPECT_THROW(hidden.exec(batch.Call()), pqxx::undefined_function);
   }
   tx.exec("ALTER FUNCTION qm_write_batch_each_hidden RENAME TO qm_write_batch_each");
-  const pqxx::result each = tx.exec(WriteBatchCall(4, clash));
-  EXPECT_EQ(Outcomes(each),
-            (std::vector<std::string>{"1.1 exists", "2.1 ok", "2.2 ok", "3.1 ok", "4.1 missing"}));
-  EXPECT_EQ(tx.exec1("SELECT string_agg(name, ',' ORDER BY rv) FROM change_log WHERE rv > 5005")[0]
+  EXPECT_EQ(Outcomes(tx.exec(clash.Call())),
+            (std::vector<std::string>{"1.1 exists", "2.1 ok", "2.2 ok", "3.1 ok", "4.1 missing",
+                                      "5.1 ok"}));
+  EXPECT_EQ(tx.exec1("SELECT string_agg(name, ',' ORDER BY rv) FROM change_log WHERE rv > 5006")[0]
                 .as<std::string>(),
-            "z,t7,t8");
+            "z,t7,t8,t11");
   EXPECT_EQ(tx.exec1("SELECT string_agg(request_id, ',' ORDER BY id) FROM audit_events")[0]
                 .as<std::string>(),
             "r1,r3,r5");
   EXPECT_EQ(tx.exec1("SELECT uid FROM objects WHERE name = 'x'")[0].as<std::string>(), "uid-x");
-  EXPECT_EQ(Outcomes(tx.exec(WriteBatchCall(2, freed_later))),
-            (std::vector<std::string>{"1.1 taken"}));
-  EXPECT_EQ(Outcomes(tx.exec(WriteBatchCall(2, deletes_its_claim))),
-            (std::vector<std::string>{"1.1 ok", "2.1 ok"}));
+  EXPECT_EQ(
+      Outcomes(tx.exec(freed_later.Call())),
+      (std::vector<std::string>{"1.1 taken", "3.1 ok", "4.1 ok", "5.1 ok", "6.1 ok", "7.1 ok"}));
+  EXPECT_EQ(Outcomes(tx.exec(deletes_its_claim.Call())),
+            (std::vector<std::string>{"1.1 ok", "2.1 ok", "3.1 ok", "4.1 ok", "5.1 ok", "6.1 ok"}));
   // Group 2 of freed_later released uid-t8's devices; deleting c1 released gpu-5.
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM device_allocations")[0].as<int>(), 0);
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM objects WHERE name = 'c1'")[0].as<int>(), 0);
