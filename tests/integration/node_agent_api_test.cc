@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -544,6 +545,27 @@ TEST_F(NodeAgentApiTest, AReconnectGetsOnlyTheDifferences) {
   auto foreign = Watch("node-b", WatchRequest("gpu-node-a"));
   EXPECT_FALSE(foreign->reader->Read(&msg));
   EXPECT_EQ(foreign->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// A watch for a revision the router has not reached waits for it: the change that brings the
+// router there wakes the waiting Open (long before its catch-up timeout).
+TEST_F(NodeAgentApiTest, AnOpenWaitingForARevisionWakesWhenItArrives) {
+  api::nodeapi::AssignmentRouterOptions patient;
+  patient.catch_up_timeout = std::chrono::seconds(20);
+  api::nodeapi::AssignmentRouter router(*objects_, *hub_, patient);
+  ASSERT_TRUE(router.Start().ok());
+  const int64_t next = router.revision() + 1;
+  const auto start = std::chrono::steady_clock::now();
+  auto opened = std::async(std::launch::async,
+                           [&] { return router.Open("gpu-node-a", {kDriver}, {}, next); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Open is waiting by now
+  Create("/api/v1/namespaces", json{{"metadata", {{"name", "wake-up"}}}});
+  auto feed = opened.get();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  EXPECT_GE(router.revision(), next);
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  router.Stop();
 }
 
 TEST_F(NodeAgentApiTest, HealthAndHeartbeats) {

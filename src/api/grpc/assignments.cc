@@ -184,6 +184,7 @@ void AssignmentRouter::Stop() {
     watcher = std::move(watcher_);
   }
   changed_.SignalAll();
+  reload_wanted_.SignalAll();
   if (watcher) watcher->Detach();
   for (auto& f : touched) f->Notify();
   if (reload_thread_.joinable()) reload_thread_.join();
@@ -282,6 +283,7 @@ void AssignmentRouter::OfferLocked(const std::string& node, const v1::Assignment
 void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
   const model::Object& obj = event.object;
   std::vector<std::shared_ptr<AssignmentFeed>> touched;
+  bool wake = false;  // an Open waits for the revision to move
   if (obj.resource == kClaims) {
     std::optional<ClaimAssignment> next;
     if (event.type != model::EventType::kDeleted) {
@@ -298,16 +300,19 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
     qm::MutexLock lock(&mu_);
     ApplyLocked(obj.meta.uid, ref, std::move(next), obj.meta.resource_version, &touched);
     rv_ = std::max(rv_, obj.meta.resource_version);
+    wake = open_waiters_ > 0;
   } else {
     qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, obj.meta.resource_version);
+    wake = open_waiters_ > 0;
   }
-  changed_.SignalAll();
+  if (wake) changed_.SignalAll();
   for (auto& f : touched) f->Notify();
 }
 
 void AssignmentRouter::OnTick(int64_t rv) {
   std::vector<std::shared_ptr<AssignmentFeed>> touched;
+  bool wake = false;
   {
     qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, rv);
@@ -317,8 +322,9 @@ void AssignmentRouter::OnTick(int64_t rv) {
     for (auto& [node, feed] : feeds_) {
       if (feed->BookmarkLocked(rv_, now)) touched.push_back(feed);
     }
+    wake = open_waiters_ > 0;
   }
-  changed_.SignalAll();
+  if (wake) changed_.SignalAll();
   for (auto& f : touched) f->Notify();
 }
 
@@ -327,13 +333,13 @@ void AssignmentRouter::OnExpired() {
     qm::MutexLock lock(&mu_);
     reload_ = true;
   }
-  changed_.SignalAll();
+  reload_wanted_.SignalAll();
 }
 
 void AssignmentRouter::ReloadLoop() {
   qm::MutexLock lock(&mu_);
   while (!stopping_) {
-    while (!stopping_ && !reload_) changed_.Wait(&mu_);
+    while (!stopping_ && !reload_) reload_wanted_.Wait(&mu_);
     if (stopping_) return;
     reload_ = false;
     mu_.Unlock();
@@ -344,7 +350,7 @@ void AssignmentRouter::ReloadLoop() {
                    std::string(st.message()));
       reload_ = true;
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      while (!stopping_ && changed_.WaitUntil(&mu_, deadline)) {
+      while (!stopping_ && reload_wanted_.WaitUntil(&mu_, deadline)) {
       }
     }
   }
@@ -355,8 +361,10 @@ absl::StatusOr<std::shared_ptr<AssignmentFeed>> AssignmentRouter::Open(
     const std::vector<v1::PreparedRef>& prepared, int64_t min_rv) {
   qm::MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
+  ++open_waiters_;
   while (!stopping_ && !(ready_ && rv_ >= min_rv) && changed_.WaitUntil(&mu_, deadline)) {
   }
+  --open_waiters_;
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   if (!ready_ || rv_ < min_rv) {
     return absl::UnavailableError("this server has not caught up with resource version " +

@@ -162,7 +162,12 @@ class AssignmentRouter {
   const AssignmentRouterOptions options_;
 
   qm::Mutex mu_;
+  // Open waits on `changed_` for the revision to reach the agent's; the events and ticks signal
+  // it only while an Open waits (`open_waiters_`): every change of every resource comes through
+  // here, and a wake-up per change was a futex call and a context switch each.
   qm::CondVar changed_;
+  int open_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  qm::CondVar reload_wanted_;  // the reload thread's: the feed expired, or stopping
   std::map<std::string, Entry> claims_ ABSL_GUARDED_BY(mu_);                   // by uid
   std::map<std::string, std::set<std::string>> by_node_ ABSL_GUARDED_BY(mu_);  // node -> uids
   std::multimap<std::string, std::shared_ptr<AssignmentFeed>> feeds_ ABSL_GUARDED_BY(mu_);
