@@ -8,7 +8,9 @@ namespace qm::service {
 
 int64_t DefaultGracePeriodSeconds(const model::Object& obj) {
   if (obj.resource != "pods") return 0;
-  return model::json::DecodePod(obj).GracePeriodSeconds();
+  model::Pod pod;
+  pod.termination_grace_period_seconds = model::json::PodTerminationGracePeriodSeconds(obj);
+  return pod.GracePeriodSeconds();
 }
 
 bool MarkForDeletion(model::ObjectMeta& meta, std::chrono::system_clock::time_point now,

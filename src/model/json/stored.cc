@@ -1,5 +1,6 @@
 #include "model/json/stored.h"
 
+#include <limits>
 #include <set>
 
 #include "common/clock.h"
@@ -18,6 +19,10 @@ using nlohmann::json;
 json ParseBody(const std::string& text) { return std::move(Document::Parse(text).value()); }
 
 std::optional<int64_t> Int(const json& v) {
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return std::nullopt;  // does not fit (it read as a negative number)
+  }
   if (v.is_number_integer()) return v.get<int64_t>();
   return std::nullopt;
 }
@@ -97,6 +102,77 @@ Node DecodeNode(const Object& node) {
     if (Str(c, "type") == "Ready") out.ready = Str(c, "status") == "True";
   });
   return out;
+}
+
+namespace {
+
+// Reads spec.terminationGracePeriodSeconds of a pod body and stops there; values of other
+// fields are skipped by the parser without being stored.
+class GracePeriodReader final : public json::json_sax_t {
+ public:
+  std::optional<int64_t> value;
+
+  bool null() override { return Scalar(); }
+  bool boolean(bool) override { return Scalar(); }
+  bool number_integer(number_integer_t v) override { return Integer(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (v > static_cast<number_unsigned_t>(std::numeric_limits<int64_t>::max())) return Scalar();
+    return Integer(static_cast<int64_t>(v));
+  }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(); }
+  bool string(string_t&) override { return Scalar(); }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 1) in_spec_ = key_ == "spec";
+    ++depth_;
+    key_.clear();
+    return true;
+  }
+  bool key(string_t& k) override {
+    key_ = k;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return !(depth_ == 1 && in_spec_);  // leaving spec without the field: done
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    key_.clear();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception&) override {
+    return false;
+  }
+
+ private:
+  bool Scalar() {
+    if (depth_ == 2 && in_spec_ && key_ == "terminationGracePeriodSeconds") return false;
+    return true;
+  }
+  bool Integer(int64_t v) {
+    if (depth_ == 2 && in_spec_ && key_ == "terminationGracePeriodSeconds") {
+      value = v;
+      return false;  // found: stop
+    }
+    return true;
+  }
+
+  int depth_ = 0;         // 1: in the body object; 2: in one of its fields' objects
+  bool in_spec_ = false;  // that field is spec
+  std::string key_;       // the last key read
+};
+
+}  // namespace
+
+std::optional<int64_t> PodTerminationGracePeriodSeconds(const Object& pod) {
+  GracePeriodReader reader;
+  json::sax_parse(pod.body, &reader);
+  return reader.value;
 }
 
 Pod DecodePod(const Object& pod) { return DecodePod(ParseBody(pod.body)); }

@@ -39,6 +39,10 @@ Node DecodeNode(const Object& node);
 Pod DecodePod(const Object& pod);
 Pod DecodePod(const nlohmann::json& body);
 
+// A pod's spec.terminationGracePeriodSeconds (nullopt when unset or not an integer), as
+// DecodePod reads it, without building the rest of the pod: deletion needs only this.
+std::optional<int64_t> PodTerminationGracePeriodSeconds(const Object& pod);
+
 // spec.hard of a ResourceQuota.
 QuotaHard DecodeQuotaHard(const Object& quota);
 

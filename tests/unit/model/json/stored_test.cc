@@ -311,5 +311,39 @@ TEST(StoredTest, CapacityMapIsCanonicalQuantities) {
   EXPECT_EQ(EncodeCapacityMap({}), "{}");
 }
 
+// Deletion reads only a pod's grace period, without decoding the pod: it must read what
+// DecodePod reads, whatever else the body holds.
+TEST(StoredTest, GracePeriodReadsAsDecodePodReadsIt) {
+  const std::vector<std::pair<std::string, std::optional<int64_t>>> cases = {
+      {R"({"spec": {"terminationGracePeriodSeconds": 5}})", 5},
+      {R"({"spec": {"containers": [{"name": "c", "terminationGracePeriodSeconds": 7}],
+                    "terminationGracePeriodSeconds": 0}})",
+       0},
+      {R"({"metadata": {"terminationGracePeriodSeconds": 9},
+           "status": {"terminationGracePeriodSeconds": 8},
+           "spec": {"nodeName": "n", "overhead": {"terminationGracePeriodSeconds": 6}}})",
+       std::nullopt},
+      {R"({"spec": {"terminationGracePeriodSeconds": -3}})", -3},
+      {R"({"spec": {"terminationGracePeriodSeconds": "30"}})", std::nullopt},
+      {R"({"spec": {"terminationGracePeriodSeconds": 1.5}})", std::nullopt},
+      {R"({"spec": {"terminationGracePeriodSeconds": null}})", std::nullopt},
+      {R"({"spec": [{"terminationGracePeriodSeconds": 4}]})", std::nullopt},
+      {R"({"spec": 12})", std::nullopt},
+      {R"({"status": {"phase": "Running"}})", std::nullopt},
+      {R"({"spec": {"terminationGracePeriodSeconds": 18446744073709551615}})", std::nullopt},
+      {R"({"spec": {"nodeName": "n")", std::nullopt},  // truncated
+      {"", std::nullopt},
+  };
+  for (const auto& [body, want] : cases) {
+    const Object pod = Stored("pods", "p", body);
+    EXPECT_EQ(PodTerminationGracePeriodSeconds(pod), want) << body;
+    if (json::accept(body)) {
+      EXPECT_EQ(PodTerminationGracePeriodSeconds(pod),
+                DecodePod(pod).termination_grace_period_seconds)
+          << body;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qm::model::json
