@@ -18,8 +18,9 @@
 --    made room for later in the queue is never taken earlier in it (the attempt fails and the
 --    write-by-write path decides);
 --  * a batch of fewer than six writes goes write by write at once: the set-based statements
---    cost more per call than they save on so few rows (measured: a batch of one pod create or
---    delete 1.7x slower set-based, four about even, eight 1.5x faster, 64 2.5x faster);
+--    cost more per call than they save on so few rows (measured with pod creates and deletes:
+--    one write per batch 1.1-1.4x slower set-based, four about even, eight 1.4-2x faster, 64
+--    2-3x faster);
 --  * a batch goes write by write at once when the order of its parts matters otherwise: it
 --    writes one object twice, it writes a ResourceQuota (whose first insert counts the
 --    namespace's usage from the objects table), or it releases a claim it also gives ledger
@@ -29,7 +30,7 @@
 -- write-by-write function, the ledger functions and the triggers get it too): PostgreSQL would
 -- otherwise plan most of their statements anew on every call, because the custom plan for the
 -- batch's arrays always looks cheaper than the generic one; the plans are the same index
--- lookups (a one-write batch took 0.55 ms, 0.3 ms with generic plans).
+-- lookups (a one-write batch took about 0.5 ms, 0.3 ms with generic plans).
 ALTER FUNCTION qm_write_batch(integer, integer[], text[], text[], text[], text[], text[],
                               bigint[], bigint[], bigint[], text[], text[], text[], text[],
                               text[], bigint[], integer[], text[], text[], text[], text[],

@@ -399,6 +399,26 @@ TEST(PgStoreTest, NodeLeasesOnlyMoveForward) {
                          {"a", t0}, {"b\"q", t0 + microseconds(9)}}));
 }
 
+// The notices a connection receives (auto_explain's plans, below), in one text.
+struct Plans : pqxx::errorhandler {
+  explicit Plans(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
+  bool operator()(const char msg[]) noexcept override {
+    text += msg;
+    return true;
+  }
+  std::string text;
+};
+
+// From here on in `tx`, the plan of every statement, nested ones (functions, triggers) too,
+// comes to the client as a notice.
+void ExplainEveryStatement(pqxx::work& tx) {
+  tx.exec("LOAD 'auto_explain'");
+  tx.exec("SET LOCAL auto_explain.log_min_duration = 0");
+  tx.exec("SET LOCAL auto_explain.log_nested_statements = on");
+  tx.exec("SET LOCAL auto_explain.log_level = notice");
+  tx.exec("SET LOCAL client_min_messages = notice");
+}
+
 // The allocation history's triggers look up the claim of each ledger row they record. The
 // ledger's claim_uid is COLLATE "C" and objects.uid is not: compared as they are, the lookup
 // cannot use the objects_uid index and every ledger insert and release scanned the whole
@@ -408,14 +428,6 @@ TEST(PgStoreTest, LedgerHistoryFindsClaimsThroughTheUidIndex) {
   auto& env = testing::PgTestEnv::Get();
   env.Reset();
   ASSERT_TRUE(PgStore::Open(env.url(), 1).ok());
-  struct Plans : pqxx::errorhandler {
-    explicit Plans(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
-    bool operator()(const char msg[]) noexcept override {
-      text += msg;
-      return true;
-    }
-    std::string text;
-  };
   pqxx::connection c(env.url());
   Plans plans(c);
   pqxx::work tx(c);
@@ -425,11 +437,7 @@ TEST(PgStoreTest, LedgerHistoryFindsClaimsThroughTheUidIndex) {
       "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
       "'{}', '{}', '{}', '', '{}' FROM generate_series(1, 5000) AS g");
   tx.exec("ANALYZE objects");
-  tx.exec("LOAD 'auto_explain'");
-  tx.exec("SET LOCAL auto_explain.log_min_duration = 0");
-  tx.exec("SET LOCAL auto_explain.log_nested_statements = on");
-  tx.exec("SET LOCAL auto_explain.log_level = notice");
-  tx.exec("SET LOCAL client_min_messages = notice");
+  ExplainEveryStatement(tx);
   EXPECT_TRUE(tx.exec1("SELECT qm_insert_device_claim('d', 'p', 'gpu-0', '', 'uid-7', false, "
                        "'{}', '{}') IS NULL")[0]
                   .as<bool>());
@@ -790,14 +798,6 @@ TEST(PgStoreTest, BatchesWithoutFailuresAreWrittenSetBased) {
   auto& env = testing::PgTestEnv::Get();
   env.Reset();
   ASSERT_TRUE(PgStore::Open(env.url(), 1).ok());
-  struct Plans : pqxx::errorhandler {
-    explicit Plans(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
-    bool operator()(const char msg[]) noexcept override {
-      text += msg;
-      return true;
-    }
-    std::string text;
-  };
   pqxx::connection c(env.url());
   Plans plans(c);
   pqxx::work tx(c);
@@ -814,11 +814,7 @@ TEST(PgStoreTest, BatchesWithoutFailuresAreWrittenSetBased) {
   tx.exec("SELECT setval('resource_version_seq', 5000)");
   tx.exec("ANALYZE objects");
   tx.exec("ALTER FUNCTION qm_write_batch_each RENAME TO qm_write_batch_each_hidden");
-  tx.exec("LOAD 'auto_explain'");
-  tx.exec("SET LOCAL auto_explain.log_min_duration = 0");
-  tx.exec("SET LOCAL auto_explain.log_nested_statements = on");
-  tx.exec("SET LOCAL auto_explain.log_level = notice");
-  tx.exec("SET LOCAL client_min_messages = notice");
+  ExplainEveryStatement(tx);
   SqlBatch clean;
   clean.writes = {{1, "c", "things", "x", "uid-x", R"({"spec":{"n":2}})"},
                   {2, "c", "things", "y", "uid-y", R"({"spec":{"n":3}})"},
