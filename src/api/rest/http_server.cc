@@ -262,10 +262,13 @@ class WatchStream final : public WatchSink {
   WatchStream(std::string request_id, Notify notify)
       : request_id_(std::move(request_id)), notify_(std::move(notify)) {}
 
+  // The connection closes when the watch ends (FlushWatch), and the head says so: a client that
+  // took the finished stream's connection for reusable sent its next request into the close
+  // (Chromium retried such requests twice, then failed them with ERR_TOO_MANY_RETRIES).
   void Begin(const std::vector<std::string>& warnings) override {
     std::string head =
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-        "Cache-Control: no-cache, private\r\nAudit-Id: " +
+        "Connection: close\r\nCache-Control: no-cache, private\r\nAudit-Id: " +
         request_id_ + "\r\n";
     for (const auto& w : WarningValues(warnings)) head += "Warning: " + w + "\r\n";
     head += "\r\n";

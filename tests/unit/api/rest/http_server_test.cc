@@ -476,6 +476,8 @@ TEST_F(HttpServerTest, WatchStreamsEventsWithChunkedEncoding) {
   std::string head = w.ReadAll(std::chrono::milliseconds(500));
   EXPECT_EQ(Code(head), 200);
   EXPECT_NE(head.find("Transfer-Encoding: chunked"), std::string::npos);
+  // The server closes the connection when the watch ends; a client must not take it for reuse.
+  EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos) << head;
   RawClient c(port());
   std::string body =
       R"({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu"}})";
