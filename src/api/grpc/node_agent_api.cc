@@ -289,7 +289,7 @@ absl::StatusOr<std::optional<model::Object>> Revise(
                 service::AdmitNodeWrite(user, type.kind, scope == Scope::kStatus ? "status" : "",
                                         model::json::NodeRelationsOf(old),
                                         model::json::NodeRelationsOf(next))));
-  QM_ASSIGN_OR_RETURN(model::Object revised, ToObject(type, next));
+  QM_ASSIGN_OR_RETURN(model::Object revised, ToObject(type, std::move(next)));
   return std::optional<model::Object>(std::move(revised));
 }
 
@@ -402,7 +402,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
       QM_RETURN_IF_ERROR(Forbidden(type, node,
                                    service::AdmitNodeWrite(caller.user, "Node", "", std::nullopt,
                                                            model::json::NodeRelationsOf(hub))));
-      QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, hub));
+      QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, std::move(hub)));
       store::AuditRecord record = Record(caller, "create", "", "nodes", "", "", node);
       absl::StatusOr<model::Object> created;
       {
@@ -1162,7 +1162,7 @@ absl::Status NodeAgentApi::SyncHealthTaints(
     if (auto errors = ValidateObject(type, hub, nullptr); !errors.empty()) {
       return InvalidFields("", errors);
     }
-    QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, hub));
+    QM_ASSIGN_OR_RETURN(model::Object o, ToObject(type, std::move(hub)));
     store::AuditRecord record =
         Record(controller, "create", model::kResourceGroup, "devicetaintrules", "", "", name);
     store::AuditScope scope(&record);

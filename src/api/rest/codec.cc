@@ -374,11 +374,11 @@ json FromHub(const model::ResourceType& type, const std::string& version, json o
   return obj;
 }
 
-absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const json& hub) {
-  if (!hub.is_object()) return absl::InvalidArgumentError("the object must be a JSON object");
+absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, json body) {
+  if (!body.is_object()) return absl::InvalidArgumentError("the object must be a JSON object");
   model::Object obj;
   obj.resource = type.GroupResource();
-  json body = hub;
+  obj.fields = SelectableFields(type, body);
   body.erase("apiVersion");
   body.erase("kind");
   json meta = json::object();
@@ -427,9 +427,23 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const js
     if (!it->is_array()) return MetaTypeError("ownerReferences", "a list");
     if (!it->empty()) obj.meta.owner_references = it->dump();
   }
-  obj.spec_digest = model::json::SpecDigestOf(body);
-  obj.fields = SelectableFields(type, hub);
-  obj.body = body.dump();
+  // The body's text as dump() writes it (members in key order), member by member, so that the
+  // spec's text is written once and hashed for the digest as it is.
+  std::string& text = obj.body;
+  text.push_back('{');
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it != body.begin()) text.push_back(',');
+    text += json(it.key()).dump();
+    text.push_back(':');
+    if (it.key() == "spec" && !it->is_null()) {
+      const size_t start = text.size();
+      text += it->dump();
+      obj.spec_digest = model::SpecDigest(std::string_view(text).substr(start));
+    } else {
+      text += it->dump();
+    }
+  }
+  text.push_back('}');
   return obj;
 }
 

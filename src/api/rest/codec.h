@@ -33,8 +33,9 @@ nlohmann::json FromHub(const model::ResourceType& type, const std::string& versi
 
 // Splits a hub-shape JSON object into the stored form: typed metadata, body text without
 // metadata/apiVersion/kind, spec digest and field-selector values. InvalidArgument (400) when
-// metadata has the wrong types (e.g. a non-string label value or a bad resourceVersion).
-absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, const nlohmann::json& hub);
+// metadata has the wrong types (e.g. a non-string label value or a bad resourceVersion). Takes
+// the hub by value: a caller done with it moves it in and saves a copy.
+absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, nlohmann::json hub);
 
 // Rebuilds the full hub-shape JSON object (apiVersion, kind, metadata, body).
 nlohmann::json FromObject(const model::ResourceType& type, const model::Object& obj);

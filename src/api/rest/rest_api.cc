@@ -726,7 +726,7 @@ HttpResponse RestApi::HandleResource(const HttpRequest& req, const Target& t) {
           model::json::NodeRelationsOf(hub))));
       if (!status_only) QM_RETURN_IF_ERROR(forbidden(AdmitRbac(type, hub, req)));
     }
-    return ToObject(type, hub);
+    return ToObject(type, std::move(hub));
   };
 
   // Create from a client object; used by POST and by apply on a missing object.
