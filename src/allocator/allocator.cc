@@ -58,6 +58,10 @@ bool NodeMatches(const model::NodeInfo* node, const std::string& node_name, bool
   return false;
 }
 
+bool NodeMatches(const model::NodeInfo* node, const model::DeviceBinding& device) {
+  return NodeMatches(node, device.node_name, device.all_nodes, device.node_selector);
+}
+
 bool BlockingEffect(const std::string& effect) {
   return effect == "NoSchedule" || effect == "NoExecute";
 }
@@ -269,9 +273,8 @@ void Search::GatherPools() {
     if (slice.all_nodes || slice.node_selector.has_value()) {
       relevant = NodeMatches(node_, "", slice.all_nodes, slice.node_selector);
     } else if (slice.per_device_node_selection) {
-      relevant = std::any_of(slice.devices.begin(), slice.devices.end(), [&](const auto& d) {
-        return NodeMatches(node_, d.node_name, d.all_nodes, d.node_selector);
-      });
+      relevant = std::any_of(slice.devices.begin(), slice.devices.end(),
+                             [&](const auto& d) { return NodeMatches(node_, d.Binding()); });
     }
     if (relevant) add(s);
   }
@@ -309,8 +312,7 @@ void Search::GatherPools() {
       const auto& se = inv_.slices()[s];
       for (uint32_t i = 0; i < se.slice->devices.size(); ++i) {
         const auto& d = se.slice->devices[i];
-        if (se.slice->per_device_node_selection &&
-            !NodeMatches(node_, d.node_name, d.all_nodes, d.node_selector)) {
+        if (se.slice->per_device_node_selection && !NodeMatches(node_, d.Binding())) {
           continue;
         }
         candidates_.push_back(Candidate{se.first_device + i, view.group});
@@ -805,17 +807,18 @@ void Search::BuildResults(Outcome& out) {
     r.device = entry.device->name;
     r.admin_access = p.req->spec->admin_access;
     r.tolerations = p.req->spec->tolerations;
-    r.binding_conditions = entry.device->binding_conditions;
-    r.binding_failure_conditions = entry.device->binding_failure_conditions;
+    const model::DeviceBinding& binding = entry.device->Binding();
+    r.binding_conditions = binding.binding_conditions;
+    r.binding_failure_conditions = binding.binding_failure_conditions;
     r.share_id = p.share_id;
     if (p.shared) r.consumed_capacity = p.consumed;
     r.skip_node_operations = slice.skip_node_operations;
     out.allocations[p.claim].results.push_back(std::move(r));
 
     const bool device_level = slice.per_device_node_selection;
-    const std::string& node_name = device_level ? entry.device->node_name : slice.node_name;
-    const auto& selector = device_level ? entry.device->node_selector : slice.node_selector;
-    if (!node_name.empty() || entry.device->binds_to_node) {
+    const std::string& node_name = device_level ? binding.node_name : slice.node_name;
+    const auto& selector = device_level ? binding.node_selector : slice.node_selector;
+    if (!node_name.empty() || binding.binds_to_node) {
       node_local[p.claim] = true;
     } else if (selector.has_value() && !selector->terms.empty()) {
       auto& term = merged[p.claim];

@@ -298,7 +298,9 @@ std::shared_ptr<const Inventory> Inventory::Build(InventoryInput input, cel::Pro
       for (const auto& rule : input.taint_rules) {
         if (RuleMatches(rule, slice.driver, slice.pool, d.name)) e.taints.push_back(rule.taint);
       }
-      if (!d.binding_conditions.empty()) inv->groups_[se.group].has_binding_conditions = true;
+      if (!d.Binding().binding_conditions.empty()) {
+        inv->groups_[se.group].has_binding_conditions = true;
+      }
       if (reuse != nullptr) {
         e.value = reuse->value;
         e.value_error = reuse->value_error;

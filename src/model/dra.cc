@@ -55,6 +55,11 @@ bool NodeSelectorMatches(const NodeSelector& selector, const NodeInfo& node) {
                      [&](const NodeSelectorTerm& t) { return TermMatches(t, node); });
 }
 
+const DeviceBinding& Device::Binding() const {
+  static const DeviceBinding kNone;
+  return binding != nullptr ? *binding : kNone;
+}
+
 bool Tolerates(const DeviceToleration& toleration, const DeviceTaint& taint) {
   if (!toleration.effect.empty() && toleration.effect != taint.effect) return false;
   if (!toleration.key.empty() && toleration.key != taint.key) return false;

@@ -111,6 +111,24 @@ struct DeviceToleration {
 // True when `toleration` tolerates `taint` (dra/resourceclaim ToleratesTaint).
 bool Tolerates(const DeviceToleration& toleration, const DeviceTaint& taint);
 
+// Where a device may be used and when its allocation may bind: per-device node selection (only
+// with slice.per_device_node_selection) and binding conditions. Few devices set any of these, so
+// a Device holds them out of line (Device::binding).
+struct DeviceBinding {
+  std::string node_name;
+  std::optional<NodeSelector> node_selector;
+  bool all_nodes = false;
+  bool binds_to_node = false;
+  std::vector<std::string> binding_conditions;
+  std::vector<std::string> binding_failure_conditions;
+
+  // True when nothing is set (a device without any of these holds no DeviceBinding).
+  bool Empty() const {
+    return node_name.empty() && !node_selector.has_value() && !all_nodes && !binds_to_node &&
+           binding_conditions.empty() && binding_failure_conditions.empty();
+  }
+};
+
 struct Device {
   std::string name;
   // Keys as written in the slice: "productName" or "gpu.nvidia.com/productName". Sorted vectors
@@ -119,15 +137,13 @@ struct Device {
   FlatMap<std::string, AttributeValue> attributes;
   FlatMap<std::string, DeviceCapacity> capacity;
   std::vector<DeviceCounterConsumption> consumes_counters;
-  // Per-device node selection (only with slice.per_device_node_selection).
-  std::string node_name;
-  std::optional<NodeSelector> node_selector;
-  bool all_nodes = false;
   std::vector<DeviceTaint> taints;
-  bool binds_to_node = false;
-  std::vector<std::string> binding_conditions;
-  std::vector<std::string> binding_failure_conditions;
+  // Null when the device sets none of its fields; shared and immutable (inline they made every
+  // device 112 bytes larger). Read through Binding().
+  std::shared_ptr<const DeviceBinding> binding;
   bool allow_multiple_allocations = false;
+
+  const DeviceBinding& Binding() const;
 };
 
 struct ResourceSlice {

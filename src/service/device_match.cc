@@ -161,8 +161,8 @@ absl::StatusOr<DeviceMatchResult> PreviewDeviceMatches(ObjectService& objects,
     device.pool = slice.pool;
     device.name = entry.device->name;
     if (slice.per_device_node_selection) {
-      device.node_name = entry.device->node_name;
-      device.all_nodes = entry.device->all_nodes;
+      device.node_name = entry.device->Binding().node_name;
+      device.all_nodes = entry.device->Binding().all_nodes;
     } else {
       device.node_name = slice.node_name;
       device.all_nodes = slice.all_nodes;

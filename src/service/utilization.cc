@@ -74,8 +74,9 @@ class Replay {
           unit.groups.push_back(Group(ModelOf(*entry.device, slice.driver)));
           break;
         case UtilizationGroupBy::kNode:
-          unit.groups.push_back(
-              Group(slice.per_device_node_selection ? entry.device->node_name : slice.node_name));
+          unit.groups.push_back(Group(slice.per_device_node_selection
+                                          ? entry.device->Binding().node_name
+                                          : slice.node_name));
           break;
         case UtilizationGroupBy::kNamespace:
           break;

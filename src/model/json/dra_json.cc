@@ -266,11 +266,12 @@ absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path) {
       out.consumes_counters.push_back(std::move(consumption));
     }
   }
-  QM_RETURN_IF_ERROR(GetString(d, "nodeName", path, out.node_name));
+  DeviceBinding binding;
+  QM_RETURN_IF_ERROR(GetString(d, "nodeName", path, binding.node_name));
   if (const json* ns = Member(d, "nodeSelector")) {
-    QM_ASSIGN_OR_RETURN(out.node_selector, DecodeNodeSelector(*ns, path + ".nodeSelector"));
+    QM_ASSIGN_OR_RETURN(binding.node_selector, DecodeNodeSelector(*ns, path + ".nodeSelector"));
   }
-  QM_RETURN_IF_ERROR(GetBool(d, "allNodes", path, out.all_nodes));
+  QM_RETURN_IF_ERROR(GetBool(d, "allNodes", path, binding.all_nodes));
   if (const json* taints = Member(d, "taints")) {
     if (!taints->is_array()) return TypeError(path + ".taints", "array");
     for (size_t i = 0; i < taints->size(); ++i) {
@@ -279,10 +280,11 @@ absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path) {
       out.taints.push_back(std::move(t));
     }
   }
-  QM_RETURN_IF_ERROR(GetBool(d, "bindsToNode", path, out.binds_to_node));
-  QM_RETURN_IF_ERROR(GetStrings(d, "bindingConditions", path, out.binding_conditions));
+  QM_RETURN_IF_ERROR(GetBool(d, "bindsToNode", path, binding.binds_to_node));
+  QM_RETURN_IF_ERROR(GetStrings(d, "bindingConditions", path, binding.binding_conditions));
   QM_RETURN_IF_ERROR(
-      GetStrings(d, "bindingFailureConditions", path, out.binding_failure_conditions));
+      GetStrings(d, "bindingFailureConditions", path, binding.binding_failure_conditions));
+  if (!binding.Empty()) out.binding = std::make_shared<const DeviceBinding>(std::move(binding));
   QM_RETURN_IF_ERROR(GetBool(d, "allowMultipleAllocations", path, out.allow_multiple_allocations));
   return out;
 }

@@ -60,6 +60,34 @@ TEST(DraJsonTest, ResourceSliceCarriesDevicesCountersAndTaints) {
   EXPECT_FALSE(mig.allow_multiple_allocations);
 }
 
+// Per-device node selection and binding conditions live out of line: a device that sets none
+// holds no DeviceBinding (most of a fleet), one that sets any reads them through Binding().
+TEST(DraJsonTest, DeviceBindingFieldsAreHeldOnlyWhereSet) {
+  auto s = DecodeResourceSlice(json::parse(R"({"metadata": {"name": "s"},
+      "spec": {"driver": "d", "perDeviceNodeSelection": true, "pool": {"name": "p"},
+               "devices": [
+                 {"name": "plain"},
+                 {"name": "pinned", "nodeName": "node-a", "bindsToNode": true,
+                  "bindingConditions": ["ready"], "bindingFailureConditions": ["failed"]},
+                 {"name": "anywhere", "allNodes": true},
+                 {"name": "selected", "nodeSelector": {"nodeSelectorTerms": [
+                   {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}]}})"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->devices.size(), 4u);
+  EXPECT_EQ(s->devices[0].binding, nullptr);
+  EXPECT_TRUE(s->devices[0].Binding().Empty());
+  const DeviceBinding& pinned = s->devices[1].Binding();
+  EXPECT_EQ(pinned.node_name, "node-a");
+  EXPECT_TRUE(pinned.binds_to_node);
+  EXPECT_EQ(pinned.binding_conditions, std::vector<std::string>{"ready"});
+  EXPECT_EQ(pinned.binding_failure_conditions, std::vector<std::string>{"failed"});
+  EXPECT_FALSE(pinned.all_nodes);
+  EXPECT_TRUE(s->devices[2].Binding().all_nodes);
+  EXPECT_EQ(s->devices[2].Binding().node_name, "");
+  ASSERT_TRUE(s->devices[3].Binding().node_selector.has_value());
+  EXPECT_EQ(s->devices[3].Binding().node_selector->terms.size(), 1u);
+}
+
 TEST(DraJsonTest, UnknownAttributeKindsAreKeptAsUnusable) {
   auto s = DecodeResourceSlice(json::parse(R"({"metadata": {"name": "s"},
       "spec": {"driver": "d", "allNodes": true, "pool": {"name": "p"},
