@@ -194,11 +194,19 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(const std::string& text,
   return sel;
 }
 
-bool FieldSelector::Matches(const std::map<std::string, std::string>& fields) const {
+bool FieldSelector::Matches(const std::string& name, const std::string& nspace,
+                            const std::map<std::string, std::string>& fields) const {
+  static const std::string kAbsent;
   for (const auto& r : requirements_) {
-    auto it = fields.find(r.field);
-    std::string have = it == fields.end() ? "" : it->second;
-    if ((have == r.value) != r.equals) return false;
+    const std::string* have = &kAbsent;
+    if (r.field == "metadata.name") {
+      have = &name;
+    } else if (r.field == "metadata.namespace") {
+      have = &nspace;
+    } else if (auto it = fields.find(r.field); it != fields.end()) {
+      have = &it->second;
+    }
+    if ((*have == r.value) != r.equals) return false;
   }
   return true;
 }

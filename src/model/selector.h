@@ -45,8 +45,10 @@ class FieldSelector {
   static absl::StatusOr<FieldSelector> Parse(const std::string& text,
                                              const std::vector<std::string>& supported);
 
-  // `fields` holds the object's selectable values; a missing field counts as "".
-  bool Matches(const std::map<std::string, std::string>& fields) const;
+  // `name` and `nspace` are the object's metadata.name and metadata.namespace; `fields` holds
+  // its other selectable values (model::Object::fields). A missing field counts as "".
+  bool Matches(const std::string& name, const std::string& nspace,
+               const std::map<std::string, std::string>& fields) const;
   bool Empty() const { return requirements_.empty(); }
   const std::vector<Requirement>& requirements() const { return requirements_; }
 

@@ -15,7 +15,8 @@ struct ListRequest {
 
   bool Matches(const model::Object& obj) const {
     return (store.namespace_.empty() || obj.meta.namespace_ == store.namespace_) &&
-           labels.Matches(obj.meta.labels) && fields.Matches(obj.fields);
+           labels.Matches(obj.meta.labels) &&
+           fields.Matches(obj.meta.name, obj.meta.namespace_, obj.fields);
   }
 };
 

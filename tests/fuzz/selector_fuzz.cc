@@ -91,14 +91,23 @@ void Fields(const std::string& text, const std::map<std::string, std::string>& g
     if (sel.status().message().empty()) Crash("field selector error without a message");
     return;
   }
-  (void)sel->Matches(given);
+  (void)sel->Matches("", "", given);
   std::map<std::string, std::string> fields;
+  std::string name;
+  std::string nspace;
   std::set<std::string> seen;
   for (const auto& r : sel->requirements()) {
     if (!seen.insert(r.field).second) return;
-    fields[r.field] = r.equals ? r.value : r.value + "x";
+    std::string value = r.equals ? r.value : r.value + "x";
+    if (r.field == "metadata.name") {
+      name = std::move(value);
+    } else if (r.field == "metadata.namespace") {
+      nspace = std::move(value);
+    } else {
+      fields[r.field] = std::move(value);
+    }
   }
-  if (!sel->Matches(fields)) {
+  if (!sel->Matches(name, nspace, fields)) {
     Crash("field selector does not match fields built to satisfy it: " + text);
   }
 }

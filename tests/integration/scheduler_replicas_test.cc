@@ -58,7 +58,6 @@ class SchedulerReplicasTest : public ::testing::Test {
     o.meta.generation = 1;
     o.meta.creation_timestamp = clock_.Now();
     o.body = body.dump();
-    o.fields = {{"metadata.name", name}, {"metadata.namespace", ns}};
     auto created = store.Create(o);
     ASSERT_TRUE(created.ok()) << created.status();
   }

@@ -380,7 +380,8 @@ class StreamingWatcher final : public service::Watcher {
   }
 
   bool Passes(const model::Object& o) const {
-    return labels_.Matches(o.meta.labels) && fields_.Matches(o.fields);
+    return labels_.Matches(o.meta.labels) &&
+           fields_.Matches(o.meta.name, o.meta.namespace_, o.fields);
   }
 
   bool Tick(int64_t rv) override {

@@ -62,8 +62,6 @@ Object WithStatus(const Object& obj, const Document& body) {
   static const ResourceType kUnknown;
   const ResourceType* type = FindResourceTypeByKey(out.resource);
   out.fields = SelectableFields(type != nullptr ? *type : kUnknown, body.value());
-  out.fields["metadata.name"] = out.meta.name;
-  out.fields["metadata.namespace"] = out.meta.namespace_;
   return out;
 }
 

@@ -24,10 +24,6 @@ std::string ScalarText(const json& v) {
 std::map<std::string, std::string> SelectableFields(const model::ResourceType& type,
                                                     const json& hub) {
   std::map<std::string, std::string> fields;
-  if (const json* meta = Member(hub, "metadata"); meta && meta->is_object()) {
-    fields["metadata.name"] = ScalarText(meta->value("name", json("")));
-    fields["metadata.namespace"] = ScalarText(meta->value("namespace", json("")));
-  }
   for (const auto& path : type.field_selectors) {
     const json* cur = &hub;
     size_t start = 0;

@@ -13,8 +13,9 @@
 
 namespace qm::model::json {
 
-// Field-selector values of a hub-shape object (metadata + spec/status...), always including
-// metadata.name and metadata.namespace.
+// Field-selector values of a hub-shape object (spec/status...) besides metadata.name and
+// metadata.namespace, which selectors read from the object's metadata (FieldSelector::Matches):
+// every stored object would otherwise hold its name twice.
 std::map<std::string, std::string> SelectableFields(const ResourceType& type,
                                                     const nlohmann::json& hub);
 

@@ -280,8 +280,6 @@ Object EncodeEvent(const Event& event, Object base) {
   if (const ResourceType* events = FindResourceTypeByKey("events")) {
     base.fields = SelectableFields(*events, body);
   }
-  base.fields["metadata.name"] = base.meta.name;
-  base.fields["metadata.namespace"] = base.meta.namespace_;
   return base;
 }
 

@@ -244,8 +244,8 @@ TEST(LabelSelectorTest, AllRequirementsMustMatch) {
 TEST(FieldSelectorTest, EmptyTextSelectsEverything) {
   FieldSelector sel = MustParseFields("");
   EXPECT_TRUE(sel.Empty());
-  EXPECT_TRUE(sel.Matches({}));
-  EXPECT_TRUE(sel.Matches({{"metadata.name", "x"}}));
+  EXPECT_TRUE(sel.Matches("", "", {}));
+  EXPECT_TRUE(sel.Matches("x", "ns", {{"spec.nodeName", "n"}}));
 }
 
 TEST(FieldSelectorTest, ParsesEqualsDoubleEqualsAndNotEquals) {
@@ -302,32 +302,49 @@ TEST(FieldSelectorTest, SkipsEmptyTermsLikeKubernetes) {
 
 TEST(FieldSelectorTest, EqualsMatchesExactValue) {
   FieldSelector sel = MustParseFields("spec.driver=gpu.example.com");
-  EXPECT_TRUE(sel.Matches({{"spec.driver", "gpu.example.com"}}));
-  EXPECT_FALSE(sel.Matches({{"spec.driver", "other.example.com"}}));
-  EXPECT_FALSE(sel.Matches({}));
+  EXPECT_TRUE(sel.Matches("", "", {{"spec.driver", "gpu.example.com"}}));
+  EXPECT_FALSE(sel.Matches("", "", {{"spec.driver", "other.example.com"}}));
+  EXPECT_FALSE(sel.Matches("", "", {}));
 }
 
 TEST(FieldSelectorTest, MissingFieldCountsAsEmptyString) {
   FieldSelector empty_node = MustParseFields("spec.nodeName=");
-  EXPECT_TRUE(empty_node.Matches({}));
-  EXPECT_TRUE(empty_node.Matches({{"spec.nodeName", ""}}));
-  EXPECT_FALSE(empty_node.Matches({{"spec.nodeName", "n1"}}));
+  EXPECT_TRUE(empty_node.Matches("", "", {}));
+  EXPECT_TRUE(empty_node.Matches("", "", {{"spec.nodeName", ""}}));
+  EXPECT_FALSE(empty_node.Matches("", "", {{"spec.nodeName", "n1"}}));
 
   FieldSelector not_n1 = MustParseFields("spec.nodeName!=n1");
-  EXPECT_TRUE(not_n1.Matches({}));
-  EXPECT_TRUE(not_n1.Matches({{"spec.nodeName", "n2"}}));
-  EXPECT_FALSE(not_n1.Matches({{"spec.nodeName", "n1"}}));
+  EXPECT_TRUE(not_n1.Matches("", "", {}));
+  EXPECT_TRUE(not_n1.Matches("", "", {{"spec.nodeName", "n2"}}));
+  EXPECT_FALSE(not_n1.Matches("", "", {{"spec.nodeName", "n1"}}));
 
   FieldSelector has_node = MustParseFields("spec.nodeName!=");
-  EXPECT_FALSE(has_node.Matches({}));
-  EXPECT_TRUE(has_node.Matches({{"spec.nodeName", "n1"}}));
+  EXPECT_FALSE(has_node.Matches("", "", {}));
+  EXPECT_TRUE(has_node.Matches("", "", {{"spec.nodeName", "n1"}}));
 }
 
 TEST(FieldSelectorTest, AllRequirementsMustMatch) {
   FieldSelector sel = MustParseFields("metadata.name=s1,spec.pool.name=p");
-  EXPECT_TRUE(sel.Matches({{"metadata.name", "s1"}, {"spec.pool.name", "p"}}));
-  EXPECT_FALSE(sel.Matches({{"metadata.name", "s1"}, {"spec.pool.name", "q"}}));
-  EXPECT_FALSE(sel.Matches({{"metadata.name", "s2"}, {"spec.pool.name", "p"}}));
+  EXPECT_TRUE(sel.Matches("s1", "", {{"spec.pool.name", "p"}}));
+  EXPECT_FALSE(sel.Matches("s1", "", {{"spec.pool.name", "q"}}));
+  EXPECT_FALSE(sel.Matches("s2", "", {{"spec.pool.name", "p"}}));
+}
+
+// metadata.name and metadata.namespace come from the object's metadata, not from its fields
+// (stored objects no longer repeat them there; rows written before may still).
+TEST(FieldSelectorTest, NameAndNamespaceAreReadFromTheMetadata) {
+  FieldSelector sel = MustParseFields("metadata.name=s1,metadata.namespace=team-a");
+  EXPECT_TRUE(sel.Matches("s1", "team-a", {}));
+  EXPECT_FALSE(sel.Matches("s2", "team-a", {}));
+  EXPECT_FALSE(sel.Matches("s1", "team-b", {}));
+  EXPECT_FALSE(
+      sel.Matches("s2", "team-b", {{"metadata.name", "s1"}, {"metadata.namespace", "team-a"}}));
+  EXPECT_TRUE(
+      sel.Matches("s1", "team-a", {{"metadata.name", "old"}, {"metadata.namespace", "old"}}));
+
+  FieldSelector not_default = MustParseFields("metadata.namespace!=default");
+  EXPECT_TRUE(not_default.Matches("x", "", {}));
+  EXPECT_FALSE(not_default.Matches("x", "default", {}));
 }
 
 }  // namespace

@@ -115,7 +115,6 @@ model::Object Named(const std::string& resource, const std::string& ns, const st
   o.meta.uid = "uid-" + std::to_string(++uid);
   o.meta.generation = 1;
   o.body = body.dump();
-  o.fields = {{"metadata.name", name}, {"metadata.namespace", ns}};
   return o;
 }
 

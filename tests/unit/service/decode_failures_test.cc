@@ -86,7 +86,6 @@ class DecodeFailuresTest : public ::testing::Test {
     o.meta.creation_timestamp = clock_.Now();
     o.meta.labels = std::move(labels);
     o.body = body.dump();
-    o.fields = {{"metadata.name", name}, {"metadata.namespace", ns}};
     auto created = store_.Create(o);
     EXPECT_TRUE(created.ok()) << created.status();
     return *created;

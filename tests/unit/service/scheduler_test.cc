@@ -69,7 +69,6 @@ class SchedulerTest : public ::testing::Test {
     o.meta.creation_timestamp = clock_.Now();
     o.meta.labels = std::move(labels);
     o.body = body.dump();
-    o.fields = {{"metadata.name", name}, {"metadata.namespace", ns}};
     auto created = store_.Create(o);
     EXPECT_TRUE(created.ok()) << created.status();
     return *created;

@@ -171,8 +171,9 @@ TEST(StoredTest, EventBodyAndFieldSelectorValues) {
   EXPECT_EQ(body["lastTimestamp"], "2026-11-28T10:00:00Z");
   EXPECT_EQ(body["source"]["component"], "quartermaster-scheduler");
   EXPECT_EQ(body["reportingComponent"], "quartermaster-scheduler");
-  EXPECT_EQ(out.fields.at("metadata.name"), "p.1");
-  EXPECT_EQ(out.fields.at("metadata.namespace"), "team-a");
+  EXPECT_EQ(out.meta.name, "p.1");
+  EXPECT_EQ(out.meta.namespace_, "team-a");
+  EXPECT_FALSE(out.fields.contains("metadata.name"));
   EXPECT_EQ(out.fields.at("involvedObject.name"), "p");
   EXPECT_EQ(out.fields.at("reason"), "FailedScheduling");
 }
