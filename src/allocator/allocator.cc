@@ -548,8 +548,8 @@ bool Search::CapacityFits(const Req& rq, uint32_t device, std::map<std::string, 
   for (const auto& [name, cap] : entry.device->capacity) {
     const Quantity* requested = nullptr;
     auto it = rq.spec->capacity_requests.find(name);
-    if (it == rq.spec->capacity_requests.end() && name.find('/') == std::string::npos) {
-      it = rq.spec->capacity_requests.find(absl::StrCat(driver, "/", name));
+    if (it == rq.spec->capacity_requests.end() && name.str().find('/') == std::string::npos) {
+      it = rq.spec->capacity_requests.find(absl::StrCat(driver, "/", name.str()));
     }
     if (it != rq.spec->capacity_requests.end()) requested = &it->second;
     Quantity amount;

@@ -15,6 +15,7 @@
 
 #include "common/flat_map.h"
 #include "common/quantity.h"
+#include "common/symbol.h"
 
 namespace qm::model {
 
@@ -134,8 +135,9 @@ struct Device {
   // Keys as written in the slice: "productName" or "gpu.nvidia.com/productName". Sorted vectors
   // (FlatMap), not std::map: a fleet holds hundreds of thousands of devices, each with a handful
   // of entries, and a node per entry cost ~300 bytes a device more.
-  FlatMap<std::string, AttributeValue> attributes;
-  FlatMap<std::string, DeviceCapacity> capacity;
+  // Names are Symbols: a fleet's devices repeat a few dozen names hundreds of thousands of times.
+  FlatMap<Symbol, AttributeValue> attributes;
+  FlatMap<Symbol, DeviceCapacity> capacity;
   std::vector<DeviceCounterConsumption> consumes_counters;
   std::vector<DeviceTaint> taints;
   // Null when the device sets none of its fields; shared and immutable (inline they made every

@@ -8,9 +8,9 @@ namespace {
 
 // The capacity of `device` that an allocation result names `name` ("memory", or qualified with
 // the driver's domain as requests may write it), or nullptr.
-const std::pair<std::string, model::DeviceCapacity>* FindCapacity(const model::Device& device,
-                                                                  const std::string& driver,
-                                                                  const std::string& name) {
+const std::pair<Symbol, model::DeviceCapacity>* FindCapacity(const model::Device& device,
+                                                             const std::string& driver,
+                                                             const std::string& name) {
   auto it = device.capacity.find(name);
   if (it == device.capacity.end() && name.size() > driver.size() + 1 &&
       name.compare(0, driver.size(), driver) == 0 && name[driver.size()] == '/') {

@@ -270,9 +270,9 @@ struct Checker {
           for (const auto& [cap, value] : dev->second.device->capacity) {
             auto it = req->capacity_requests.find(cap);
             Quantity amount = it != req->capacity_requests.end() ? it->second : value.value;
-            auto& used = shared_used[key + "/" + cap];
+            auto& used = shared_used[key + "/" + cap.str()];
             used = used + amount;
-            if (used > value.value) return key + " over capacity " + cap;
+            if (used > value.value) return key + " over capacity " + cap.str();
           }
         } else {
           if (!taken.insert(key).second || share_count.contains(key)) return key + " used twice";
