@@ -1,56 +1,58 @@
-#!/ usr / bin / env bash
-#End - to - end : the real kubectl against a real quartermaster with its embedded PostgreSQL.
-#Usage : kubectl_e2e.sh < path to quartermaster> < seeds dir>
-set - u QM_BIN = $(realpath "$1") SEEDS =
-    $(realpath "$2") source "$(dirname " $0 ")/lib.sh" qm - e2e failures = 0 checks = 0
-#API semantics only : pods stay as written(the scheduler has its own walkthrough test).
-    QM_FLAGS = (--scheduler = false)
+#!/usr/bin/env bash
+# End-to-end: the real kubectl against a real quartermaster with its embedded PostgreSQL.
+# Usage: kubectl_e2e.sh <path to quartermaster> <seeds dir>
+set -u
+QM_BIN=$(realpath "$1")
+SEEDS=$(realpath "$2")
+source "$(dirname "$0")/lib.sh" qm-e2e
+failures=0
+checks=0
+# API semantics only: pods stay as written (the scheduler has its own walkthrough test).
+QM_FLAGS=(--scheduler=false)
 
-        k() {
-  kubectl "$@" 2 > &1;
-}
+k() { kubectl "$@" 2>&1; }
 
-#check < description> < output> < line>[ <line>...] : each < line> is a whole line of the output
-#(exactly : a count "18" does not pass on "118", "pod/a" not on "pod/ab").
+# check <description> <output> <line> [<line>...]: each <line> is a whole line of the output
+# (exactly: a count "18" does not pass on "118", "pod/a" not on "pod/ab").
 check() {
-  local desc = $1 out = $2; shift 2
+  local desc=$1 out=$2; shift 2
   checks=$((checks + 1))
-  for needle in "$@";
-  do
-    if
-      !grep - qxF-- "$needle" < < < "$out";
-  then echo "FAIL: $desc: no line '$needle' in:";
-  echo "$out" | sed 's/^/    /' failures = $((failures + 1));
-  return fi done echo "ok:   $desc"
+  for needle in "$@"; do
+    if ! grep -qxF -- "$needle" <<<"$out"; then
+      echo "FAIL: $desc: no line '$needle' in:"; echo "$out" | sed 's/^/    /'
+      failures=$((failures + 1)); return
+    fi
+  done
+  echo "ok:   $desc"
 }
 
-#check_has < description> < output> < text>[ <text>...] : each < text> appears somewhere in the
-#output; only for tables, YAML and help text, where a line holds more than the check is about.
+# check_has <description> <output> <text> [<text>...]: each <text> appears somewhere in the
+# output; only for tables, YAML and help text, where a line holds more than the check is about.
 check_has() {
-  local desc = $1 out = $2; shift 2
+  local desc=$1 out=$2; shift 2
   checks=$((checks + 1))
-  for needle in "$@";
-  do
-    if
-      !grep - qF-- "$needle" < < < "$out";
-  then echo "FAIL: $desc: missing '$needle' in:";
-  echo "$out" | sed 's/^/    /' failures = $((failures + 1));
-  return fi done echo "ok:   $desc"
+  for needle in "$@"; do
+    if ! grep -qF -- "$needle" <<<"$out"; then
+      echo "FAIL: $desc: missing '$needle' in:"; echo "$out" | sed 's/^/    /'
+      failures=$((failures + 1)); return
+    fi
+  done
+  echo "ok:   $desc"
 }
 
-check_not() {
-#check_not < description> < haystack> < needle> checks =
-      $((checks + 1)) if grep - qF-- "$3" < < < "$2";
-  then echo "FAIL: $1: unexpected '$3' in:";
-  echo "$2" | sed 's/^/    /';
-  failures = $((failures + 1)) else echo "ok:   $1" fi
+check_not() {  # check_not <description> <haystack> <needle>
+  checks=$((checks + 1))
+  if grep -qF -- "$3" <<<"$2"; then
+    echo "FAIL: $1: unexpected '$3' in:"; echo "$2" | sed 's/^/    /'; failures=$((failures + 1))
+  else
+    echo "ok:   $1"
+  fi
 }
 
 SERVER_STARTED=$(date +%s)  # the ClusterSummary's creationTimestamp is at or after it
 start_server "${QM_FLAGS[@]}"
 
-#-- - \
-    create every seed kind this issue serves -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+# --- create every seed kind this issue serves -------------------------------------------------
 check "apply inventory (Nodes, ResourceSlices)" "$(k apply -f "$SEEDS/00-inventory.yaml")" \
   "node/gpu-node-a created" "resourceslice.resource.k8s.io/gpu-node-c-gpu.nvidia.com created"
 check "apply namespace" "$(k apply -f "$SEEDS/01-namespace.yaml")" "namespace/dra-test created"
@@ -65,8 +67,7 @@ check "apply claim template" "$(k apply -f "$SEEDS/12-claimtemplate-per-pod.yaml
 check "apply firstAvailable claim" "$(k apply -f "$SEEDS/14-claim-fallback-l4-or-a100.yaml")" \
   "resourceclaim.resource.k8s.io/a100-or-two-l4 created"
 
-#-- - \
-    get with the upstream columns -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- get with the upstream columns ------------------------------------------------------------
 out=$(k get resourceslices)
 check "get resourceslices columns" "$(head -1 <<<"$out" | tr -s ' ')" "NAME NODE DRIVER POOL AGE"
 check "get resourceslices rows" "$(awk 'NR > 1 { print $1, $2, $3, $4 }' <<<"$out")" \
@@ -97,8 +98,7 @@ check "chunked list" "$(k get resourceslices --chunk-size=1 -o name | wc -l)" "3
 check "not found" "$(k get resourceclaim nope -n dra-test)" \
   'Error from server (NotFound): resourceclaims.resource.k8s.io "nope" not found'
 
-#-- - - o yaml in v1 and \
-    v1beta1 -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- -o yaml in v1 and v1beta1 ----------------------------------------------------------------
 out=$(k get resourceclaim gpu-claim -n dra-test -o yaml)
 check_has "v1beta1-created claim read as v1" "$out" "apiVersion: resource.k8s.io/v1" "exactly:" \
   "deviceClassName: gpu.nvidia.com" "allocationMode: ExactCount" 'resourceVersion: "'
@@ -109,9 +109,7 @@ check_not "v1beta1 has no exactly" "$out" "exactly:"
 out=$(k get resourceslices.v1beta1.resource.k8s.io gpu-node-a-gpu.nvidia.com -o yaml)
 check_has "slice read as v1beta1 has basic" "$out" "basic:" "productName:"
 
-#-- - re - apply, edit, \
-    server -            \
-    side apply -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- re-apply, edit, server-side apply --------------------------------------------------------
 out=$(k apply -f "$SEEDS/00-inventory.yaml" -f "$SEEDS/01-namespace.yaml" -f "$SEEDS/02-deviceclass-a100-80g.yaml" -f "$SEEDS/03-deviceclass-gpu.yaml")
 check "re-apply prints unchanged" "$out" "node/gpu-node-a unchanged" \
   "resourceslice.resource.k8s.io/gpu-node-a-gpu.nvidia.com unchanged" "namespace/dra-test unchanged" \
@@ -137,14 +135,12 @@ check "dry-run object absent" "$(k get resourceclaim dry-claim -n dra-test)" \
 check "create existing is AlreadyExists" "$(k create -f "$SEEDS/07-resourceclaim-v1.yaml")" \
   "Error from server (AlreadyExists): error when creating \"$SEEDS/07-resourceclaim-v1.yaml\": resourceclaims.resource.k8s.io \"gpu-claim-v1\" already exists"
 
-#-- - \
-    explain -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- explain ----------------------------------------------------------------------------------
 check_has "explain resourceclaims.spec.devices" "$(k explain resourceclaims.spec.devices)" \
   "KIND:       ResourceClaim" "requests" "constraints"
 check_has "explain v1beta1 slice devices" "$(k explain resourceslices.spec.devices --api-version=resource.k8s.io/v1beta1)" "basic"
 
-#-- - our review objects(admin.quartermaster.io), \
-                         as SubjectAccessReview -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- our review objects (admin.quartermaster.io), as SubjectAccessReview --------------------------
 review() {
   printf 'apiVersion: admin.quartermaster.io/v1alpha1\nkind: DeviceMatchReview\nspec:\n%b  selectors:\n  - cel:\n      expression: device.driver == "gpu.nvidia.com"\n' "$1"
 }
@@ -159,52 +155,34 @@ check "a review field the schema lacks is refused" "$(review "  colour: red\n" |
   'Error from server (BadRequest): error when creating "STDIN": strict decoding error: unknown field "spec.colour"'
 check_has "explain a review" "$(k explain devicematchreviews.spec)" "KIND:       DeviceMatchReview" "selectors" "className"
 
-#-- - the ClusterSummary and \
-    DeviceHolderReview(admin.quartermaster.io) -- -- -- -- -- -- -- -- -- -- -- -- -- -
+# --- the ClusterSummary and DeviceHolderReview (admin.quartermaster.io) ---------------------------
 check "api-resources lists the summary and the holder review" \
   "$(k api-resources --api-group=admin.quartermaster.io --no-headers | awk '{ print $1, $NF }')" \
   "clustersummaries ClusterSummary" "deviceholderreviews DeviceHolderReview"
-#The counts kubectl's own node table gives (STATUS: Ready, NotReady, Unknown; SchedulingDisabled).
+# The counts kubectl's own node table gives (STATUS: Ready, NotReady, Unknown; SchedulingDisabled).
 want=$(k get nodes --no-headers | awk '{ n++; split($2, s, ","); r += s[1] == "Ready"; nr += s[1] == "NotReady";
-  u += s[1] == "Unknown"; c += $2 ~ /SchedulingDisabled/
-}
-END { print "cluster", n, r, nr, u, c }
-') out =
-    $(k get clustersummaries) check
-        "get clustersummaries columns"
-        "$(head -1 <<<" $out
-        " | tr -s ' ')"
-        "NAME NODES READY NOT READY UNKNOWN CORDONED AGE" check
-        "get clustersummaries counts the nodes"
-        "$(tail -n +2 <<<" $out
-        " | awk '{ print $1, $2, $3, $4, $5, $6 }')"
-        "$want" check
-        "the seeds' three nodes"
-        "$(cut -d' ' -f2 <<<" $want
-        ")"
-        "3" check
-        "clustersummaries AGE is the server's uptime, not <unknown>"
-        "$(tail -n +2 <<<" $out " | awk '{ print ($7 ~ /^[0-9]+[smhdy]([0-9]+[smhd])?$/) ? " an age
-        " : $7 }')"
-        "an age"
-#kubectl get - w : Tables as events(the same columns), a cordon seen as one more CORDONED.
-        kubectl get clustersummaries -
-        w-- no - headers >
-    "$WORK/summary-watch.txt" 2 > & 1 & summary_watch =
-        $ !eventually 10 grep - q."$WORK/summary-watch.txt" > / dev / null k cordon gpu - node - a >
-        / dev / null cordoned =
-            $(awk '{ $6 += 1; print $1, $2, $3, $4, $5, $6 }' < < < "$want") eventually 10 bash - c
-                "awk '{ print \$1, \$2, \$3, \$4, \$5, \$6 }' '$WORK/summary-watch.txt' | grep "
-                "-qxF '$cordoned'" >
-            / dev / null kill "$summary_watch" 2 > / dev / null;
-wait "$summary_watch" 2>/dev/null
+  u += s[1] == "Unknown"; c += $2 ~ /SchedulingDisabled/ } END { print "cluster", n, r, nr, u, c }')
+out=$(k get clustersummaries)
+check "get clustersummaries columns" "$(head -1 <<<"$out" | tr -s ' ')" "NAME NODES READY NOT READY UNKNOWN CORDONED AGE"
+check "get clustersummaries counts the nodes" "$(tail -n +2 <<<"$out" | awk '{ print $1, $2, $3, $4, $5, $6 }')" "$want"
+check "the seeds' three nodes" "$(cut -d' ' -f2 <<<"$want")" "3"
+check "clustersummaries AGE is the server's uptime, not <unknown>" \
+  "$(tail -n +2 <<<"$out" | awk '{ print ($7 ~ /^[0-9]+[smhdy]([0-9]+[smhd])?$/) ? "an age" : $7 }')" "an age"
+# kubectl get -w: Tables as events (the same columns), a cordon seen as one more CORDONED.
+kubectl get clustersummaries -w --no-headers > "$WORK/summary-watch.txt" 2>&1 &
+summary_watch=$!
+eventually 10 grep -q . "$WORK/summary-watch.txt" >/dev/null
+k cordon gpu-node-a >/dev/null
+cordoned=$(awk '{ $6 += 1; print $1, $2, $3, $4, $5, $6 }' <<<"$want")
+eventually 10 bash -c "awk '{ print \$1, \$2, \$3, \$4, \$5, \$6 }' '$WORK/summary-watch.txt' | grep -qxF '$cordoned'" >/dev/null
+kill "$summary_watch" 2>/dev/null; wait "$summary_watch" 2>/dev/null
 k uncordon gpu-node-a >/dev/null
 check "get clustersummaries -w shows the cordon in the same columns" \
   "$(awk '{ print $1, $2, $3, $4, $5, $6 }' "$WORK/summary-watch.txt")" "$want" "$cordoned"
 created=$(k get clustersummary cluster -o jsonpath='{.metadata.creationTimestamp}')
 check "the summary's creationTimestamp is when the server started" \
   "$(t=$(date -d "$created" +%s 2>/dev/null) && [ "$t" -ge "$SERVER_STARTED" ] && [ "$t" -le "$(date +%s)" ] && echo in range || echo "$created")" "in range"
-#A claim allocated by hand(the scheduler is off here) : the review names it as the holder.
+# A claim allocated by hand (the scheduler is off here): the review names it as the holder.
 read -r held_pool held_device < <(k get resourceslices --field-selector spec.nodeName=gpu-node-b \
   -o jsonpath='{.items[0].spec.pool.name} {.items[0].spec.devices[0].name}')
 sed 's/gpu-claim-v1/held-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k apply -f - >/dev/null
@@ -222,7 +200,7 @@ check "create -f a DeviceHolderReview: the device's holder" \
 check "a DeviceHolderReview for a class lists the claims naming it" \
   "$(holder_review "  deviceClassName: gpu.nvidia.com\n" '{range .status.claims[*]}{.namespace}/{.name} {.allocated}{"\n"}{end}')" \
   "dra-test/gpu-claim-v1 false" "dra-test/held-claim true"
-#With spec.limit 1 : the first of the claims the unlimited review lists, and the count of them all.
+# With spec.limit 1: the first of the claims the unlimited review lists, and the count of them all.
 class_claims=$(holder_review "  deviceClassName: gpu.nvidia.com\n" '{range .status.claims[*]}{.namespace}/{.name}{"\n"}{end}')
 check "a class DeviceHolderReview's spec.limit lists the first claims and counts them all" \
   "$(holder_review "  deviceClassName: gpu.nvidia.com\n  limit: 1\n" '{.status.claimCount} {.status.claimsTruncated}{range .status.claims[*]} {.namespace}/{.name}{end}')" \
@@ -235,9 +213,7 @@ check_has "a DeviceHolderReview's spec.limit of 0 is refused at spec.limit" \
 k patch resourceclaim held-claim -n dra-test --subresource=status --type=json -p '[{"op":"remove","path":"/status/allocation"}]' >/dev/null
 k delete resourceclaim held-claim -n dra-test --wait=false >/dev/null
 
-#-- - pods, events,  \
-    resource quotas( \
-        core v1) -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- pods, events, resource quotas (core v1) --------------------------------------------------
 check "apply pod sharing a claim" "$(k apply -f "$SEEDS/05-pod-shared-claim.yaml")" "pod/pod1 created"
 check "apply pods from a claim template" "$(k apply -f "$SEEDS/13-pods-from-template.yaml")" \
   "pod/trainer-0 created" "pod/trainer-1 created"
@@ -378,8 +354,8 @@ k patch resourcequota gpu-quota -n dra-test --subresource=status --type merge \
 check "quota shows used/hard" "$(k get resourcequota gpu-quota -n dra-test --no-headers | tr -s ' ' | cut -d' ' -f3-)" \
   "count/pods: 5/10, gpu.nvidia.com.deviceclass.resource.k8s.io/devices: 1/4 limits.cpu: 0/8"
 check "quota spec kept" "$(k get quota gpu-quota -n dra-test -o jsonpath='{.spec.hard.count/pods}')" "10"
-#Admission : the claims of dra - test already ask for more than 4 devices of the class, so one
-#more is refused with Kubernetes' 403.
+# Admission: the claims of dra-test already ask for more than 4 devices of the class, so one
+# more is refused with Kubernetes' 403.
 check "quota refuses a claim over the limit" \
   "$(sed 's/gpu-claim-v1/over-quota/' "$SEEDS/07-resourceclaim-v1.yaml" | k apply -f -)" \
   'Error from server (Forbidden): error when creating "STDIN": resourceclaims.resource.k8s.io "over-quota" is forbidden: exceeded quota: gpu-quota, requested: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=1, used: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=5, limited: gpu.nvidia.com.deviceclass.resource.k8s.io/devices=4'
@@ -390,14 +366,12 @@ WATCH_PID=$!
 sleep 2
 k delete pod pod1-rhel -n dra-test >/dev/null
 sleep 2
-kill "$WATCH_PID" 2>/dev/null;
-wait "$WATCH_PID" 2>/dev/null
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
 check "get pods -w sees the deletion" "$(awk '{ print $1, $2 }' "$WORK/watch-pods.txt")" "ADDED pod1" "DELETED pod1-rhel"
 check "delete pod" "$(k delete pod trainer-1 -n dra-test)" 'pod "trainer-1" deleted'
 check "deleted pod is gone" "$(k get pod trainer-1 -n dra-test)" 'Error from server (NotFound): pods "trainer-1" not found'
 
-#-- - \
-    invalid manifests -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- invalid manifests ------------------------------------------------------------------------
 cat > "$WORK/invalid.yaml" <<'YAML'
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -456,8 +430,7 @@ YAML
 check "namespace must exist" "$(k apply -f "$WORK/nons.yaml")" \
   "Error from server (NotFound): error when creating \"$WORK/nons.yaml\": namespaces \"no-such-namespace\" not found"
 
-#-- - \
-    watch -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- watch ------------------------------------------------------------------------------------
 kubectl get resourceclaims -n dra-test -w --output-watch-events > "$WORK/watch.txt" 2>&1 &
 WATCH_PID=$!
 sleep 2
@@ -465,93 +438,44 @@ k label resourceclaim gpu-claim -n dra-test watched=yes >/dev/null
 sed 's/gpu-claim-v1/watched-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k apply -f - >/dev/null
 k delete resourceclaim watched-claim -n dra-test >/dev/null
 sleep 2
-kill "$WATCH_PID" 2>/dev/null;
-wait "$WATCH_PID" 2 > / dev / null out =
-    $(cat "$WORK/watch.txt") check
-        "get -w prints ADDED/MODIFIED/DELETED"
-        "$(awk '{ print $1, $2 }' <<<" $out
-        ")"
-        "EVENT NAME"
-        "ADDED gpu-claim"
-        "MODIFIED gpu-claim"
-        "ADDED watched-claim"
-        "DELETED watched-claim" kubectl get deviceclass a100 -
-        80g - w - o name >
-    "$WORK/watch1.txt" 2 > & 1 & WATCH_PID =
-        $ !sleep 2 k label deviceclass a100 - 80g round =
-            two > / dev / null sleep 2 kill "$WATCH_PID" 2 > / dev / null;
-wait "$WATCH_PID" 2 >
-    / dev /
-            null check
-            "single-object watch sees the first change"
-            "$(grep -c deviceclass " $WORK /
-            watch1.txt
-            ")"
-            "2"
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
+out=$(cat "$WORK/watch.txt")
+check "get -w prints ADDED/MODIFIED/DELETED" "$(awk '{ print $1, $2 }' <<<"$out")" "EVENT NAME" "ADDED gpu-claim" \
+  "MODIFIED gpu-claim" "ADDED watched-claim" "DELETED watched-claim"
+kubectl get deviceclass a100-80g -w -o name > "$WORK/watch1.txt" 2>&1 &
+WATCH_PID=$!
+sleep 2
+k label deviceclass a100-80g round=two >/dev/null
+sleep 2
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null
+check "single-object watch sees the first change" "$(grep -c deviceclass "$WORK/watch1.txt")" "2"
 
-#-- - \
-    delete -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-            check
-            "delete -f"
-            "$(k delete -f " $SEEDS /
-            07 -
-        resourceclaim -
-        v1.yaml ")" 'resourceclaim.resource.k8s.io "gpu-claim-v1" deleted' check
-        "deleted claim is gone"
-        "$(k get resourceclaim gpu-claim-v1 -n "
-        "dra-"
-        "test"
-        ")" 'Error from server (NotFound): resourceclaims.resource.k8s.io "gpu-claim-v1" not found' k
-            patch resourceclaim gpu -
-        claim - n dra - test-- type merge - p '{"metadata":{"finalizers":["example.com/hold"]}}' >
-    / dev / null k delete resourceclaim gpu - claim - n dra - test-- wait =
-    false >
-        / dev /
-                null check
-                "finalizer keeps object with deletionTimestamp"
-                "$(k get resourceclaim gpu-claim -n dra-test --no-headers | awk '{ print $1, $2 }')"
-                "gpu-claim deleted,pending" k patch resourceclaim gpu -
-            claim - n dra - test-- type json - p '[{"op":"remove","path":"/metadata/finalizers"}]' >
-        / dev /
-            null check
-            "removing the last finalizer deletes"
-            "$(k get resourceclaim gpu-claim -n "
-            "dra-"
-            "test"
-            ")" 'Error from server (NotFound): resourceclaims.resource.k8s.io "gpu-claim" not found'
+# --- delete -----------------------------------------------------------------------------------
+check "delete -f" "$(k delete -f "$SEEDS/07-resourceclaim-v1.yaml")" 'resourceclaim.resource.k8s.io "gpu-claim-v1" deleted'
+check "deleted claim is gone" "$(k get resourceclaim gpu-claim-v1 -n dra-test)" \
+  'Error from server (NotFound): resourceclaims.resource.k8s.io "gpu-claim-v1" not found'
+k patch resourceclaim gpu-claim -n dra-test --type merge -p '{"metadata":{"finalizers":["example.com/hold"]}}' >/dev/null
+k delete resourceclaim gpu-claim -n dra-test --wait=false >/dev/null
+check "finalizer keeps object with deletionTimestamp" "$(k get resourceclaim gpu-claim -n dra-test --no-headers | awk '{ print $1, $2 }')" "gpu-claim deleted,pending"
+k patch resourceclaim gpu-claim -n dra-test --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
+check "removing the last finalizer deletes" "$(k get resourceclaim gpu-claim -n dra-test)" \
+  'Error from server (NotFound): resourceclaims.resource.k8s.io "gpu-claim" not found'
 
-#-- - kill - 9 between create and \
-    get -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
-            sed 's/gpu-claim-v1/durable-claim/' "$SEEDS/07-resourceclaim-v1.yaml" |
-    k create - f - > / dev / null kill - 9 "$SERVER_PID";
-wait "$SERVER_PID" 2 > / dev /
-                               null start_server
-                               "${QM_FLAGS[@]}" check
-                               "kill -9 loses nothing"
-                               "$(k get resourceclaim durable-claim -n dra-test -o name)"
-                               "resourceclaim.resource.k8s.io/durable-claim" check
-                               "inventory kept across restart"
-                               "$(k get resourceslices -o name | wc -l)"
-                               "3"
+# --- kill -9 between create and get -----------------------------------------------------------
+sed 's/gpu-claim-v1/durable-claim/' "$SEEDS/07-resourceclaim-v1.yaml" | k create -f - >/dev/null
+kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+start_server "${QM_FLAGS[@]}"
+check "kill -9 loses nothing" "$(k get resourceclaim durable-claim -n dra-test -o name)" "resourceclaim.resource.k8s.io/durable-claim"
+check "inventory kept across restart" "$(k get resourceslices -o name | wc -l)" "3"
 
-#-- - \
-    namespace deletion takes its contents -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
-                               k delete namespace dra -
-                           test >
-    / dev /
-            null check
-            "namespace contents deleted"
-            "$(k get resourceclaims -A)"
-            "No resources found"
+# --- namespace deletion takes its contents ----------------------------------------------------
+k delete namespace dra-test >/dev/null
+check "namespace contents deleted" "$(k get resourceclaims -A)" "No resources found"
 
-#-- - \
-    graceful shutdown -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
-            kill -
-        TERM "$SERVER_PID";
-wait "$SERVER_PID";
-rc = $ ? SERVER_PID = "" check
-                      "SIGTERM exits cleanly"
-                      "rc=$rc"
-                      "rc=0"
+# --- graceful shutdown ------------------------------------------------------------------------
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?
+SERVER_PID=""
+check "SIGTERM exits cleanly" "rc=$rc" "rc=0"
 
-         echo "$checks checks, $failures failed"["$failures" - eq 0]
+echo "$checks checks, $failures failed"
+[ "$failures" -eq 0 ]
