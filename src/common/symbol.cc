@@ -33,7 +33,7 @@ Symbol::Entry* EmptyEntry() {
 void Acquire(Symbol::Entry* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
 
 void Release(Symbol::Entry* e) {
-  if (e == nullptr || e == EmptyEntry()) return;
+  if (e == EmptyEntry()) return;
   int64_t r = e->refs.load(std::memory_order_relaxed);
   while (r > 1) {
     if (e->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
