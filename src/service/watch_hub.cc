@@ -551,7 +551,7 @@ void WatchHub::Follow() {
   auto last_compact = std::chrono::steady_clock::now();
   auto last_tick = std::chrono::steady_clock::now();
   while (running_) {
-    auto events = store_.ChangesSince(last_rv_.load(), kBatch);
+    auto events = store_.FollowChanges(last_rv_.load(), kBatch);
     if (absl::IsOutOfRange(events.status())) {
       // Compaction overtook us: end every watch with 410 and continue from the present.
       spdlog::warn("watch hub: fell behind the change log ({}); expiring {} watches",
@@ -565,9 +565,11 @@ void WatchHub::Follow() {
       continue;
     }
     const bool idle = events->empty();
+    // A full batch may have left changes behind: read on without waiting or ticking.
+    const bool more = events->size() >= static_cast<size_t>(kBatch);
     if (!idle) Dispatch(std::move(*events));
     auto now = std::chrono::steady_clock::now();
-    if (idle || now - last_tick >= kIdleWait) {
+    if (!more || now - last_tick >= kIdleWait) {
       TickAll();
       last_tick = now;
     }
@@ -580,7 +582,10 @@ void WatchHub::Follow() {
         }
       }
     }
-    if (idle) store_.WaitForChanges(last_rv_.load(), kIdleWait);
+    // Until a change after the last one dispatched may exist: the store knows of one at once
+    // when this process committed it or a notification named it, which spares the read that
+    // would find nothing.
+    if (!more) store_.WaitForChanges(last_rv_.load(), kIdleWait);
   }
 }
 

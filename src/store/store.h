@@ -243,8 +243,17 @@ class Store {
   virtual absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                                       int64_t limit) = 0;
 
+  // ChangesSince for the one reader that follows the log to its end, waiting with
+  // WaitForChanges in between (the watch hub): it may answer with fewer changes than exist, as
+  // long as those it leaves out make WaitForChanges return at once. A store that knows the
+  // changes right after `after_rv` (its own commits) answers without reading the log.
+  virtual absl::StatusOr<std::vector<model::WatchEvent>> FollowChanges(int64_t after_rv,
+                                                                       int64_t limit) {
+    return ChangesSince(after_rv, limit);
+  }
+
   // Blocks until a change newer than `after_rv` may exist or `timeout` passes. Spurious
-  // wake-ups are allowed; callers re-read with ChangesSince.
+  // wake-ups are allowed; callers re-read with ChangesSince or FollowChanges.
   virtual void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) = 0;
 
   // Drops change-log entries with revision <= `through_rv` (never the newest one).

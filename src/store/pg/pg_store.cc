@@ -1,6 +1,7 @@
 #include "store/pg/pg_store.h"
 
 #include <algorithm>
+#include <charconv>
 #include <tuple>
 
 #include <future>
@@ -475,6 +476,7 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"changes_since", queries::kChangesSince},
       {"list_device_claims", queries::kListDeviceClaims},
       {"quota_used", queries::kQuotaUsed},
+      {"begin_writes", queries::kBeginWrites},
       {"write_batch", queries::kWriteBatch},
       {"insert_audit", queries::kInsertAudit},
       {"query_audit", queries::kQueryAudit},
@@ -490,11 +492,22 @@ void PrepareStatements(pqxx::connection& c) {
 }  // namespace
 
 struct PgStore::Listener {
-  explicit Listener(const std::string& url) : conn(url), receiver(conn) {}
+  Listener(const std::string& url, std::atomic<int64_t>* notified)
+      : conn(url), receiver(conn, notified) {}
 
+  // Each batch NOTIFYs with its newest revision (migrations/0011, 0013), which has a row.
   struct Receiver final : pqxx::notification_receiver {
-    explicit Receiver(pqxx::connection& c) : pqxx::notification_receiver(c, "qm_changes") {}
-    void operator()(const std::string&, int) override {}
+    Receiver(pqxx::connection& c, std::atomic<int64_t>* notified)
+        : pqxx::notification_receiver(c, "qm_changes"), notified_(notified) {}
+    void operator()(const std::string& payload, int) override {
+      int64_t rv = 0;
+      const auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), rv);
+      if (ec != std::errc() || end != payload.data() + payload.size()) return;  // not ours
+      int64_t seen = notified_->load();
+      while (rv > seen && !notified_->compare_exchange_weak(seen, rv)) {
+      }
+    }
+    std::atomic<int64_t>* notified_;
   };
   pqxx::connection conn;
   Receiver receiver;
@@ -629,7 +642,8 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     const std::vector<PendingWrite*>& batch) {
   using Results = std::vector<absl::StatusOr<model::Object>>;
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Results> {
-    pqxx::work tx(c);
+    pqxx::work tx(c);  // read committed: qm_begin_writes reads the log after taking the lock
+    const int64_t before = tx.exec_prepared1("begin_writes")[0].as<int64_t>();
     BatchCall call;
     for (PendingWrite* w : batch) call.Add(w);
     Results results = call.Run(tx);
@@ -639,7 +653,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     }
     tx.commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
-    RememberOwnChanges(batch, results);
+    RememberOwnChanges(batch, results, before);
     return results;
   });
 }
@@ -753,7 +767,8 @@ absl::StatusOr<int64_t> PgStore::CurrentRevision() {
 }
 
 void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
-                                 const std::vector<absl::StatusOr<model::Object>>& results) {
+                                 const std::vector<absl::StatusOr<model::Object>>& results,
+                                 int64_t before) {
   auto type_of = [](bool create, bool remove) {
     return create   ? model::EventType::kAdded
            : remove ? model::EventType::kDeleted
@@ -771,6 +786,7 @@ void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
     return obj;
   };
   std::vector<model::WatchEvent> changes;
+  bool complete = results.size() == batch.size();  // every change the batch logged is in changes
   for (size_t i = 0; i < batch.size() && i < results.size(); ++i) {
     if (!results[i].ok()) continue;
     const PendingWrite& w = *batch[i];
@@ -779,19 +795,63 @@ void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
                          as_logged(*results[i]), nullptr});
       continue;
     }
-    if (w.txn_results.size() != w.txn->writes.size()) continue;
+    if (w.txn_results.size() != w.txn->writes.size()) {
+      complete = false;
+      continue;
+    }
     for (size_t n = 0; n < w.txn_results.size(); ++n) {
       const Write::Kind kind = w.txn->writes[n].kind;
       changes.push_back({type_of(kind == Write::Kind::kCreate, kind == Write::Kind::kDelete),
                          as_logged(w.txn_results[n]), nullptr});
     }
   }
+  int64_t newest = 0;
   qm::MutexLock lock(&own_mu_);
   for (auto& ev : changes) {
     const int64_t rv = ev.object.meta.resource_version;
+    complete &= rv > before;
+    newest = std::max(newest, rv);
     if (rv > 0) own_changes_.insert_or_assign(rv, std::move(ev));
   }
+  // The change log holds nothing in (before, newest] but this batch's changes: the batch drew
+  // its revisions under the write lock it took at `before`, and one drawn for a write that
+  // failed has no row.
+  if (complete && newest > before) own_spans_.insert_or_assign(before, newest);
   while (own_changes_.size() > kMaxOwnChanges) own_changes_.erase(own_changes_.begin());
+  // A span whose changes are not all kept any more cannot be answered from memory.
+  const int64_t oldest = own_changes_.empty() ? newest + 1 : own_changes_.begin()->first;
+  while (!own_spans_.empty() && own_spans_.begin()->first + 1 < oldest) {
+    own_spans_.erase(own_spans_.begin());
+  }
+}
+
+std::optional<std::vector<model::WatchEvent>> PgStore::OwnChangesSince(int64_t after_rv,
+                                                                       int64_t max_rows) {
+  qm::MutexLock lock(&own_mu_);
+  own_changes_.erase(own_changes_.begin(), own_changes_.upper_bound(after_rv));
+  own_spans_.erase(own_spans_.begin(), own_spans_.lower_bound(after_rv));
+  std::vector<model::WatchEvent> out;
+  int64_t from = after_rv;
+  for (auto span = own_spans_.find(from); span != own_spans_.end() && span->first == from;
+       span = own_spans_.find(from)) {
+    const auto first = own_changes_.upper_bound(span->first);
+    const auto last = own_changes_.upper_bound(span->second);
+    if (static_cast<int64_t>(out.size() + std::distance(first, last)) > max_rows) break;
+    for (auto it = first; it != last; ++it) out.push_back(it->second);
+    from = span->second;
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+absl::StatusOr<std::vector<model::WatchEvent>> PgStore::FollowChanges(int64_t after_rv,
+                                                                      int64_t limit) {
+  // The changes right after `after_rv` are this process's last batches: no need to ask. Those
+  // of other replicas after them are left to the next call; their notifications (or this
+  // process's own later changes) end the caller's next WaitForChanges at once.
+  const int64_t max_rows = limit > 0 ? limit : std::numeric_limits<int64_t>::max();
+  if (auto own = OwnChangesSince(after_rv, max_rows); own.has_value()) return *std::move(own);
+  return ChangesSince(after_rv, limit);
 }
 
 absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t after_rv,
@@ -815,6 +875,7 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
     known += std::to_string(rv);
   }
   known += '}';
+  log_reads_.fetch_add(1);
   return WithConnection(*pool_, [&](pqxx::connection& c) -> Result {
     // One statement (one round trip, one snapshot) for the compaction point and the changes.
     pqxx::nontransaction tx(c);
@@ -853,16 +914,36 @@ absl::StatusOr<std::vector<model::WatchEvent>> PgStore::ChangesSince(int64_t aft
 }
 
 void PgStore::WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   qm::MutexLock lock(&listen_mu_);
+  // A change is known to exist when this process committed it or a notification named it (a
+  // batch's newest revision, which has a row). The same notification ends no second wait from
+  // the same revision: the caller read and found nothing (the database was replaced, say), and
+  // returning at once again would spin.
+  auto known = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(listen_mu_) {
+    const int64_t notified = notified_rv_.load();
+    if (notified > after_rv && std::make_pair(after_rv, notified) != answered_) {
+      answered_ = {after_rv, notified};
+      return true;
+    }
+    qm::MutexLock own(&own_mu_);
+    return !own_changes_.empty() && own_changes_.rbegin()->first > after_rv;
+  };
   try {
     if (listener_ == nullptr) {
-      listener_ = std::make_unique<Listener>(url_);
+      listener_ = std::make_unique<Listener>(url_, &notified_rv_);
       // Anything committed before LISTEN took effect is found by the caller's next read.
       return;
     }
-    auto secs = timeout.count() / 1000;
-    auto usecs = (timeout.count() % 1000) * 1000;
-    listener_->conn.await_notification(secs, usecs);
+    // Notifications of changes the caller has read already (its own batches, which it may
+    // have taken from memory before their notification came) do not end the wait.
+    listener_->conn.get_notifs();
+    while (!known()) {
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return;
+      listener_->conn.await_notification(left.count() / 1000000, left.count() % 1000000);
+    }
   } catch (const std::exception&) {
     // Connection trouble: drop the listener and let the caller poll; it reconnects next time.
     listener_.reset();

@@ -4,8 +4,10 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -41,7 +43,12 @@ class PgStore final : public Store {
   int64_t LastCommittedRevision() override { return committed_rv_.load(); }
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                               int64_t limit) override;
+  absl::StatusOr<std::vector<model::WatchEvent>> FollowChanges(int64_t after_rv,
+                                                               int64_t limit) override;
   void WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout) override;
+  // How many times the change log was read (ChangesSince, and FollowChanges when it asks), for
+  // tests.
+  uint64_t log_reads() const { return log_reads_.load(); }
   absl::StatusOr<std::vector<model::Object>> Commit(const Transaction& txn) override;
   std::future<absl::StatusOr<std::vector<model::Object>>> CommitAsync(Transaction txn) override;
   absl::StatusOr<std::vector<DeviceClaim>> ListDeviceClaims() override;
@@ -85,8 +92,15 @@ class PgStore final : public Store {
       const std::vector<PendingWrite*>& batch);
 
   // Keeps the changes a committed batch made (`batch` and its results) in `own_changes_`.
+  // `before` is the change log's newest revision when the batch took the write lock.
   void RememberOwnChanges(const std::vector<PendingWrite*>& batch,
-                          const std::vector<absl::StatusOr<model::Object>>& results);
+                          const std::vector<absl::StatusOr<model::Object>>& results,
+                          int64_t before);
+  // The changes after `after_rv` when this process's own batches hold all of them, without
+  // asking the change log: the batch that took the write lock at `after_rv`, the one that took
+  // it at that batch's newest revision, and so on (at most `max_rows` changes). nullopt when no
+  // remembered batch follows `after_rv` directly.
+  std::optional<std::vector<model::WatchEvent>> OwnChangesSince(int64_t after_rv, int64_t max_rows);
 
   const std::string url_;
   std::unique_ptr<ConnectionPool> pool_;
@@ -97,8 +111,15 @@ class PgStore final : public Store {
   static constexpr size_t kMaxOwnChanges = 16384;
   qm::Mutex own_mu_;
   std::map<int64_t, model::WatchEvent> own_changes_ ABSL_GUARDED_BY(own_mu_);
+  // Each committed batch's span of revisions in the change log, (first, second]: only its own
+  // changes (those in own_changes_) lie in between. Dropped as own_changes_ are.
+  std::map<int64_t, int64_t> own_spans_ ABSL_GUARDED_BY(own_mu_);
   qm::Mutex listen_mu_;
   std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listen_mu_);
+  // The newest revision a notification named (any replica's batch).
+  std::atomic<int64_t> notified_rv_{0};
+  // The (after_rv, notified_rv_) of the last wait a notification ended (WaitForChanges).
+  std::pair<int64_t, int64_t> answered_ ABSL_GUARDED_BY(listen_mu_){-1, -1};
   qm::Mutex queue_mu_;
   qm::CondVar queue_cv_;
   std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
@@ -106,6 +127,7 @@ class PgStore final : public Store {
   std::thread writer_;
   std::atomic<int64_t> committed_rv_{0};  // newest revision the writer committed
   std::atomic<uint64_t> writer_errors_{0};
+  std::atomic<uint64_t> log_reads_{0};
 };
 
 // Applies every migration not yet recorded in schema_migrations, in name order, in one

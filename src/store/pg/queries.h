@@ -35,6 +35,10 @@ SELECT r.rv, o.* FROM (SELECT COALESCE(MAX(rv), 0) AS rv FROM change_log) r LEFT
   ORDER BY namespace, name
   LIMIT $5) o ON true)sql";
 
+// The writer's first statement of a batch (migrations/0014): takes the write lock and returns the
+// newest revision of the change log, read once the lock is held.
+inline constexpr char kBeginWrites[] = "SELECT qm_begin_writes()";
+
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
 
 // One statement, so one snapshot: the compaction point and the first $2 changes after $1.
