@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "spdlog/spdlog.h"
 #include "store/pg/migrations.h"
 #include "store/pg/queries.h"
@@ -651,6 +652,15 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     for (const auto& r : results) {
       if (r.ok()) newest = std::max(newest, r->meta.resource_version);
     }
+    {
+      qm::MutexLock lock(&own_mu_);
+      committing_ = true;  // its notification may come before RememberOwnChanges is done
+    }
+    absl::Cleanup committed = [this] {
+      qm::MutexLock lock(&own_mu_);
+      committing_ = false;
+      own_cv_.SignalAll();
+    };
     tx.commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
     RememberOwnChanges(batch, results, before);
@@ -828,6 +838,13 @@ void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
 std::optional<std::vector<model::WatchEvent>> PgStore::OwnChangesSince(int64_t after_rv,
                                                                        int64_t max_rows) {
   qm::MutexLock lock(&own_mu_);
+  // A notification can overtake the writer's own bookkeeping: while it commits, a newer
+  // revision than it has kept may be its own. A short wait spares reading the log for it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (committing_ &&
+         notified_rv_.load() > (own_changes_.empty() ? 0 : own_changes_.rbegin()->first) &&
+         own_cv_.WaitUntil(&own_mu_, deadline)) {
+  }
   own_changes_.erase(own_changes_.begin(), own_changes_.upper_bound(after_rv));
   own_spans_.erase(own_spans_.begin(), own_spans_.lower_bound(after_rv));
   std::vector<model::WatchEvent> out;

@@ -114,6 +114,9 @@ class PgStore final : public Store {
   // Each committed batch's span of revisions in the change log, (first, second]: only its own
   // changes (those in own_changes_) lie in between. Dropped as own_changes_ are.
   std::map<int64_t, int64_t> own_spans_ ABSL_GUARDED_BY(own_mu_);
+  // While the writer commits a batch and until it has kept the batch's changes.
+  bool committing_ ABSL_GUARDED_BY(own_mu_) = false;
+  qm::CondVar own_cv_;  // signalled when committing_ goes false
   qm::Mutex listen_mu_;
   std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listen_mu_);
   // The newest revision a notification named (any replica's batch).
