@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "model/json/quota_usage.h"
 #include "nlohmann/json.hpp"
 #include "pg_test_env.h"
@@ -533,18 +534,31 @@ TEST(PgStoreTest, OwnChangesReadAsAnotherProcessReadsThemFromTheLog) {
   EXPECT_TRUE(same_json((*from_start)[1].object.body, (*theirs)[1].object.body));
 }
 
+// Two stores over one fresh database (two replicas), and its revision when they opened.
+struct TwoStores {
+  std::unique_ptr<PgStore> writer;
+  std::unique_ptr<PgStore> other;
+  int64_t start = 0;
+};
+
+absl::StatusOr<TwoStores> OpenTwoStores() {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  TwoStores s;
+  QM_ASSIGN_OR_RETURN(s.writer, PgStore::Open(env.url(), 2));
+  QM_ASSIGN_OR_RETURN(s.other, PgStore::Open(env.url(), 2));
+  QM_ASSIGN_OR_RETURN(s.start, s.writer->CurrentRevision());
+  return s;
+}
+
 // The watch hub's reads (FollowChanges): a batch this process committed right after the
 // revision asked for is answered from memory, with exactly the changes the log holds; a change of
 // another replica in between breaks the chain and is read from the log. ChangesSince always reads
 // the log and answers every change.
 TEST(PgStoreTest, FollowChangesTakesOwnBatchesFromMemoryAndOthersFromTheLog) {
-  auto& env = testing::PgTestEnv::Get();
-  env.Reset();
-  auto writer = PgStore::Open(env.url(), 2);
-  auto other = PgStore::Open(env.url(), 2);
-  ASSERT_TRUE(writer.ok() && other.ok());
-  auto start = (*writer)->CurrentRevision();
-  ASSERT_TRUE(start.ok());
+  auto stores = OpenTwoStores();
+  ASSERT_TRUE(stores.ok()) << stores.status();
+  auto& [writer, other, start] = *stores;
   auto names = [](const std::vector<model::WatchEvent>& events) {
     std::vector<std::string> out;
     for (const auto& ev : events) out.push_back(ev.object.meta.name);
@@ -552,39 +566,39 @@ TEST(PgStoreTest, FollowChangesTakesOwnBatchesFromMemoryAndOthersFromTheLog) {
   };
   using Names = std::vector<std::string>;
 
-  auto a = (*writer)->Create(MakeObject("a"));
-  auto b = (*writer)->Create(MakeObject("b"));
+  auto a = writer->Create(MakeObject("a"));
+  auto b = writer->Create(MakeObject("b"));
   ASSERT_TRUE(a.ok() && b.ok());
-  uint64_t reads = (*writer)->log_reads();
-  auto own = (*writer)->FollowChanges(*start, 0);
+  uint64_t reads = writer->log_reads();
+  auto own = writer->FollowChanges(start, 0);
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_EQ(names(*own), (Names{"a", "b"}));
-  EXPECT_EQ((*writer)->log_reads(), reads);
+  EXPECT_EQ(writer->log_reads(), reads);
   // A limit ends the answer between two batches.
-  auto limited = (*writer)->FollowChanges(*start, 1);
+  auto limited = writer->FollowChanges(start, 1);
   ASSERT_TRUE(limited.ok());
   EXPECT_EQ(names(*limited), (Names{"a"}));
 
   // Another replica writes between two of this one's batches.
-  auto c = (*other)->Create(MakeObject("c"));
-  auto d = (*writer)->Create(MakeObject("d"));
+  auto c = other->Create(MakeObject("c"));
+  auto d = writer->Create(MakeObject("d"));
   ASSERT_TRUE(c.ok() && d.ok());
-  reads = (*writer)->log_reads();
-  auto mixed = (*writer)->FollowChanges(b->meta.resource_version, 0);
+  reads = writer->log_reads();
+  auto mixed = writer->FollowChanges(b->meta.resource_version, 0);
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   EXPECT_EQ(names(*mixed), (Names{"c", "d"}));
-  EXPECT_EQ((*writer)->log_reads(), reads + 1);
+  EXPECT_EQ(writer->log_reads(), reads + 1);
 
   // A transaction's writes and a delete: one batch, its changes as the log holds them.
   Transaction txn;
   txn.writes.push_back({Write::Kind::kCreate, MakeObject("e"), {}, 0});
   txn.writes.push_back({Write::Kind::kDelete, {}, a->Key(), 0});
-  ASSERT_TRUE((*writer)->Commit(txn).ok());
-  reads = (*writer)->log_reads();
-  auto tail = (*writer)->FollowChanges(d->meta.resource_version, 0);
+  ASSERT_TRUE(writer->Commit(txn).ok());
+  reads = writer->log_reads();
+  auto tail = writer->FollowChanges(d->meta.resource_version, 0);
   ASSERT_TRUE(tail.ok());
-  EXPECT_EQ((*writer)->log_reads(), reads);
-  auto logged = (*other)->ChangesSince(d->meta.resource_version, 0);
+  EXPECT_EQ(writer->log_reads(), reads);
+  auto logged = other->ChangesSince(d->meta.resource_version, 0);
   ASSERT_TRUE(logged.ok());
   ASSERT_EQ(names(*tail), (Names{"e", "a"}));
   ASSERT_EQ(names(*logged), names(*tail));
@@ -596,36 +610,32 @@ TEST(PgStoreTest, FollowChangesTakesOwnBatchesFromMemoryAndOthersFromTheLog) {
   EXPECT_EQ((*tail)[1].type, model::EventType::kDeleted);
 
   // ChangesSince answers everything after a revision, from the log.
-  reads = (*writer)->log_reads();
-  auto all = (*writer)->ChangesSince(*start, 0);
+  reads = writer->log_reads();
+  auto all = writer->ChangesSince(start, 0);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(names(*all), (Names{"a", "b", "c", "d", "e", "a"}));
-  EXPECT_EQ((*writer)->log_reads(), reads + 1);
+  EXPECT_EQ(writer->log_reads(), reads + 1);
 }
 
 // WaitForChanges returns at once for a change this process committed or a notification named,
 // and sleeps otherwise, also when the notification of a change already read comes late.
 TEST(PgStoreTest, WaitForChangesWakesForNewChangesOnly) {
-  auto& env = testing::PgTestEnv::Get();
-  env.Reset();
-  auto writer = PgStore::Open(env.url(), 2);
-  auto other = PgStore::Open(env.url(), 2);
-  ASSERT_TRUE(writer.ok() && other.ok());
-  auto start = (*writer)->CurrentRevision();
-  ASSERT_TRUE(start.ok());
-  (*writer)->WaitForChanges(*start, std::chrono::milliseconds(10));  // starts listening
+  auto stores = OpenTwoStores();
+  ASSERT_TRUE(stores.ok()) << stores.status();
+  auto& [writer, other, start] = *stores;
+  writer->WaitForChanges(start, std::chrono::milliseconds(10));  // starts listening
   auto waited = [&](int64_t after_rv, std::chrono::milliseconds timeout) {
     const auto t0 = std::chrono::steady_clock::now();
-    (*writer)->WaitForChanges(after_rv, timeout);
+    writer->WaitForChanges(after_rv, timeout);
     return std::chrono::steady_clock::now() - t0;
   };
   using std::chrono::milliseconds;
   using std::chrono::seconds;
 
-  auto c = (*other)->Create(MakeObject("c"));
+  auto c = other->Create(MakeObject("c"));
   ASSERT_TRUE(c.ok());
-  EXPECT_LT(waited(*start, milliseconds(20000)), seconds(10));  // the notification
-  auto mine = (*writer)->Create(MakeObject("mine"));
+  EXPECT_LT(waited(start, milliseconds(20000)), seconds(10));  // the notification
+  auto mine = writer->Create(MakeObject("mine"));
   ASSERT_TRUE(mine.ok());
   EXPECT_LT(waited(c->meta.resource_version, milliseconds(20000)), seconds(10));
   // Nothing after `mine`: its notification (already read or still coming) does not end the wait.

@@ -140,6 +140,10 @@ class NodeAgentApi {
  private:
   // The node name must be valid and, for a node identity, its own: PermissionDenied otherwise.
   absl::Status CheckNode(const Caller& caller, const std::string& node);
+  // What ReportPrepared and ReportUnprepared check first: the node (CheckNode), the claim
+  // reference, a driver, and RBAC to update the claim's status.
+  absl::Status CheckClaimReport(const Caller& caller, const std::string& node,
+                                const v1::ClaimRef& claim, const std::string& driver);
   // RBAC for one verb on one resource (PermissionDenied with Kubernetes' wording; recorded).
   absl::Status Authorize(const Caller& caller, const std::string& verb, const std::string& group,
                          const std::string& resource, const std::string& subresource,

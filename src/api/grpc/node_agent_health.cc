@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -19,6 +20,22 @@
 #include "spdlog/spdlog.h"
 
 namespace qm::api::nodeapi {
+namespace {
+
+// WriteChange on the Node object of `node` (or its status): FAILED_PRECONDITION when the node
+// was never registered. The caller holds the AuditScope.
+absl::Status WriteRegisteredNode(service::ObjectService& objects, const auth::UserInfo& user,
+                                 const std::string& node, Scope scope,
+                                 const std::function<absl::StatusOr<bool>(json&)>& change) {
+  auto written =
+      WriteChange(objects, user, NodeType(), model::ResourceKey{"nodes", "", node}, scope, change);
+  if (absl::IsNotFound(written.status())) {
+    return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
+  }
+  return written.status();
+}
+
+}  // namespace
 
 // ---- Health and heartbeats -----------------------------------------------------------------
 
@@ -97,12 +114,7 @@ absl::StatusOr<v1::ReportHealthResponse> NodeAgentApi::ReportHealth(
   };
   store::AuditRecord record = Record(caller, "update", "", "nodes", "", "", node);
   store::AuditScope scope(&record);
-  auto written = WriteChange(objects_, caller.user, NodeType(),
-                             model::ResourceKey{"nodes", "", node}, Scope::kObject, change);
-  if (absl::IsNotFound(written.status())) {
-    return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
-  }
-  QM_RETURN_IF_ERROR(written.status());
+  QM_RETURN_IF_ERROR(WriteRegisteredNode(objects_, caller.user, node, Scope::kObject, change));
   std::map<std::string, std::pair<std::string, std::string>> unhealthy;  // pool/device -> reason
   for (const auto& d : request.devices()) {
     if (d.health() == v1::HEALTH_UNHEALTHY)
@@ -277,12 +289,7 @@ absl::Status NodeAgentApi::WriteHeartbeat(const Caller& caller, const std::strin
   };
   store::AuditRecord record = Record(caller, "update", "", "nodes", "status", "", node);
   store::AuditScope scope(&record);
-  auto written = WriteChange(objects_, caller.user, NodeType(),
-                             model::ResourceKey{"nodes", "", node}, Scope::kStatus, change);
-  if (absl::IsNotFound(written.status())) {
-    return absl::FailedPreconditionError("node \"" + node + "\" is not registered; call Register");
-  }
-  QM_RETURN_IF_ERROR(written.status());
+  QM_RETURN_IF_ERROR(WriteRegisteredNode(objects_, caller.user, node, Scope::kStatus, change));
   qm::MutexLock lock(&mu_);
   ready_written_[node] = now;
   return absl::OkStatus();

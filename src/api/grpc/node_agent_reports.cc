@@ -122,15 +122,20 @@ absl::Status NotThisClaim(const v1::ClaimRef& claim) {
 
 }  // namespace
 
+absl::Status NodeAgentApi::CheckClaimReport(const Caller& caller, const std::string& node,
+                                            const v1::ClaimRef& claim, const std::string& driver) {
+  QM_RETURN_IF_ERROR(CheckNode(caller, node));
+  QM_RETURN_IF_ERROR(CheckClaimRef(claim));
+  if (driver.empty()) return absl::InvalidArgumentError("driver: Required value");
+  return Authorize(caller, "update", model::kResourceGroup, "resourceclaims", "status",
+                   claim.namespace_(), claim.name());
+}
+
 absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
     const Caller& caller, const v1::ReportPreparedRequest& request) {
   const std::string& node = request.node_name();
   const v1::ClaimRef& claim = request.claim();
-  QM_RETURN_IF_ERROR(CheckNode(caller, node));
-  QM_RETURN_IF_ERROR(CheckClaimRef(claim));
-  if (request.driver().empty()) return absl::InvalidArgumentError("driver: Required value");
-  QM_RETURN_IF_ERROR(Authorize(caller, "update", model::kResourceGroup, "resourceclaims", "status",
-                               claim.namespace_(), claim.name()));
+  QM_RETURN_IF_ERROR(CheckClaimReport(caller, node, claim, request.driver()));
   const model::ResourceType& type = ClaimType();
   const model::ResourceKey key{type.GroupResource(), claim.namespace_(), claim.name()};
   std::vector<std::string> consumers;
@@ -371,11 +376,7 @@ absl::StatusOr<v1::ReportUnpreparedResponse> NodeAgentApi::ReportUnprepared(
     const Caller& caller, const v1::ReportUnpreparedRequest& request) {
   const std::string& node = request.node_name();
   const v1::ClaimRef& claim = request.claim();
-  QM_RETURN_IF_ERROR(CheckNode(caller, node));
-  QM_RETURN_IF_ERROR(CheckClaimRef(claim));
-  if (request.driver().empty()) return absl::InvalidArgumentError("driver: Required value");
-  QM_RETURN_IF_ERROR(Authorize(caller, "update", model::kResourceGroup, "resourceclaims", "status",
-                               claim.namespace_(), claim.name()));
+  QM_RETURN_IF_ERROR(CheckClaimReport(caller, node, claim, request.driver()));
   v1::ReportUnpreparedResponse resp;
   if (!request.error().empty()) {
     // The devices are still prepared; the agent keeps the claim and tries again.
