@@ -12,33 +12,27 @@ QM_FLAGS=(--scheduler=false)
 
 k() { kubectl "$@" 2>&1; }
 
-# check <description> <output> <line> [<line>...]: each <line> is a whole line of the output
-# (exactly: a count "18" does not pass on "118", "pod/a" not on "pod/ab").
-check() {
-  local desc=$1 out=$2; shift 2
+# expect <description> <grep flags> <what a miss is called> <output> <needle>...: one check, which
+# fails at the first needle grep does not find in the output.
+expect() {
+  local desc=$1 flags=$2 miss=$3 out=$4; shift 4
   checks=$((checks + 1))
   for needle in "$@"; do
-    if ! grep -qxF -- "$needle" <<<"$out"; then
-      echo "FAIL: $desc: no line '$needle' in:"; echo "$out" | sed 's/^/    /'
+    if ! grep "$flags" -- "$needle" <<<"$out"; then
+      echo "FAIL: $desc: $miss '$needle' in:"; echo "$out" | sed 's/^/    /'
       failures=$((failures + 1)); return
     fi
   done
   echo "ok:   $desc"
 }
 
+# check <description> <output> <line> [<line>...]: each <line> is a whole line of the output
+# (exactly: a count "18" does not pass on "118", "pod/a" not on "pod/ab").
+check() { expect "$1" -qxF "no line" "$2" "${@:3}"; }
+
 # check_has <description> <output> <text> [<text>...]: each <text> appears somewhere in the
 # output; only for tables, YAML and help text, where a line holds more than the check is about.
-check_has() {
-  local desc=$1 out=$2; shift 2
-  checks=$((checks + 1))
-  for needle in "$@"; do
-    if ! grep -qF -- "$needle" <<<"$out"; then
-      echo "FAIL: $desc: missing '$needle' in:"; echo "$out" | sed 's/^/    /'
-      failures=$((failures + 1)); return
-    fi
-  done
-  echo "ok:   $desc"
-}
+check_has() { expect "$1" -qF "missing" "$2" "${@:3}"; }
 
 check_not() {  # check_not <description> <haystack> <needle>
   checks=$((checks + 1))
