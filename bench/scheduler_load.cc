@@ -21,6 +21,8 @@
 //                  [--steady-pods 10] [--duration 10]   (steady_*)
 //                  [--selector]   (claims with a CEL selector, the selector_* variant)
 //                  [--match]      (two devices per claim with matchAttribute on numa)
+//                  [--latency-file FILE]  (one line per pod bound: its creation, in ms after
+//                                          the first pod's, and its create-to-bound ms)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -59,6 +61,7 @@ struct Args {
   int warmup = 2500;
   int measured = 2500;
   int steady_pods = 10;
+  std::string latency_file;  // "" writes none
   double duration = 10;
   int concurrency = 64;  // creators in flight, like scheduler_perf's parallel client
   bool selector = false;
@@ -349,6 +352,8 @@ struct Result {
   double seconds = 0;  // length of the measurement
   bool ok = false;     // every expected pod was bound
   std::vector<double> latencies_ms;
+  // Per pod bound: its creation (ms after the first pod's) and its create-to-bound latency.
+  std::vector<std::pair<double, double>> timeline_ms;
 };
 
 std::vector<double> LatenciesMs(const std::map<std::string, Clock::time_point>& created,
@@ -357,6 +362,22 @@ std::vector<double> LatenciesMs(const std::map<std::string, Clock::time_point>& 
   for (const auto& [name, t] : bound) {
     out.push_back(std::chrono::duration<double, std::milli>(t - created.at(name)).count());
   }
+  return out;
+}
+
+std::vector<std::pair<double, double>> TimelineMs(
+    const std::map<std::string, Clock::time_point>& created,
+    const std::map<std::string, Clock::time_point>& bound) {
+  std::vector<std::pair<double, double>> out;
+  if (created.empty()) return out;
+  Clock::time_point first = Clock::time_point::max();
+  for (const auto& [name, t] : created) first = std::min(first, t);
+  for (const auto& [name, t] : bound) {
+    const Clock::time_point c = created.at(name);
+    out.emplace_back(std::chrono::duration<double, std::milli>(c - first).count(),
+                     std::chrono::duration<double, std::milli>(t - c).count());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -392,6 +413,7 @@ Result RunBatch(const Args& a) {
   r.seconds = bound.empty() ? 0 : std::chrono::duration<double>(last - first).count();
   r.ok = bound.size() == static_cast<size_t>(a.measured);
   r.latencies_ms = LatenciesMs(created, bound);
+  r.timeline_ms = TimelineMs(created, bound);
   return r;
 }
 
@@ -475,6 +497,7 @@ Result RunSteady(const Args& a) {
   r.seconds = a.duration;
   r.ok = !bound.empty() && bound.size() == created.size();
   r.latencies_ms = LatenciesMs(created, bound);
+  r.timeline_ms = TimelineMs(created, bound);
   std::printf("steady: %zu pods created, %zu bound (%zu after the end)\n", created.size(),
               bound.size(), bound.size() - r.bound);
   return r;
@@ -509,6 +532,8 @@ int main(int argc, char** argv) {
       a.selector = true;
     } else if (arg == "--match") {
       a.match = true;
+    } else if (arg == "--latency-file") {
+      a.latency_file = next();
     } else {
       std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
       return 2;
@@ -545,6 +570,15 @@ int main(int argc, char** argv) {
   if (still != preallocated) {
     std::printf("error: only %d of %d claims allocated without pods are still allocated\n", still,
                 preallocated);
+  }
+  if (!a.latency_file.empty()) {
+    std::FILE* f = std::fopen(a.latency_file.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", a.latency_file.c_str());
+      return 2;
+    }
+    for (const auto& [at, ms] : r.timeline_ms) std::fprintf(f, "%.1f %.1f\n", at, ms);
+    std::fclose(f);
   }
   const std::string name = a.workload + (a.selector ? "+selector" : "") + (a.match ? "+match" : "");
   std::printf(

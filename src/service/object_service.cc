@@ -194,7 +194,7 @@ absl::StatusOr<model::Object> ObjectService::Update(
       auto deleted = store_.Delete(result->Key(), result->meta.resource_version);
       if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
       if (deleted.ok()) {
-        QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key));
+        QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key, deleted->meta.resource_version));
         return deleted;
       }
     }
@@ -295,7 +295,9 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
     }
     if (absl::IsAborted(result.status()) && attempt + 1 < kMaxUpdateAttempts) continue;
     if (!result.ok()) return result.status();
-    if (deleted && !is_namespace) QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key));
+    if (deleted && !is_namespace) {
+      QM_RETURN_IF_ERROR(FinishNamespaceIfEmpty(key, result->meta.resource_version));
+    }
     return DeleteResult{*std::move(result), deleted};
   }
 }
@@ -313,9 +315,22 @@ absl::StatusOr<bool> ObjectService::NamespaceIsEmpty(const std::string& ns) {
   return true;
 }
 
-absl::Status ObjectService::FinishNamespaceIfEmpty(const model::ResourceKey& deleted) {
+absl::Status ObjectService::FinishNamespaceIfEmpty(const model::ResourceKey& deleted,
+                                                   int64_t deleted_rv) {
   if (deleted.namespace_.empty()) return absl::OkStatus();
-  auto ns = store_.Get(model::ResourceKey{"namespaces", "", deleted.namespace_});
+  const model::ResourceKey ns_key{"namespaces", "", deleted.namespace_};
+  // Almost always the namespace is not being deleted; the cache says so without a read of the
+  // store once it has applied the delete (a few ms at most). A namespace marked for deletion
+  // before the delete is marked there then; one marked after it checks for content itself after
+  // its mark (Delete), and finds this object gone.
+  if (hub_ != nullptr) {
+    auto cached = hub_->FindCurrent(ns_key, deleted_rv, std::chrono::milliseconds(5));
+    if (cached.ok() && (!cached->has_value() || !(*cached)->meta.deletion_timestamp.has_value() ||
+                        !(*cached)->meta.finalizers.empty())) {
+      return absl::OkStatus();
+    }
+  }
+  auto ns = store_.Get(ns_key);
   if (absl::IsNotFound(ns.status())) return absl::OkStatus();
   QM_RETURN_IF_ERROR(ns.status());
   if (!ns->meta.deletion_timestamp.has_value() || !ns->meta.finalizers.empty()) {

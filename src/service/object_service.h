@@ -115,8 +115,9 @@ class ObjectService {
   absl::Status CheckNamespace(const std::string& ns);
   absl::Status DeleteNamespaceContents(const std::string& ns);
   absl::StatusOr<bool> NamespaceIsEmpty(const std::string& ns);
-  // After `deleted` is gone: removes its namespace if that is being deleted and now empty.
-  absl::Status FinishNamespaceIfEmpty(const model::ResourceKey& deleted);
+  // After `deleted` is gone (by the change of revision `deleted_rv`): removes its namespace if
+  // that is being deleted and now empty.
+  absl::Status FinishNamespaceIfEmpty(const model::ResourceKey& deleted, int64_t deleted_rv);
   // Store writes that keep the device ledger in step with claims whose allocation a client
   // (an external allocator, not the scheduler) writes: an update that changes a claim's
   // status.allocation replaces the claim's ledger rows in the same transaction (Aborted when a

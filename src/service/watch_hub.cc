@@ -230,6 +230,21 @@ std::optional<model::Object> WatchHub::Find(const model::ResourceKey& key) {
   return it->second;
 }
 
+absl::StatusOr<std::optional<model::Object>> WatchHub::FindCurrent(const model::ResourceKey& key,
+                                                                   int64_t min_rv,
+                                                                   std::chrono::milliseconds wait) {
+  qm::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (last_rv_.load() < min_rv && cache_ready_ && dispatched_.WaitUntil(&mu_, deadline)) {
+  }
+  if (!cache_ready_ || last_rv_.load() < min_rv) {
+    return absl::UnavailableError("object cache is behind the store");
+  }
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::optional<model::Object>();
+  return std::optional<model::Object>(it->second);
+}
+
 std::optional<int64_t> WatchHub::ResourceVersionOf(const model::ResourceKey& key) {
   qm::MutexLock lock(&mu_);
   if (!cache_ready_) return std::nullopt;

@@ -94,6 +94,12 @@ class WatchHub {
   std::optional<model::Object> Find(const model::ResourceKey& key);
   // Its resourceVersion only (no copy of the object).
   std::optional<int64_t> ResourceVersionOf(const model::ResourceKey& key);
+  // The object at `key` as the store held it at `min_rv` or later (nullopt inside: none), once
+  // the cache has applied every change up to `min_rv`; Unavailable when it has not within
+  // `wait` (or holds no objects).
+  absl::StatusOr<std::optional<model::Object>> FindCurrent(const model::ResourceKey& key,
+                                                           int64_t min_rv,
+                                                           std::chrono::milliseconds wait);
 
   // For each of `resources`, the revision of the newest change to one of its objects that the
   // cache shows (a create, update or delete; the revision the cache was loaded at when none came

@@ -731,6 +731,7 @@ void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
     complete &= rv > before;
     newest = std::max(newest, rv);
     if (rv > 0) own_changes_.insert_or_assign(rv, std::move(ev));
+    own_newest_ = std::max(own_newest_, rv);
   }
   // The change log holds nothing in (before, newest] but this batch's changes: the batch drew
   // its revisions under the write lock it took at `before`, and one drawn for a write that
@@ -750,8 +751,7 @@ std::optional<std::vector<model::WatchEvent>> PgStore::OwnChangesSince(int64_t a
   // A notification can overtake the writer's own bookkeeping: while it commits, a newer
   // revision than it has kept may be its own. A short wait spares reading the log for it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-  while (committing_ &&
-         notified_rv_.load() > (own_changes_.empty() ? 0 : own_changes_.rbegin()->first) &&
+  while (committing_ && notified_rv_.load() > own_newest_ &&
          own_cv_.WaitUntil(&own_mu_, deadline)) {
   }
   own_changes_.erase(own_changes_.begin(), own_changes_.upper_bound(after_rv));
@@ -763,9 +763,13 @@ std::optional<std::vector<model::WatchEvent>> PgStore::OwnChangesSince(int64_t a
     const auto first = own_changes_.upper_bound(span->first);
     const auto last = own_changes_.upper_bound(span->second);
     if (static_cast<int64_t>(out.size() + std::distance(first, last)) > max_rows) break;
-    for (auto it = first; it != last; ++it) out.push_back(it->second);
+    // The follower reads on from here, so the changes are handed over (moved, not copied); a
+    // reader that asks for them again reads them from the log.
+    for (auto it = first; it != last; ++it) out.push_back(std::move(it->second));
+    own_changes_.erase(first, last);
     from = span->second;
   }
+  own_spans_.erase(own_spans_.begin(), own_spans_.lower_bound(from));
   if (out.empty()) return std::nullopt;
   return out;
 }
@@ -853,7 +857,7 @@ void PgStore::WaitForChanges(int64_t after_rv, std::chrono::milliseconds timeout
       return true;
     }
     qm::MutexLock own(&own_mu_);
-    return !own_changes_.empty() && own_changes_.rbegin()->first > after_rv;
+    return own_newest_ > after_rv;
   };
   try {
     if (listener_ == nullptr) {

@@ -107,10 +107,13 @@ class PgStore final : public Store {
   // The changes this process committed lately, by revision, as its writes gave them: ChangesSince
   // takes these instead of reading their rows' columns back from change_log (the watch hub
   // follows every change, its own process's writes included). Dropped once a reader has read
-  // past them, and the oldest beyond kMaxOwnChanges; a change not here is read from the log.
+  // past them, moved out when FollowChanges hands them over, and the oldest beyond
+  // kMaxOwnChanges; a change not here is read from the log.
   static constexpr size_t kMaxOwnChanges = 16384;
   qm::Mutex own_mu_;
   std::map<int64_t, model::WatchEvent> own_changes_ ABSL_GUARDED_BY(own_mu_);
+  // The newest revision this process committed (its changes may have been handed over since).
+  int64_t own_newest_ ABSL_GUARDED_BY(own_mu_) = 0;
   // Each committed batch's span of revisions in the change log, (first, second]: only its own
   // changes (those in own_changes_) lie in between. Dropped as own_changes_ are.
   std::map<int64_t, int64_t> own_spans_ ABSL_GUARDED_BY(own_mu_);

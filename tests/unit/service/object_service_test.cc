@@ -601,8 +601,84 @@ class FreezableStore : public fakes::ForwardingStore {
     if (frozen.load()) return std::vector<model::WatchEvent>{};
     return ForwardingStore::ChangesSince(rv, limit);
   }
+  absl::StatusOr<model::Object> Get(const model::ResourceKey& key) override {
+    ++gets;
+    return ForwardingStore::Get(key);
+  }
   std::atomic<bool> frozen{false};
+  std::atomic<int64_t> gets{0};  // reads of single objects
 };
+
+// After a delete, whether its namespace is to be finished is read from the cache once that has
+// applied the delete (no read of the store); a cache that lags still finishes it, from the
+// store's copy.
+TEST(ObjectServiceCacheTest, DeletesFinishTheirNamespaceWhetherTheCacheKeepsUpOrNot) {
+  FreezableStore store;
+  FakeClock clock;
+  SequentialIds ids;
+  WatchHub hub(store, WatchHubOptions{});
+  hub.Start();
+  ObjectService service(store, clock, ids, &hub);
+  const std::string claims = "resourceclaims.resource.k8s.io";
+  const model::ResourceKey team{"namespaces", "", "team"};
+  ASSERT_TRUE(service.Create(Obj("namespaces", "", "team"), false).ok());
+  auto held = [&](const std::string& name) {
+    model::Object o = Obj(claims, "team", name);
+    o.meta.finalizers = {"example.com/hold"};
+    auto created = service.Create(o, false);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return o.Key();
+  };
+  auto release = [&](const model::ResourceKey& key) {
+    auto cleared = service.Update(
+        key,
+        [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+          model::Object next = cur;
+          next.meta.finalizers.clear();
+          next.meta.resource_version = 0;
+          return next;
+        },
+        false);
+    EXPECT_TRUE(cleared.ok()) << cleared.status();
+  };
+  ListRequest namespaces;
+  namespaces.store.resource = "namespaces";
+  // Once the cache shows every write so far (lookups that miss it read the store).
+  auto caught_up = [&] { return hub.List(namespaces, store.LastCommittedRevision()).ok(); };
+  // A namespace that is not being deleted: the cache says so, the store is not asked.
+  ASSERT_TRUE(service.Create(Obj(claims, "team", "plain"), false).ok());
+  ASSERT_TRUE(caught_up());
+  const int64_t gets = store.gets.load();
+  auto plain = service.Delete(model::ResourceKey{claims, "team", "plain"}, DeleteOptions{});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(store.gets.load(), gets);
+
+  // Marked for deletion, with two claims held by a finalizer: releasing the first leaves it;
+  // releasing the second finishes it, the cache showing the mark.
+  const model::ResourceKey first = held("first");
+  const model::ResourceKey second = held("second");
+  auto marked = service.Delete(team, DeleteOptions{});
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_FALSE(marked->deleted);
+  release(first);
+  ASSERT_TRUE(store.Get(team).ok());
+  release(second);
+  EXPECT_TRUE(absl::IsNotFound(store.Get(team).status()));
+
+  // The same with a cache that never sees the namespace marked: the store's copy decides.
+  ASSERT_TRUE(service.Create(Obj("namespaces", "", "team"), false).ok());
+  ASSERT_TRUE(caught_up());
+  const model::ResourceKey last = held("last");
+  ASSERT_TRUE(caught_up());
+  store.frozen = true;
+  marked = service.Delete(team, DeleteOptions{});
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_FALSE(marked->deleted);
+  ASSERT_FALSE(hub.Find(team)->meta.deletion_timestamp.has_value());
+  release(last);
+  EXPECT_TRUE(absl::IsNotFound(store.Get(team).status()));
+  hub.Stop();
+}
 
 // Delete takes its first copy of the object from the cache. Here the cache stops following the
 // store before writes it never sees; each delete still answers from the store's copy: a stale

@@ -171,6 +171,33 @@ TEST_F(WatchHubTest, LastChangesMoveOnlyForTheResourceThatChanged) {
   hub.Stop();
 }
 
+TEST_F(WatchHubTest, FindCurrentAnswersOnlyOnceTheCacheHasAppliedTheRevision) {
+  Put("a");
+  WatchHub hub(store_, WatchHubOptions{});
+  const model::ResourceKey a{"things", "", "a"};
+  // No cache loaded yet: no answer, however long it may wait.
+  EXPECT_TRUE(absl::IsUnavailable(hub.FindCurrent(a, 0, std::chrono::milliseconds(1)).status()));
+  hub.Start();
+  const int64_t b = Put("b");
+  // Waits for the follower to apply the create of "b", then answers from the cache.
+  auto found = hub.FindCurrent(model::ResourceKey{"things", "", "b"}, b, kPrompt);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->meta.resource_version, b);
+  auto deleted = store_.Delete(a, 0);
+  ASSERT_TRUE(deleted.ok());
+  auto gone = hub.FindCurrent(a, deleted->meta.resource_version, kPrompt);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(gone->has_value());
+  // A revision the store has not reached: the cache cannot have applied it.
+  const int64_t future = deleted->meta.resource_version + 100;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(
+      absl::IsUnavailable(hub.FindCurrent(a, future, std::chrono::milliseconds(20)).status()));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  hub.Stop();
+}
+
 TEST_F(WatchHubTest, AResumingWatchStuckReadingHistoryStallsNoOne) {
   const int64_t first = Put("a");
   Put("b");
