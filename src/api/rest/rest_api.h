@@ -115,6 +115,8 @@ class RestApi {
   struct Target;
 
  private:
+  // The verbs on one resource or collection (resource_request.cc).
+  class ResourceRequest;
   HttpResponse HandleResource(const HttpRequest& request, const Target& target);
   // Admin access to devices only in namespaces labelled resource.kubernetes.io/admin-access:
   // "true" (Kubernetes' DRAAdminAccess rule): a Forbidden error per request that asks for it.

@@ -40,14 +40,22 @@ class Path {
   Path() = default;
   explicit Path(std::string s) : s_(std::move(s)) {}
 
+  // Each builds its text in one allocation (validation makes a path for every field it visits).
   Path Child(std::string_view name) const {
-    return Path(s_.empty() ? std::string(name) : s_ + "." + std::string(name));
+    return s_.empty() ? Path(std::string(name)) : Joined(".", name, "");
   }
-  Path Index(size_t i) const { return Path(s_ + "[" + std::to_string(i) + "]"); }
-  Path Key(std::string_view key) const { return Path(s_ + "[" + std::string(key) + "]"); }
+  Path Index(size_t i) const { return Joined("[", std::to_string(i), "]"); }
+  Path Key(std::string_view key) const { return Joined("[", key, "]"); }
   const std::string& str() const { return s_; }
 
  private:
+  Path Joined(std::string_view open, std::string_view part, std::string_view close) const {
+    std::string s;
+    s.reserve(s_.size() + open.size() + part.size() + close.size());
+    s.append(s_).append(open).append(part).append(close);
+    return Path(std::move(s));
+  }
+
   std::string s_;
 };
 
