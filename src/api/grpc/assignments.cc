@@ -212,15 +212,17 @@ absl::Status AssignmentRouter::Load() {
     std::set<std::string> listed;
     for (const auto& obj : list->items) {
       listed.insert(obj.meta.uid);
-      auto body = nlohmann::json::parse(obj.body, nullptr, false);
-      if (body.is_discarded()) continue;  // keeps whatever the index had for it
+      std::optional<ClaimAssignment> assignment;
+      if (MayHaveAssignment(obj.body)) {
+        auto body = nlohmann::json::parse(obj.body, nullptr, false);
+        if (body.is_discarded()) continue;  // keeps whatever the index had for it
+        assignment = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, body);
+      }
       v1::ClaimRef ref;
       ref.set_namespace_(obj.meta.namespace_);
       ref.set_name(obj.meta.name);
       ref.set_uid(obj.meta.uid);
-      ApplyLocked(obj.meta.uid, ref,
-                  AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, body), rv,
-                  &touched);
+      ApplyLocked(obj.meta.uid, ref, std::move(assignment), rv, &touched);
     }
     std::vector<std::pair<std::string, v1::ClaimRef>> gone;
     for (const auto& [uid, entry] : claims_) {
@@ -286,7 +288,7 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
   bool wake = false;  // an Open waits for the revision to move
   if (obj.resource == kClaims) {
     std::optional<ClaimAssignment> next;
-    if (event.type != model::EventType::kDeleted) {
+    if (event.type != model::EventType::kDeleted && MayHaveAssignment(obj.body)) {
       auto body = nlohmann::json::parse(obj.body, nullptr, false);
       // A body that does not decode changes nothing: the devices stay prepared, as the
       // scheduler keeps them allocated (decode_failures.h).

@@ -168,6 +168,11 @@ std::string AllocationId(const std::string& uid, const json& allocation) {
   return buf;
 }
 
+bool MayHaveAssignment(std::string_view body_text) {
+  return body_text.find("\"allocation\"") != std::string_view::npos &&
+         body_text.find("\"reservedFor\"") != std::string_view::npos;
+}
+
 std::optional<ClaimAssignment> AssignmentOf(const std::string& namespace_, const std::string& name,
                                             const std::string& uid, const json& body) {
   const json& status = At(body, "status");

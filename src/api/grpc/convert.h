@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -47,6 +48,11 @@ struct ClaimAssignment {
 // status.allocation names exactly one node and status.reservedFor has at least one consumer.
 std::optional<ClaimAssignment> AssignmentOf(const std::string& namespace_, const std::string& name,
                                             const std::string& uid, const nlohmann::json& body);
+
+// False when a claim body's text (as stored: compact JSON, keys unescaped) cannot give an
+// assignment because it has no "allocation" or no "reservedFor" member anywhere: such a body
+// need not be parsed (most claim changes are of claims not yet allocated).
+bool MayHaveAssignment(std::string_view body_text);
 
 // `assignment` restricted to `drivers` (empty: all): nullopt when no device of theirs is left.
 std::optional<v1::Assignment> ForDrivers(const v1::Assignment& assignment,

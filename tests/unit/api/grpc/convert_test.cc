@@ -141,6 +141,16 @@ TEST(ConvertTest, NoAssignmentWithoutConsumersOrNode) {
   EXPECT_FALSE(AssignmentOf("ns", "c", "u", json::parse(R"({"spec": {}})")).has_value());
 }
 
+// The text test that spares parsing claim bodies never rules out a body with an assignment.
+TEST(ConvertTest, OnlyBodiesWithoutAllocationOrConsumersAreSkippedUnparsed) {
+  const std::string assigned = AllocatedClaim("gpu-node-a", true).dump();
+  EXPECT_TRUE(MayHaveAssignment(assigned));
+  EXPECT_TRUE(AssignmentOf("ns", "c", "u", json::parse(assigned)).has_value());
+  EXPECT_FALSE(MayHaveAssignment(AllocatedClaim("gpu-node-a", false).dump()));
+  EXPECT_FALSE(MayHaveAssignment(R"({"spec":{"devices":{"requests":[]}}})"));
+  EXPECT_FALSE(MayHaveAssignment(R"({"status":{"reservedFor":[{"name":"p"}]}})"));
+}
+
 TEST(ConvertTest, AllocationIdsTrackTheAllocation) {
   json one = AllocatedClaim("gpu-node-a", true)["status"]["allocation"];
   json other = one;
