@@ -184,7 +184,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   for (ClaimView* c : pod_claims) busy_.insert(c);
   const size_t created = pod.new_claims.size();
   auto bound = [this, p = &pod, updates = std::move(updates), created,
-                node = placement.node](const std::vector<model::Object>* committed) {
+                node = placement.node](std::vector<model::Object>* committed) {
     if (committed == nullptr) {
       // Its devices were counted as taken; resolved anew after this pass (the state is still
       // in use by the pods placed after it).
@@ -196,7 +196,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     st_.backoff.erase(p->obj.meta.uid);
     for (size_t i = 0; i < updates.size(); ++i) {
       ClaimView* c = updates[i].claim;
-      c->obj = (*committed)[created + i];
+      c->obj = std::move((*committed)[created + i]);
       c->SetBody(updates[i].body);
       c->allocation = updates[i].allocation;
     }
@@ -226,7 +226,7 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
   pod.new_claims.clear();
   pod.SetStatusBody(nullptr);
   if (txn.writes.empty()) {
-    const std::vector<model::Object> none;
+    std::vector<model::Object> none;
     if (then) then(&none);
     return;
   }
@@ -245,12 +245,12 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
     }
     for (size_t i = 0; i < created.size(); ++i) {
       ClaimView* c = created[i];
-      c->obj = (*committed)[i];
+      c->obj = std::move((*committed)[i]);
       c->uncommitted = false;
       ++stats_.claims_created;
     }
     if (writes_pod) {
-      p->obj = committed->back();
+      p->obj = std::move(committed->back());
       p->SetBody(pod_body);
     }
     if (then) then(&*committed);

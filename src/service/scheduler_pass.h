@@ -404,7 +404,7 @@ class Scheduler::PassRun {
   PassStats Run();
 
  private:
-  using Then = std::function<void(const std::vector<model::Object>*)>;
+  using Then = std::function<void(std::vector<model::Object>*)>;
 
   // Objects that do not decode are never dropped silently: each version is logged and counted
   // once and gets a DecodeFailed Event, which says what the scheduler does about it.
@@ -507,7 +507,9 @@ class Scheduler::PassRun {
 
   // Commits controller work (new claims, the pod's claim statuses) plus `extra` writes for a
   // pod in one transaction, in that order, the pod write last: `pod_body` (null: no pod write)
-  // is what the pod then has. `then` gets the committed objects, or null when it failed.
+  // is what the pod then has. `then` gets the committed objects, or null when it failed; those
+  // of the new claims and the pod have been moved into their views by then (only the `extra`
+  // writes' objects are left to read).
   void CommitPodWork(PodView& pod, std::vector<store::Write> extra,
                      std::vector<store::DeviceClaim> rows, Body pod_body, Then then);
 

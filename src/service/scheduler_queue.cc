@@ -63,7 +63,7 @@ void Scheduler::PassRun::Unschedulable(PodView& pod, const std::string& message)
         {store::Write::Kind::kCreate, model::json::EncodeEvent(event, std::move(base)), {}, 0});
   }
   Body pod_body = condition_changed ? Body(body) : pod.status_body;
-  auto backoff_after = [this, p = &pod](const std::vector<model::Object>* committed) {
+  auto backoff_after = [this, p = &pod](std::vector<model::Object>* committed) {
     State::Backoff& b = st_.backoff[p->obj.meta.uid];
     if (b.attempts == 0) b.since = now_tp_;
     ++b.attempts;
