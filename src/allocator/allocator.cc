@@ -5,16 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "allocator/search.h"
 #include "cel/dra_env.h"
 #include "common/status.h"
 
 namespace qm::allocator {
+namespace search_internal {
 namespace {
-
-using model::DeviceToleration;
-
-constexpr int64_t kMaxResultsPerClaim = 32;
-constexpr uint64_t kCelCostLimit = 1'000'000;
 
 std::string RandomUuid() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -28,20 +25,6 @@ std::string RandomUuid() {
            static_cast<unsigned>(lo >> 48),
            static_cast<unsigned long long>(lo & 0xffffffffffffULL));
   return buf;
-}
-
-bool Intersects(const AttrSet& a, const AttrSet& b) {
-  size_t i = 0;
-  size_t j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (a[i] == b[j]) return true;
-    if (a[i] < b[j]) {
-      ++i;
-    } else {
-      ++j;
-    }
-  }
-  return false;
 }
 
 AttrSet Intersection(const AttrSet& a, const AttrSet& b) {
@@ -64,19 +47,6 @@ bool NodeMatches(const model::NodeInfo* node, const model::DeviceBinding& device
 
 bool BlockingEffect(const std::string& effect) {
   return effect == "NoSchedule" || effect == "NoExecute";
-}
-
-// The first taint of `taints` that no toleration tolerates, or nullptr.
-const model::DeviceTaint* UntoleratedTaint(const std::vector<model::DeviceTaint>& taints,
-                                           const std::vector<DeviceToleration>& tolerations) {
-  for (const auto& t : taints) {
-    if (!BlockingEffect(t.effect)) continue;
-    bool tolerated =
-        std::any_of(tolerations.begin(), tolerations.end(),
-                    [&](const DeviceToleration& tol) { return model::Tolerates(tol, t); });
-    if (!tolerated) return &t;
-  }
-  return nullptr;
 }
 
 // Rounds a requested amount by the capacity's request policy; nullopt when it violates it.
@@ -103,34 +73,6 @@ std::optional<Quantity> RoundByPolicy(const model::CapacityRequestPolicy& policy
   return requested;
 }
 
-struct Req {
-  int claim = 0;
-  std::string name;  // "req" or "req/sub"
-  std::string top;   // "req"
-  const model::ExactDeviceRequest* spec = nullptr;
-  const Inventory::ClassEntry* cls = nullptr;
-  std::vector<std::shared_ptr<const cel::CompileResult>> selectors;
-  bool all = false;
-  int64_t num_devices = 0;
-  std::vector<size_t> all_devices;  // candidate positions
-  std::vector<int8_t> memo;         // per candidate: 0 unknown, 1 selectable, 2 not
-};
-
-struct TopRequest {
-  std::vector<Req> alternatives;
-  bool first_available = false;
-  int selected = 0;
-};
-
-struct ConstraintState {
-  const model::DeviceConstraint* spec = nullptr;
-  bool match = false;  // matchAttribute, else distinctAttribute
-  std::string attribute;
-  const std::vector<std::optional<AttrSet>>* sets = nullptr;  // per device, from the inventory
-  std::vector<const AttrSet*> taken;                          // one per device added
-  AttrSet intersection;  // matchAttribute: running intersection (recomputed on undo)
-};
-
 // The running intersection of a matchAttribute constraint, rebuilt after an undo.
 void RecomputeIntersection(ConstraintState& cs) {
   if (!cs.match) return;
@@ -140,93 +82,33 @@ void RecomputeIntersection(ConstraintState& cs) {
   }
 }
 
-struct ClaimData {
-  const model::ResourceClaim* claim = nullptr;
-  // namespace/name, for messages.
-  std::string Display() const {
-    return claim->namespace_.empty() ? claim->name
-                                     : absl::StrCat(claim->namespace_, "/", claim->name);
+}  // namespace
+
+bool Intersects(const AttrSet& a, const AttrSet& b) {
+  size_t i = 0;
+  size_t j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] == b[j]) return true;
+    if (a[i] < b[j]) {
+      ++i;
+    } else {
+      ++j;
+    }
   }
-  std::vector<TopRequest> requests;
-  std::vector<ConstraintState> constraints;
-};
+  return false;
+}
 
-struct Candidate {
-  uint32_t device;
-  uint32_t group;
-};
-
-struct PoolView {
-  uint32_t group;
-  std::vector<uint32_t> slices;  // targeting this node, sorted by name
-  bool incomplete = false;
-  std::string invalid;
-};
-
-struct Picked {
-  int claim;
-  const Req* req;
-  uint32_t device;
-  bool shared;  // a consumable-capacity share
-  bool counted_counters;
-  std::map<std::string, Quantity> consumed;
-  std::string share_id;
-};
-
-enum class Step { kFound, kNotFound, kTooMany, kAbort };
-
-class Search {
- public:
-  Search(const Inventory& inv, const AllocatedState& state, const model::NodeInfo* node,
-         const Options& options)
-      : inv_(inv), state_(state), node_(node), options_(options) {}
-
-  Outcome Run(const std::vector<const model::ResourceClaim*>& claims);
-
- private:
-  void GatherPools();
-  absl::Status Prepare(const std::vector<const model::ResourceClaim*>& claims);
-  absl::Status PrepareRequest(ClaimData& cd, int claim_index, const std::string& top,
-                              const std::string& name, const model::ExactDeviceRequest& spec,
-                              Req& out);
-  Step Allocate(size_t c, size_t r, int64_t k, size_t start, bool alt_chosen);
-  // 1: selectable, 0: not, -1: error (abort_ set).
-  int Selectable(Req& rq, size_t pos);
-  bool InUseByOthers(const Req& rq, uint32_t device) const;
-  bool TryAdd(Req& rq, uint32_t device, uint32_t group, bool must);
-  bool CapacityFits(const Req& rq, uint32_t device, std::map<std::string, Quantity>& consumed,
-                    bool count_in_flight) const;
-  bool CountersFit(uint32_t device, uint32_t group) const;
-  bool SharedInUse(uint32_t device) const;
-  bool ConstraintsAccept(ClaimData& cd, const Req& rq, uint32_t device, size_t& added);
-  void Undo(size_t picked_size);
-  // Pruning: whether candidates from `from` on could still supply `needed` more devices to `rq`
-  // (free, selectable, and agreeing with the values its matchAttribute constraints have fixed).
-  // Never wrong in the pessimistic direction: unknown evaluations count as possible.
-  bool EnoughLeft(Req& rq, size_t from, int64_t needed);
-  bool Expired();
-  void BuildResults(Outcome& out);
-  void BuildScore(Outcome& out);
-  std::string Explain();
-
-  const Inventory& inv_;
-  const AllocatedState& state_;
-  const model::NodeInfo* node_;
-  const Options& options_;
-
-  std::vector<PoolView> pools_;
-  std::vector<Candidate> candidates_;
-  std::vector<ClaimData> claims_;
-  std::vector<Picked> picked_;
-  // Constraint undo log: (claim, constraint) of every ConstraintState::taken push.
-  std::vector<std::pair<int, int>> constraint_log_;
-  std::vector<size_t> picked_constraint_mark_;
-  absl::Status abort_;
-  uint32_t check_countdown_ = 1;
-  std::vector<std::string> invalid_pools_;
-  std::vector<std::string> incomplete_pools_;
-  std::string failed_class_;
-};
+const model::DeviceTaint* UntoleratedTaint(const std::vector<model::DeviceTaint>& taints,
+                                           const std::vector<DeviceToleration>& tolerations) {
+  for (const auto& t : taints) {
+    if (!BlockingEffect(t.effect)) continue;
+    bool tolerated =
+        std::any_of(tolerations.begin(), tolerations.end(),
+                    [&](const DeviceToleration& tol) { return model::Tolerates(tol, t); });
+    if (!tolerated) return &t;
+  }
+  return nullptr;
+}
 
 bool Search::Expired() {
   if (--check_countdown_ != 0) return false;
@@ -791,248 +673,6 @@ Step Search::Allocate(size_t c, size_t r, int64_t k, size_t start, bool alt_chos
   return Step::kNotFound;
 }
 
-void Search::BuildResults(Outcome& out) {
-  out.allocations.resize(claims_.size());
-  // Where each claim's devices can be used: on this node only, on the nodes of the merged
-  // slice/device selectors, or (neither) everywhere.
-  std::vector<bool> node_local(claims_.size(), false);
-  std::vector<std::optional<model::NodeSelectorTerm>> merged(claims_.size());
-  for (const auto& p : picked_) {
-    const auto& entry = inv_.devices()[p.device];
-    const auto& slice = *inv_.slices()[entry.slice].slice;
-    model::DeviceRequestAllocationResult r;
-    r.request = p.req->name;
-    r.driver = slice.driver;
-    r.pool = slice.pool;
-    r.device = entry.device->name;
-    r.admin_access = p.req->spec->admin_access;
-    r.tolerations = p.req->spec->tolerations;
-    const model::DeviceBinding& binding = entry.device->Binding();
-    r.binding_conditions = binding.binding_conditions;
-    r.binding_failure_conditions = binding.binding_failure_conditions;
-    r.share_id = p.share_id;
-    if (p.shared) r.consumed_capacity = p.consumed;
-    r.skip_node_operations = slice.skip_node_operations;
-    out.allocations[p.claim].results.push_back(std::move(r));
-
-    const bool device_level = slice.per_device_node_selection;
-    const std::string& node_name = device_level ? binding.node_name : slice.node_name;
-    const auto& selector = device_level ? binding.node_selector : slice.node_selector;
-    if (!node_name.empty() || binding.binds_to_node) {
-      node_local[p.claim] = true;
-    } else if (selector.has_value() && !selector->terms.empty()) {
-      auto& term = merged[p.claim];
-      if (!term.has_value()) term.emplace();
-      auto add = [](std::vector<model::NodeSelectorRequirement>& to,
-                    const std::vector<model::NodeSelectorRequirement>& from) {
-        for (const auto& req : from) {
-          if (std::find(to.begin(), to.end(), req) == to.end()) to.push_back(req);
-        }
-      };
-      add(term->match_expressions, selector->terms.front().match_expressions);
-      add(term->match_fields, selector->terms.front().match_fields);
-    }
-  }
-  for (size_t c = 0; c < claims_.size(); ++c) {
-    auto& alloc = out.allocations[c];
-    if (node_local[c] && node_ != nullptr) {
-      model::NodeSelectorTerm term;
-      term.match_fields.push_back(
-          model::NodeSelectorRequirement{"metadata.name", "In", {node_->name}});
-      alloc.node_selector = model::NodeSelector{{std::move(term)}};
-    } else if (merged[c].has_value()) {
-      alloc.node_selector = model::NodeSelector{{std::move(*merged[c])}};
-    }
-
-    // Config: class configs (once per class, naming the requests that used it), then the claim's.
-    const ClaimData& cd = claims_[c];
-    std::vector<std::string> class_order;
-    std::map<std::string, std::vector<std::string>> class_requests;
-    for (const auto& top : cd.requests) {
-      const Req& rq = top.alternatives[top.selected];
-      const std::string& cls = rq.cls->device_class.name;
-      if (rq.cls->device_class.config.empty()) continue;
-      if (!class_requests.contains(cls)) class_order.push_back(cls);
-      class_requests[cls].push_back(rq.name);
-    }
-    std::vector<std::string> chosen;  // request names as chosen: "req" or "req/sub"
-    for (const auto& top : cd.requests) chosen.push_back(top.alternatives[top.selected].name);
-    auto covers_all = [&](const std::vector<std::string>& names) {
-      for (size_t i = 0; i < cd.requests.size(); ++i) {
-        const Req& rq = cd.requests[i].alternatives[cd.requests[i].selected];
-        if (std::find(names.begin(), names.end(), rq.top) == names.end() &&
-            std::find(names.begin(), names.end(), rq.name) == names.end()) {
-          return false;
-        }
-      }
-      return true;
-    };
-    for (const auto& cls : class_order) {
-      const auto* entry = inv_.FindClass(cls);
-      for (const auto& config : entry->device_class.config) {
-        model::DeviceAllocationConfiguration ac;
-        ac.source = "FromClass";
-        ac.requests = class_requests[cls];
-        if (covers_all(ac.requests)) ac.requests.clear();
-        ac.opaque = config;
-        alloc.config.push_back(std::move(ac));
-      }
-    }
-    for (const auto& config : cd.claim->spec.config) {
-      bool include = config.requests.empty();
-      for (const auto& name : config.requests) {
-        if (include) break;
-        for (size_t i = 0; i < cd.requests.size() && !include; ++i) {
-          const Req& rq = cd.requests[i].alternatives[cd.requests[i].selected];
-          if (name == rq.name || (!cd.requests[i].first_available && name == rq.top)) {
-            include = true;
-          }
-        }
-      }
-      if (!include) continue;
-      model::DeviceAllocationConfiguration ac;
-      ac.source = "FromClaim";
-      ac.requests = config.requests;
-      if (!ac.requests.empty() && covers_all(ac.requests)) ac.requests.clear();
-      ac.opaque = config.opaque;
-      alloc.config.push_back(std::move(ac));
-    }
-  }
-}
-
-void Search::BuildScore(Outcome& out) {
-  std::map<uint32_t, PoolUsage> usage;
-  for (const auto& p : picked_) {
-    uint32_t group = inv_.devices()[p.device].group;
-    if (usage.contains(group)) continue;
-    const auto& pool = inv_.pools()[inv_.groups()[group].pool];
-    usage[group] = PoolUsage{pool.driver, pool.name, 0, 0};
-  }
-  for (const auto& cand : candidates_) {
-    auto it = usage.find(cand.group);
-    if (it == usage.end()) continue;
-    ++it->second.total;
-    bool busy = state_.Exclusive(cand.device);
-    for (const auto& p : picked_) {
-      if (p.device == cand.device && !p.shared && !p.req->spec->admin_access) busy = true;
-    }
-    if (!busy) ++it->second.free_after;
-  }
-  for (auto& [_, u] : usage) {
-    out.score.free_after += u.free_after;
-    out.score.pools.push_back(std::move(u));
-  }
-  for (const auto& cd : claims_) {
-    for (const auto& cs : cd.constraints) {
-      if (!cs.match) continue;
-      int free = 0;
-      for (const auto& cand : candidates_) {
-        if (state_.Exclusive(cand.device)) continue;
-        bool picked = std::any_of(picked_.begin(), picked_.end(),
-                                  [&](const Picked& p) { return p.device == cand.device; });
-        if (picked) continue;
-        const auto& set = (*cs.sets)[cand.device];
-        if (set.has_value() && Intersects(*set, cs.intersection)) ++free;
-      }
-      out.score.match_group_free_after.push_back(free);
-    }
-  }
-}
-
-std::string Plural(int64_t n, const char* word) {
-  return absl::StrCat(n, " ", word, n == 1 ? "" : "s");
-}
-
-std::string Search::Explain() {
-  // Without a node, only devices that are not local to one (network-attached) are candidates.
-  const std::string node = node_ != nullptr ? absl::StrCat("node ", node_->name)
-                                            : std::string("the devices not local to a node");
-  const char* has = node_ != nullptr ? " has " : " have ";
-  std::vector<std::string> parts;
-  for (auto& cd : claims_) {
-    for (auto& top : cd.requests) {
-      std::vector<std::string> alt_reasons;
-      bool fits = false;
-      for (auto& rq : top.alternatives) {
-        int64_t matching = 0, allocated = 0, tainted = 0, counters = 0, capacity = 0, free = 0;
-        std::string taint_effect;
-        for (size_t pos = 0; pos < candidates_.size(); ++pos) {
-          absl::Status saved = abort_;
-          int s = Selectable(rq, pos);
-          abort_ = saved;
-          if (s <= 0) continue;
-          ++matching;
-          const auto& cand = candidates_[pos];
-          const auto& entry = inv_.devices()[cand.device];
-          const bool shared = entry.device->allow_multiple_allocations && !rq.spec->admin_access;
-          std::map<std::string, Quantity> consumed;
-          if (!rq.spec->admin_access && state_.Exclusive(cand.device)) {
-            ++allocated;
-          } else if (const auto* t = UntoleratedTaint(entry.taints, rq.spec->tolerations)) {
-            ++tainted;
-            if (taint_effect.empty()) taint_effect = t->effect;
-          } else if (shared && !CapacityFits(rq, cand.device, consumed, false)) {
-            ++capacity;
-          } else if (!rq.spec->admin_access && !(shared && state_.SharedConsumed(cand.device)) &&
-                     !CountersFit(cand.device, cand.group)) {
-            ++counters;
-          } else {
-            ++free;
-          }
-        }
-        const int64_t needed = rq.all ? std::max<int64_t>(rq.num_devices, 1) : rq.num_devices;
-        bool ok = rq.all ? (matching > 0 && free == matching) : free >= needed;
-        if (ok) {
-          fits = true;
-          break;
-        }
-        std::vector<std::string> why;
-        if (allocated > 0) why.push_back(absl::StrCat(allocated, " allocated"));
-        if (tainted > 0) why.push_back(absl::StrCat(tainted, " tainted ", taint_effect));
-        if (capacity > 0) why.push_back(absl::StrCat(capacity, " without enough capacity"));
-        if (counters > 0) why.push_back(absl::StrCat(counters, " without enough shared counters"));
-        std::string detail = why.empty() ? "" : absl::StrCat(" (", absl::StrJoin(why, ", "), ")");
-        std::string need = rq.all ? absl::StrCat("all devices of class ", rq.cls->device_class.name)
-                                  : absl::StrCat(Plural(needed, "device"), " of class ",
-                                                 rq.cls->device_class.name);
-        if (rq.all && matching == 0) {
-          alt_reasons.push_back(absl::StrCat("request ", rq.name, ": needs ", need, " and ", node,
-                                             has, "none matching"));
-        } else {
-          alt_reasons.push_back(absl::StrCat("request ", rq.name, ": needs ", need, ", ", node, has,
-                                             free, " matching free", detail));
-        }
-      }
-      if (fits) continue;
-      std::string prefix = claims_.size() > 1 ? absl::StrCat("claim ", cd.Display(), ", ") : "";
-      if (top.first_available) {
-        if (failed_class_.empty()) failed_class_ = top.alternatives[0].cls->device_class.name;
-        parts.push_back(absl::StrCat(prefix, "request ", top.alternatives[0].top,
-                                     ": no subrequest fits: ", absl::StrJoin(alt_reasons, "; ")));
-      } else {
-        if (failed_class_.empty()) failed_class_ = top.alternatives[0].cls->device_class.name;
-        parts.push_back(absl::StrCat(prefix, alt_reasons.front()));
-      }
-    }
-  }
-  if (parts.empty()) {
-    bool constraints = std::any_of(claims_.begin(), claims_.end(),
-                                   [](const ClaimData& cd) { return !cd.constraints.empty(); });
-    parts.push_back(constraints ? absl::StrCat("every request has matching free devices on ", node,
-                                               ", but no combination of them satisfies the claim "
-                                               "constraints")
-                                : absl::StrCat("every request has matching free devices on ", node,
-                                               ", but not enough for all requests together"));
-  }
-  std::string reason = absl::StrJoin(parts, "; ");
-  if (!incomplete_pools_.empty()) {
-    absl::StrAppend(&reason,
-                    " (skipped incomplete resource pools: ", absl::StrJoin(incomplete_pools_, ", "),
-                    ")");
-  }
-  return reason;
-}
-
 Outcome Search::Run(const std::vector<const model::ResourceClaim*>& claims) {
   Outcome out;
   GatherPools();
@@ -1065,7 +705,10 @@ Outcome Search::Run(const std::vector<const model::ResourceClaim*>& claims) {
   return out;
 }
 
-}  // namespace
+}  // namespace search_internal
+
+using search_internal::kCelCostLimit;
+using search_internal::Search;
 
 Outcome Allocate(const Inventory& inventory, const AllocatedState& allocated,
                  const std::vector<const model::ResourceClaim*>& claims,
