@@ -1,31 +1,17 @@
 #include "allocator/allocator.h"
 
 #include <algorithm>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "allocator/search.h"
 #include "cel/dra_env.h"
+#include "common/id_generator.h"
 #include "common/status.h"
 
 namespace qm::allocator {
 namespace search_internal {
 namespace {
-
-std::string RandomUuid() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t hi = rng();
-  uint64_t lo = rng();
-  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
-  char buf[37];
-  snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
-           static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
-           static_cast<unsigned>(lo >> 48),
-           static_cast<unsigned long long>(lo & 0xffffffffffffULL));
-  return buf;
-}
 
 AttrSet Intersection(const AttrSet& a, const AttrSet& b) {
   AttrSet out;
@@ -610,7 +596,7 @@ bool Search::TryAdd(Req& rq, uint32_t device, uint32_t group, bool must) {
     return false;
   }
   Picked p{rq.claim, &rq, device, shared, counts, std::move(consumed), ""};
-  if (shared) p.share_id = options_.new_share_id ? options_.new_share_id() : RandomUuid();
+  if (shared) p.share_id = options_.new_share_id ? options_.new_share_id() : qm::RandomUuid();
   picked_constraint_mark_.push_back(log_mark);
   picked_.push_back(std::move(p));
   return true;

@@ -31,13 +31,10 @@ std::string RandomIdGenerator::NameSuffix(size_t n) {
   return out;
 }
 
-std::string RandomIdGenerator::NewUid() {
-  uint64_t hi, lo;
-  {
-    qm::MutexLock lock(&mu_);
-    hi = rng_();
-    lo = rng_();
-  }
+namespace {
+
+// Two random words as a version-4 UUID.
+std::string Uuid4(uint64_t hi, uint64_t lo) {
   hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
   lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
   char buf[37];
@@ -46,6 +43,24 @@ std::string RandomIdGenerator::NewUid() {
                 static_cast<unsigned>(lo >> 48),
                 static_cast<unsigned long long>(lo & 0xffffffffffffULL));
   return buf;
+}
+
+}  // namespace
+
+std::string RandomUuid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const uint64_t hi = rng();
+  return Uuid4(hi, rng());
+}
+
+std::string RandomIdGenerator::NewUid() {
+  uint64_t hi, lo;
+  {
+    qm::MutexLock lock(&mu_);
+    hi = rng_();
+    lo = rng_();
+  }
+  return Uuid4(hi, lo);
 }
 
 }  // namespace qm

@@ -20,6 +20,10 @@ class IdGenerator {
   virtual std::string NameSuffix(size_t n);
 };
 
+// A random RFC 4122 version-4 UUID from a generator of the calling thread (no lock): request
+// ids, and ids that tests need not predict.
+std::string RandomUuid();
+
 class RandomIdGenerator final : public IdGenerator {
  public:
   RandomIdGenerator();

@@ -7,13 +7,13 @@
 #include <deque>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "api/grpc/node_agent_api.h"
 #include "auth/pki.h"
+#include "common/id_generator.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "qm/agent/v1/agent.grpc.pb.h"
@@ -34,17 +34,6 @@ grpc::Status ToGrpc(const absl::Status& st, const std::string& request_id) {
     return grpc::Status(code, "internal error; see the server log for request id " + request_id);
   }
   return grpc::Status(code, std::string(st.message()));
-}
-
-std::string NewRequestId() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t a = rng(), b = rng();
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -216,7 +205,7 @@ class GrpcServer::Impl final
   // Authenticates, runs `fn` and maps its outcome; the last-resort catch of unary calls.
   template <typename Resp, typename Fn>
   grpc::Status Call(grpc::ServerContext* ctx, Resp* resp, const char* method, Fn fn) {
-    std::string request_id = NewRequestId();
+    std::string request_id = RandomUuid();
     if (stopping_.load()) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
     }
@@ -305,7 +294,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAssignmentsR
  public:
   WatchReactor(GrpcServer::Impl& server, grpc::CallbackServerContext* ctx,
                const v1::WatchAssignmentsRequest& request) {
-    const std::string request_id = NewRequestId();
+    const std::string request_id = RandomUuid();
     if (server.stopping()) {
       gate_.Finish(this,
                    grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
@@ -466,7 +455,7 @@ class HeartbeatReactor final
     if (!node_.empty() && now - checked_ < server_.options().heartbeat_recheck) {
       return absl::OkStatus();
     }
-    request_id_ = NewRequestId();
+    request_id_ = RandomUuid();
     auto caller = server_.Authenticate(ctx_);
     if (!caller.ok()) return caller.status();
     caller->request_id = request_id_;

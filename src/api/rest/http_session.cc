@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <deque>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -33,6 +32,7 @@
 #include "api/rest/request_target.h"
 #include "api/rest/static_files.h"
 #include "api/rest/status.h"
+#include "common/id_generator.h"
 #include "common/mutex.h"
 #include "common/utf8.h"
 #include "service/audit_log.h"
@@ -80,17 +80,6 @@ std::vector<std::string> WarningValues(const std::vector<std::string>& warnings)
     if (seen.insert(v).second) out.push_back(std::move(v));
   }
   return out;
-}
-
-std::string NewRequestId() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t a = rng(), b = rng();
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
 }
 
 bool IsAnonymousPath(const std::string& path) {
@@ -386,7 +375,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                          : code == 431 ? "RequestHeaderFieldsTooLarge"
                                        : "BadRequest";
     HttpRequest req;
-    req.request_id = NewRequestId();
+    req.request_id = RandomUuid();
     req.remote_address = remote_;
     srv_.Observe(req, code, started_);
     Write(StatusResponse(code, reason, message), false, req.request_id);
@@ -398,7 +387,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const bool keep_alive = msg.keep_alive();
     auth::Credentials creds;
     absl::Status target = FromHttpMessage(std::move(msg), &req, &creds.bearer_token);
-    req.request_id = NewRequestId();
+    req.request_id = RandomUuid();
     req.remote_address = remote_;
     if (!target.ok()) {
       srv_.Observe(req, 400, started_);

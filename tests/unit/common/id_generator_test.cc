@@ -49,5 +49,25 @@ TEST(IdGeneratorTest, RandomSuffixesUseTheAlphabetAndDiffer) {
   EXPECT_EQ(seen.size(), 100u);
 }
 
+// Both random sources give version-4 UUIDs in RFC 4122's layout, each one new.
+TEST(IdGeneratorTest, RandomUuidsAreVersionFourAndDiffer) {
+  RandomIdGenerator ids;
+  std::set<std::string> seen;
+  for (int i = 0; i < 100; ++i) {
+    for (const std::string& u : {ids.NewUid(), RandomUuid()}) {
+      ASSERT_EQ(u.size(), 36u) << u;
+      EXPECT_EQ(u.find_first_not_of("0123456789abcdef-"), std::string::npos) << u;
+      EXPECT_EQ(u[8], '-');
+      EXPECT_EQ(u[13], '-');
+      EXPECT_EQ(u[14], '4') << u;  // the version
+      EXPECT_EQ(u[18], '-');
+      EXPECT_NE(std::string("89ab").find(u[19]), std::string::npos) << u;  // the variant
+      EXPECT_EQ(u[23], '-');
+      seen.insert(u);
+    }
+  }
+  EXPECT_EQ(seen.size(), 200u);
+}
+
 }  // namespace
 }  // namespace qm

@@ -37,22 +37,27 @@ model::Object Obj(const std::string& resource, const std::string& ns, const std:
   return o;
 }
 
+// Removes every finalizer of the object at `key` with an unconditional update.
+absl::StatusOr<model::Object> ClearFinalizersOf(ObjectService& service,
+                                                const model::ResourceKey& key) {
+  return service.Update(
+      key,
+      [](const model::Object& cur) -> absl::StatusOr<model::Object> {
+        model::Object next = cur;
+        next.meta.finalizers.clear();
+        next.meta.resource_version = 0;
+        return next;
+      },
+      false);
+}
+
 class ObjectServiceTest : public ::testing::Test {
  protected:
   ObjectServiceTest() : service_(store_, clock_, ids_) {
     EXPECT_TRUE(service_.Create(Obj("namespaces", "", "team"), false).ok());
   }
-  // Removes every finalizer with an unconditional update.
   absl::StatusOr<model::Object> ClearFinalizers(const model::ResourceKey& key) {
-    return service_.Update(
-        key,
-        [](const model::Object& cur) -> absl::StatusOr<model::Object> {
-          model::Object next = cur;
-          next.meta.finalizers.clear();
-          next.meta.resource_version = 0;
-          return next;
-        },
-        false);
+    return ClearFinalizersOf(service_, key);
   }
 
   store::MemoryStore store_;
@@ -630,15 +635,7 @@ TEST(ObjectServiceCacheTest, DeletesFinishTheirNamespaceWhetherTheCacheKeepsUpOr
     return o.Key();
   };
   auto release = [&](const model::ResourceKey& key) {
-    auto cleared = service.Update(
-        key,
-        [](const model::Object& cur) -> absl::StatusOr<model::Object> {
-          model::Object next = cur;
-          next.meta.finalizers.clear();
-          next.meta.resource_version = 0;
-          return next;
-        },
-        false);
+    auto cleared = ClearFinalizersOf(service, key);
     EXPECT_TRUE(cleared.ok()) << cleared.status();
   };
   ListRequest namespaces;
