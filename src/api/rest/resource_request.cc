@@ -38,7 +38,6 @@ absl::Status CheckDryRun(const HttpRequest& r) {
                                     "\": supported values: \"All\"");
 }
 
-
 // Kubernetes rewrites v1beta1 error paths back into the client's shape.
 void ToClientPaths(const model::ResourceType& type, const std::string& version,
                    model::FieldErrors* errors) {
@@ -65,7 +64,6 @@ void ToClientPaths(const model::ResourceType& type, const std::string& version,
     }
   }
 }
-
 
 // Checks apiVersion/kind of a body against the URL and fills them when absent.
 absl::Status CheckTypeMeta(const model::ResourceType& type, const std::string& version, json& obj) {
@@ -204,7 +202,6 @@ absl::Status CheckDuplicateFields(const std::vector<std::string>& duplicates,
   return absl::OkStatus();
 }
 
-
 }  // namespace
 
 // One request on a resource or collection: the target and what the answer carries along
@@ -297,8 +294,7 @@ HttpResponse RestApi::ResourceRequest::OkObject(int code, const model::Object& o
   return r;
 }
 
-HttpResponse RestApi::ResourceRequest::Invalid(const std::string& name,
-                                               model::FieldErrors errors) {
+HttpResponse RestApi::ResourceRequest::Invalid(const std::string& name, model::FieldErrors errors) {
   ToClientPaths(type_, version_, &errors);
   HttpResponse r = ErrorResponse(InvalidError(type_.kind, type_.group, name, errors));
   r.warnings = warnings_;
@@ -438,8 +434,7 @@ HttpResponse RestApi::ResourceRequest::Get() {
   auto got = api_.objects_.Get(key_);
   if (!got.ok()) return Fail(got.status());
   if (req_.user.has_value()) {
-    if (auto st =
-            service::AdmitNodeGet(*req_.user, type_.kind, model::json::NodeRelationsOf(*got));
+    if (auto st = service::AdmitNodeGet(*req_.user, type_.kind, model::json::NodeRelationsOf(*got));
         !st.ok()) {
       return Fail(absl::PermissionDeniedError(
           service::ForbiddenMessage(*req_.user, RequestAttributes(req_)) + ": " +

@@ -614,16 +614,22 @@ class FreezableStore : public fakes::ForwardingStore {
   std::atomic<int64_t> gets{0};  // reads of single objects
 };
 
-// After a delete, whether its namespace is to be finished is read from the cache once that has
-// applied the delete (no read of the store); a cache that lags still finishes it, from the
-// store's copy.
-TEST(ObjectServiceCacheTest, DeletesFinishTheirNamespaceWhetherTheCacheKeepsUpOrNot) {
+// An object service over a store whose cache can be made to lag (FreezableStore).
+class ObjectServiceCacheTest : public ::testing::Test {
+ protected:
+  ObjectServiceCacheTest() { hub.Start(); }
+
   FreezableStore store;
   FakeClock clock;
   SequentialIds ids;
-  WatchHub hub(store, WatchHubOptions{});
-  hub.Start();
-  ObjectService service(store, clock, ids, &hub);
+  WatchHub hub{store, WatchHubOptions{}};
+  ObjectService service{store, clock, ids, &hub};
+};
+
+// After a delete, whether its namespace is to be finished is read from the cache once that has
+// applied the delete (no read of the store); a cache that lags still finishes it, from the
+// store's copy.
+TEST_F(ObjectServiceCacheTest, DeletesFinishTheirNamespaceWhetherTheCacheKeepsUpOrNot) {
   const std::string claims = "resourceclaims.resource.k8s.io";
   const model::ResourceKey team{"namespaces", "", "team"};
   ASSERT_TRUE(service.Create(Obj("namespaces", "", "team"), false).ok());
@@ -680,13 +686,7 @@ TEST(ObjectServiceCacheTest, DeletesFinishTheirNamespaceWhetherTheCacheKeepsUpOr
 // Delete takes its first copy of the object from the cache. Here the cache stops following the
 // store before writes it never sees; each delete still answers from the store's copy: a stale
 // version costs a retry, and answers that write nothing are not decided on the cached copy.
-TEST(ObjectServiceCacheTest, DeleteAnswersFromTheStoresCopyWhenTheCacheIsStale) {
-  FreezableStore store;
-  FakeClock clock;
-  SequentialIds ids;
-  WatchHub hub(store, WatchHubOptions{});
-  hub.Start();
-  ObjectService service(store, clock, ids, &hub);
+TEST_F(ObjectServiceCacheTest, DeleteAnswersFromTheStoresCopyWhenTheCacheIsStale) {
   const std::string claims = "resourceclaims.resource.k8s.io";
   ASSERT_TRUE(service.Create(Obj("namespaces", "", "team"), false).ok());
   auto a = service.Create(Obj(claims, "team", "a"), false);
