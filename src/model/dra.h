@@ -185,6 +185,20 @@ struct DeviceTaintRule {
   DeviceTaint taint;
 };
 
+// The taint that marks a device unhealthy: node agents' health reports put it on the device
+// (a DeviceTaintRule per device), and the utilization history counts the devices it covers.
+inline constexpr char kUnhealthyTaintKey[] = "quartermaster.io/unhealthy";
+
+// A source of that taint, as the health history records it (store::HealthEvent): a
+// ResourceSlice device with such a taint of its own, or a DeviceTaintRule with that taint and its
+// deviceSelector ("" where the selector leaves a field open, matching every device there).
+struct UnhealthySource {
+  std::string driver;
+  std::string pool;
+  std::string device;
+  auto operator<=>(const UnhealthySource&) const = default;
+};
+
 inline constexpr std::string_view kAllocationModeExactCount = "ExactCount";
 inline constexpr std::string_view kAllocationModeAll = "All";
 

@@ -25,9 +25,21 @@ std::string ModelOf(const model::Device& device, const std::string& driver) {
   return driver;
 }
 
-bool Unhealthy(const std::vector<model::DeviceTaint>& taints) {
-  return std::any_of(taints.begin(), taints.end(),
-                     [](const model::DeviceTaint& t) { return t.key == kUnhealthyTaintKey; });
+// The sources of an unhealthy taint a device has now, counted as the health history counts
+// them (store::HealthEvent): its own taints count once, each DeviceTaintRule's once.
+int UnhealthySources(const allocator::Inventory::DeviceEntry& entry) {
+  const size_t own = entry.device->taints.size();  // `taints` lists the device's own first
+  bool own_unhealthy = false;
+  int rules = 0;
+  for (size_t i = 0; i < entry.taints.size(); ++i) {
+    if (entry.taints[i].key != model::kUnhealthyTaintKey) continue;
+    if (i < own) {
+      own_unhealthy = true;
+    } else {
+      ++rules;
+    }
+  }
+  return (own_unhealthy ? 1 : 0) + rules;
 }
 
 std::string DeviceId(const store::AllocationRecord& r) {
@@ -56,7 +68,8 @@ class Replay {
       if (group.generation < inventory.pools()[group.pool].max_generation) continue;  // obsolete
       const model::ResourceSlice& slice = *inventory.slices()[entry.slice].slice;
       Unit unit;
-      unit.unhealthy = Unhealthy(entry.taints);
+      unit.health = UnhealthySources(entry);
+      unit.source = {slice.driver, slice.pool, entry.device->name};
       switch (group_by_) {
         case UtilizationGroupBy::kNone:
           unit.groups.push_back(0);
@@ -84,7 +97,7 @@ class Replay {
       for (size_t g : unit.groups) {
         ++series_[g].devices;
         if (!entry.taints.empty()) ++series_[g].tainted;
-        if (unit.unhealthy) ++state_[g].unhealthy;
+        if (unit.health > 0) ++state_[g].unhealthy;
       }
       units_.emplace(inventory.DeviceId(entry), std::move(unit));
     }
@@ -98,7 +111,9 @@ class Replay {
       const std::string key = row.claim_namespace + '\0' + DeviceId(row);
       auto it = units_.find(key);
       if (it == units_.end()) {
-        it = units_.emplace(key, Unit{{Group(row.claim_namespace)}, false}).first;
+        Unit unit;
+        unit.groups.push_back(Group(row.claim_namespace));
+        it = units_.emplace(key, std::move(unit)).first;
       }
       unit = &it->second;
     } else {
@@ -113,10 +128,41 @@ class Replay {
     for (size_t g : unit->groups) {
       State& s = state_[g];
       s.allocated += after ? 1 : -1;
-      if (unit->unhealthy) s.allocated_unhealthy += after ? 1 : -1;
+      if (unit->health > 0) s.allocated_unhealthy += after ? 1 : -1;
       if (bucket >= 0) {
         auto& peak = series_[g].peak_allocated[bucket];
         peak = std::max(peak, s.allocated);
+      }
+    }
+  }
+
+  // Adds `delta` to the unhealthy sources of the devices `event` covers (a rule's open fields
+  // cover every device there). Namespaces count no health.
+  void ApplyHealth(const store::HealthEvent& event, int delta) {
+    if (group_by_ == UtilizationGroupBy::kNamespace) return;
+    auto change = [&](Unit& unit) {
+      const bool before = unit.health > 0;
+      unit.health += delta;
+      const bool after = unit.health > 0;
+      if (before == after) return;
+      for (size_t g : unit.groups) {
+        State& s = state_[g];
+        s.unhealthy += after ? 1 : -1;
+        if (unit.rows > 0) s.allocated_unhealthy += after ? 1 : -1;
+      }
+    };
+    if (!event.driver.empty() && !event.pool.empty() && !event.device.empty()) {
+      auto it = units_.find(absl::StrCat(event.driver, "/", event.pool, "/", event.device));
+      if (it != units_.end()) change(it->second);
+      return;
+    }
+    auto open_or = [](const std::string& want, const std::string& have) {
+      return want.empty() || want == have;
+    };
+    for (auto& [id, unit] : units_) {
+      if (open_or(event.driver, unit.source.driver) && open_or(event.pool, unit.source.pool) &&
+          open_or(event.device, unit.source.device)) {
+        change(unit);
       }
     }
   }
@@ -158,7 +204,8 @@ class Replay {
  private:
   struct Unit {
     std::vector<size_t> groups;
-    bool unhealthy = false;
+    model::UnhealthySource source;  // the device (empty for namespaces)
+    int health = 0;                 // sources of an unhealthy taint covering it (> 0: unhealthy)
     int64_t rows = 0;
   };
   struct State {
@@ -210,14 +257,27 @@ UtilizationResult ComputeUtilization(const InventorySnapshot& inventory,
   for (auto it = history.events.rbegin(); it != history.events.rend(); ++it) {
     if (it->time > request.start) replay.Apply(it->row, -it->delta, -1);
   }
-  // Forward again, bucket by bucket.
+  // The same for the devices' health: the slices and rules now, then the changes undone.
+  for (auto it = history.health.rbegin(); it != history.health.rend(); ++it) {
+    if (it->time > request.start) replay.ApplyHealth(*it, -it->delta);
+  }
+  // Forward again, bucket by bucket (a bucket's health counts at its end only, so the order of
+  // the two kinds within a bucket does not matter).
   size_t next = 0;
   while (next < history.events.size() && history.events[next].time <= request.start) ++next;
+  size_t next_health = 0;
+  while (next_health < history.health.size() && history.health[next_health].time <= request.start) {
+    ++next_health;
+  }
   for (int64_t b = 0; b < buckets; ++b) {
     const auto bucket_end = request.start + (b + 1) * step;
     replay.StartBucket(b);
     for (; next < history.events.size() && history.events[next].time < bucket_end; ++next) {
       replay.Apply(history.events[next].row, history.events[next].delta, b);
+    }
+    for (; next_health < history.health.size() && history.health[next_health].time < bucket_end;
+         ++next_health) {
+      replay.ApplyHealth(history.health[next_health], history.health[next_health].delta);
     }
     replay.EndBucket(b);
   }

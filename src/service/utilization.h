@@ -3,9 +3,10 @@
 // Utilization history behind UtilizationHistoryReview (admin.quartermaster.io/v1alpha1, see
 // api/rest/admin_api.h): allocated, free and unhealthy devices over time, in buckets of a fixed
 // step, per DeviceClass, device model, node or claim namespace. The allocations come from the
-// store's allocation history (recorded with every ledger change, store/store.h); the devices,
-// their groups and their health from the current inventory, since the history records
-// allocations only.
+// store's allocation history (recorded with every ledger change, store/store.h), the devices'
+// health from its health history (recorded with every write of a slice or DeviceTaintRule that
+// changes an unhealthy taint), both replayed back from now; the devices and their groups from
+// the current inventory.
 
 #include <chrono>
 #include <cstdint>
@@ -19,9 +20,6 @@
 namespace qm::service {
 
 enum class UtilizationGroupBy { kNone, kClass, kModel, kNode, kNamespace };
-
-// The taint node agents put on devices that report a fault (api/grpc/node_agent_api.h).
-inline constexpr char kUnhealthyTaintKey[] = "quartermaster.io/unhealthy";
 
 struct UtilizationRequest {
   std::chrono::system_clock::time_point start;  // the first bucket starts here
@@ -42,8 +40,9 @@ struct UtilizationSeries {
   // (or now, for a bucket that has not ended), and the most held at any moment within it.
   std::vector<int64_t> allocated;
   std::vector<int64_t> peak_allocated;
-  // Not allocated at the end of the bucket: unhealthy now (a quartermaster.io/unhealthy taint),
-  // and the rest. Empty for namespaces.
+  // Not allocated at the end of the bucket: unhealthy then (covered by a
+  // quartermaster.io/unhealthy taint of its own or of a DeviceTaintRule,
+  // model::kUnhealthyTaintKey), and the rest. Empty for namespaces.
   std::vector<int64_t> unhealthy;
   std::vector<int64_t> free;
 };

@@ -1,11 +1,13 @@
 #include "store/memory_store.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <tuple>
 
 #include "common/status.h"
 #include "model/json/quota_usage.h"
+#include "model/json/stored.h"
 
 namespace qm::store {
 namespace {
@@ -64,6 +66,29 @@ absl::Status CheckCharges(const std::vector<DeviceClaim>& ledger,
 void MemoryStore::AppendLocked(model::EventType type, const model::Object& obj) {
   log_.push_back(model::WatchEvent{type, obj});
   changed_.SignalAll();
+  std::vector<model::UnhealthySource> next;
+  if (type != model::EventType::kDeleted) next = model::json::UnhealthySourcesOf(obj);
+  auto it = unhealthy_.find(obj.Key());
+  if (it == unhealthy_.end() && next.empty()) return;
+  const std::vector<model::UnhealthySource> none;
+  const auto& before = it == unhealthy_.end() ? none : it->second;
+  auto record = [&](const model::UnhealthySource& s, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    health_history_.push_back(
+        HealthEvent{++history_id_, clock_.Now(), s.driver, s.pool, s.device, delta});
+  };
+  // Both are sorted: what went first, then what came.
+  std::vector<model::UnhealthySource> gone, came;
+  std::set_difference(before.begin(), before.end(), next.begin(), next.end(),
+                      std::back_inserter(gone));
+  std::set_difference(next.begin(), next.end(), before.begin(), before.end(),
+                      std::back_inserter(came));
+  for (const auto& s : gone) record(s, -1);
+  for (const auto& s : came) record(s, +1);
+  if (next.empty()) {
+    unhealthy_.erase(it);
+  } else {
+    unhealthy_[obj.Key()] = std::move(next);
+  }
 }
 
 absl::StatusOr<model::Object> MemoryStore::Create(const model::Object& obj) {
@@ -300,6 +325,13 @@ absl::StatusOr<AllocationHistory> MemoryStore::ReadAllocationHistory(
                    [](const AllocationEvent& a, const AllocationEvent& b) {
                      return std::tie(a.time, a.id) < std::tie(b.time, b.id);
                    });
+  for (const auto& e : health_history_) {
+    if (e.time > since) out.health.push_back(e);
+  }
+  std::stable_sort(out.health.begin(), out.health.end(),
+                   [](const HealthEvent& a, const HealthEvent& b) {
+                     return std::tie(a.time, a.id) < std::tie(b.time, b.id);
+                   });
   return out;
 }
 
@@ -312,6 +344,7 @@ absl::StatusOr<AllocationHistory> MemoryStore::ReadDeviceHistory(
   };
   std::erase_if(all.current, other);
   std::erase_if(all.events, [&](const AllocationEvent& e) { return other(e.row); });
+  all.health.clear();
   std::reverse(all.events.begin(), all.events.end());
   *truncated = static_cast<int64_t>(all.events.size()) > limit;
   if (*truncated) all.events.resize(static_cast<size_t>(limit));
@@ -321,9 +354,10 @@ absl::StatusOr<AllocationHistory> MemoryStore::ReadDeviceHistory(
 absl::StatusOr<int64_t> MemoryStore::PruneAllocationHistory(
     std::chrono::system_clock::time_point before) {
   qm::MutexLock lock(&mu_);
-  const size_t size = history_.size();
+  const size_t size = history_.size() + health_history_.size();
   std::erase_if(history_, [&](const AllocationEvent& e) { return e.time < before; });
-  return static_cast<int64_t>(size - history_.size());
+  std::erase_if(health_history_, [&](const HealthEvent& e) { return e.time < before; });
+  return static_cast<int64_t>(size - history_.size() - health_history_.size());
 }
 
 absl::Status MemoryStore::RenewNodeLeases(

@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "model/dra.h"
 #include "store/store.h"
 
 namespace qm::store {
@@ -53,6 +54,8 @@ class MemoryStore final : public Store {
       override;
 
  private:
+  // Logs a change (and records what it changed of the devices' health, as migrations/0015's
+  // triggers do).
   void AppendLocked(model::EventType type, const model::Object& obj)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the difference between the ledger and `next` in the history, as PostgreSQL's
@@ -76,7 +79,10 @@ class MemoryStore final : public Store {
   std::deque<model::WatchEvent> log_ ABSL_GUARDED_BY(mu_);
   std::vector<DeviceClaim> device_claims_ ABSL_GUARDED_BY(mu_);
   std::vector<AllocationEvent> history_ ABSL_GUARDED_BY(mu_);
+  std::vector<HealthEvent> health_history_ ABSL_GUARDED_BY(mu_);
   int64_t history_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // The unhealthy sources each slice and rule holds now (model::json::UnhealthySourcesOf).
+  std::map<model::ResourceKey, std::vector<model::UnhealthySource>> unhealthy_ ABSL_GUARDED_BY(mu_);
   // The counter charges of every device some non-admin row holds (driver, pool, device), as
   // its first row brought them.
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<DeviceCharge>>

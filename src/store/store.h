@@ -83,12 +83,27 @@ struct AllocationEvent {
   int delta = 0;  // +1 or -1
 };
 
+// One change of a device's health as its ResourceSlice says it: the device gained (+1) or lost
+// (-1) a quartermaster.io/unhealthy taint of its own, recorded in the transaction that wrote the
+// slice (a slice created or deleted with such a device counts as gaining or losing it).
+struct HealthEvent {
+  int64_t id = 0;  // increasing in the order the store recorded the events
+  std::chrono::system_clock::time_point time;
+  std::string driver;
+  std::string pool;
+  std::string device;
+  int delta = 0;  // +1 or -1
+  bool operator==(const HealthEvent&) const = default;
+};
+
 // The ledger now and every change after a point in time, read from one consistent snapshot:
 // undoing `events` from the newest back, starting at `current`, gives the ledger as it was at
-// any time since then.
+// any time since then. `health` does the same for the devices' unhealthy taints, starting at
+// the slices as they are now.
 struct AllocationHistory {
   std::vector<AllocationRecord> current;  // the ledger now, in no particular order
   std::vector<AllocationEvent> events;    // oldest first (by time, then id)
+  std::vector<HealthEvent> health;        // oldest first (by time, then id)
 };
 
 // A limit a transaction must respect once it is applied: the quota usage of `key` in
@@ -288,10 +303,11 @@ class Store {
   virtual absl::StatusOr<int64_t> PruneAudit(std::chrono::system_clock::time_point before);
 
   // The allocation history: every ledger change Commit (and the ledger maintenance of any
-  // other writer) made, kept durably with the change itself. ReadAllocationHistory returns the
-  // ledger now and the changes recorded after `since`; PruneAllocationHistory drops changes
-  // older than `before` (the ledger and newer history stay exact) and says how many. Stores
-  // without a history answer Unimplemented.
+  // other writer) made, and every change of a device's own unhealthy taint in a ResourceSlice
+  // write, kept durably with the change itself. ReadAllocationHistory returns the ledger now and
+  // the changes of both kinds recorded after `since`; PruneAllocationHistory drops changes older
+  // than `before` (the ledger and newer history stay exact) and says how many. Stores without a
+  // history answer Unimplemented.
   virtual absl::StatusOr<AllocationHistory> ReadAllocationHistory(
       std::chrono::system_clock::time_point since);
   virtual absl::StatusOr<int64_t> PruneAllocationHistory(

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "api/rest/rest_api.h"
 #include "common/clock.h"
 #include "common/id_generator.h"
@@ -207,6 +208,85 @@ TEST_F(UtilizationHistoryTest, SchedulerBindingsAndReleasesAreCountedAndSurviveA
   EXPECT_EQ(Review(start, end, ""), all);
   EXPECT_EQ(Review(start, end, "namespace"), namespaces);
   EXPECT_EQ(Review(start, end, "node"), nodes);
+}
+
+// The health history on PostgreSQL: its triggers record each source of an unhealthy taint
+// (a slice device's own taint, a DeviceTaintRule) starting and stopping, in the transaction
+// that writes it, and nothing for writes that leave the health as it was; it survives a restart.
+TEST_F(UtilizationHistoryTest, HealthChangesAreRecordedWithTheirWritesAndSurviveARestart) {
+  const auto begin = system_clock::now();
+  Inventory("node-a", 2);  // no taints: nothing recorded
+  const std::string slice_path = std::string(kV1) + "/resourceslices/node-a-gpus";
+  auto put_slice = [&](const std::function<void(json&)>& edit) {
+    json slice = json::parse(Call("GET", slice_path).body);
+    edit(slice);
+    auto r = Call("PUT", slice_path, slice);
+    ASSERT_EQ(r.code, 200) << r.body;
+  };
+  const json unhealthy = {{"key", "quartermaster.io/unhealthy"}, {"effect", "NoSchedule"}};
+  put_slice([&](json& s) { s["spec"]["devices"][1]["taints"] = json::array({unhealthy}); });
+  // Another taint beside it, and an attribute: the device stays unhealthy, nothing recorded.
+  put_slice([&](json& s) {
+    s["spec"]["devices"][1]["taints"].push_back({{"key", "other"}, {"effect", "NoSchedule"}});
+    s["spec"]["devices"][0]["attributes"] = {{"index", {{"int", 0}}}};
+  });
+  put_slice([&](json& s) { s["spec"]["devices"][1].erase("taints"); });
+  const std::string rules = std::string(kV1) + "/devicetaintrules";
+  json rule = {{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "DeviceTaintRule"},
+               {"metadata", {{"name", "pool-a"}}},
+               {"spec",
+                {{"deviceSelector", {{"driver", "gpu.example.com"}, {"pool", "node-a"}}},
+                 {"taint", unhealthy}}}};
+  Create(rules, rule);
+  // Its effect changes, not its cover: nothing recorded.
+  json stored = json::parse(Call("GET", rules + "/pool-a").body);
+  stored["spec"]["taint"]["effect"] = "NoExecute";
+  ASSERT_EQ(Call("PUT", rules + "/pool-a", stored).code, 200);
+  json other = rule;
+  other["metadata"]["name"] = "not-health";
+  other["spec"]["taint"]["key"] = "example.com/maintenance";
+  Create(rules, other);
+  ASSERT_EQ(Call("DELETE", rules + "/pool-a").code, 200);
+  // A slice created with an unhealthy device, then deleted.
+  json list = json::array({{{"name", "gpu-0"}, {"taints", json::array({unhealthy})}}});
+  Create(std::string(kV1) + "/resourceslices",
+         {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", "node-b-gpus"}}},
+          {"spec",
+           {{"driver", "gpu.example.com"},
+            {"nodeName", "node-b"},
+            {"pool", {{"name", "node-b"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", list}}}});
+  ASSERT_EQ(Call("DELETE", std::string(kV1) + "/resourceslices/node-b-gpus").code, 200);
+
+  auto changes = [&] {
+    auto history = store_->ReadAllocationHistory(begin - seconds(1));
+    EXPECT_TRUE(history.ok()) << history.status();
+    std::vector<std::string> out;
+    if (!history.ok()) return out;
+    for (const auto& e : history->health) {
+      EXPECT_GE(e.time, begin - seconds(1));
+      out.push_back(absl::StrCat(e.driver, "/", e.pool, "/", e.device, " ", e.delta));
+    }
+    return out;
+  };
+  const std::vector<std::string> expected = {
+      "gpu.example.com/node-a/gpu-1 1", "gpu.example.com/node-a/gpu-1 -1",
+      "gpu.example.com/node-a/ 1",      "gpu.example.com/node-a/ -1",
+      "gpu.example.com/node-b/gpu-0 1", "gpu.example.com/node-b/gpu-0 -1"};
+  EXPECT_EQ(changes(), expected);
+
+  Close();
+  testing::PgTestEnv::Get().Restart();
+  Open();
+  EXPECT_EQ(changes(), expected);
+  // Pruning drops them with the allocation history.
+  auto pruned = store_->PruneAllocationHistory(system_clock::now() + seconds(1));
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 6);
+  EXPECT_EQ(changes(), std::vector<std::string>{});
 }
 
 // One device's holders and changes, newest first, with the claims' names while they exist.

@@ -86,7 +86,7 @@ export function UtilizationChart({ changeKey }: { changeKey: number | string }) 
   const plotRef = useRef<HTMLDivElement>(null);
   const lastFetch = useRef(0);
 
-  // Claims changed: ask again, at most every REFRESH_MS.
+  // Claims, slices or taint rules changed: ask again, at most every REFRESH_MS.
   useEffect(() => {
     const wait = Math.max(0, lastFetch.current + REFRESH_MS - Date.now());
     const timer = window.setTimeout(() => setRefresh((r) => r + 1), wait);
@@ -190,8 +190,8 @@ export function UtilizationChart({ changeKey }: { changeKey: number | string }) 
       />
       {summary && (
         <p className="muted" data-testid="utilization-summary">
-          {summary} Buckets of {status ? Math.round(status.stepSeconds / 60) : 0} min; health is
-          today&apos;s.
+          {summary} Buckets of {status ? Math.round(status.stepSeconds / 60) : 0} min; devices
+          are today&apos;s inventory.
         </p>
       )}
     </section>

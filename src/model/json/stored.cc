@@ -1,5 +1,6 @@
 #include "model/json/stored.h"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -69,6 +70,35 @@ absl::StatusOr<Role> DecodeRole(const Object& role) { return DecodeWhole<Role>(r
 
 absl::StatusOr<RoleBinding> DecodeRoleBinding(const Object& binding) {
   return DecodeWhole<RoleBinding>(binding, &DecodeRoleBinding);
+}
+
+std::vector<UnhealthySource> UnhealthySourcesOf(const Object& obj) {
+  std::vector<UnhealthySource> out;
+  const bool slice = obj.resource == "resourceslices.resource.k8s.io";
+  if (!slice && obj.resource != "devicetaintrules.resource.k8s.io") return out;
+  if (obj.body.find(kUnhealthyTaintKey) == std::string::npos) return out;
+  const json body = ParseBody(obj.body);
+  const json& spec = At(body, "spec");
+  if (!slice) {
+    const json& selector = At(spec, "deviceSelector");
+    if (Str(At(spec, "taint"), "key") == kUnhealthyTaintKey) {
+      out.push_back({Str(selector, "driver"), Str(selector, "pool"), Str(selector, "device")});
+    }
+    return out;
+  }
+  const std::string driver = Str(spec, "driver");
+  const std::string pool = Str(At(spec, "pool"), "name");
+  ForEach(At(spec, "devices"), [&](const json& d) {
+    const json& name = At(d, "name");
+    if (!name.is_string()) return;
+    bool unhealthy = false;
+    ForEach(At(d, "taints"),
+            [&](const json& t) { unhealthy = unhealthy || Str(t, "key") == kUnhealthyTaintKey; });
+    if (unhealthy) out.push_back({driver, pool, name.get<std::string>()});
+  });
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 DeviceTaintRule DecodeDeviceTaintRuleSelector(const Object& rule) {

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/core.h"
@@ -70,6 +71,11 @@ ResourceClaimStatus DecodeResourceClaimStatus(const nlohmann::json& body);
 
 // The devices a ResourceClaim's stored body names in status.allocation, read leniently.
 AllocatedRefs ReadAllocatedRefs(const std::string& body);
+
+// The unhealthy sources a stored ResourceSlice or DeviceTaintRule holds, in order, without
+// repeats (a rule holds at most one); none for other objects. Read leniently, as
+// migrations/0015's triggers read the stored rows.
+std::vector<UnhealthySource> UnhealthySourcesOf(const Object& obj);
 
 // The JSON object text of a capacity map ({"memory":"10Gi"}), as the device ledger stores it.
 std::string EncodeCapacityMap(const std::map<std::string, Quantity>& capacity);

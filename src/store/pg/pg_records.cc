@@ -124,6 +124,19 @@ AllocationEvent EventOf(const pqxx::row& row) {
   return e;
 }
 
+// A health history row: id, time in microseconds, driver, pool, device, delta
+// (kHealthHistorySince).
+HealthEvent HealthEventOf(const pqxx::row& row) {
+  HealthEvent e;
+  e.id = row[0].as<int64_t>();
+  e.time = std::chrono::system_clock::time_point(std::chrono::microseconds(row[1].as<int64_t>()));
+  e.driver = row[2].as<std::string>();
+  e.pool = row[3].as<std::string>();
+  e.device = row[4].as<std::string>();
+  e.delta = row[5].as<int>();
+  return e;
+}
+
 }  // namespace
 
 absl::StatusOr<AllocationHistory> PgStore::ReadAllocationHistory(
@@ -138,6 +151,9 @@ absl::StatusOr<AllocationHistory> PgStore::ReadAllocationHistory(
     }
     for (const auto& row : tx.exec_params(queries::kAllocationHistorySince, Micros(since))) {
       out.events.push_back(EventOf(row));
+    }
+    for (const auto& row : tx.exec_params(queries::kHealthHistorySince, Micros(since))) {
+      out.health.push_back(HealthEventOf(row));
     }
     tx.commit();
     return out;
@@ -170,8 +186,9 @@ absl::StatusOr<int64_t> PgStore::PruneAllocationHistory(
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
     pqxx::work tx(c);
     auto r = tx.exec_params(queries::kPruneAllocationHistory, Micros(before));
+    auto health = tx.exec_params(queries::kPruneHealthHistory, Micros(before));
     tx.commit();
-    return static_cast<int64_t>(r.affected_rows());
+    return static_cast<int64_t>(r.affected_rows() + health.affected_rows());
   });
 }
 

@@ -151,6 +151,15 @@ WHERE at > 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
 ORDER BY at, id
 )sql";
 
+// The health history (migrations/0015), read with the allocation history.
+inline constexpr char kHealthHistorySince[] = R"sql(
+SELECT id, ((extract(epoch FROM at - 'epoch'::timestamptz)) * 1000000)::bigint, driver, pool,
+       device, delta
+FROM health_history
+WHERE at > 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
+ORDER BY at, id
+)sql";
+
 // One device's holders and newest changes (the allocation_history_device index, migration 0009).
 inline constexpr char kDeviceLedgerNow[] = R"sql(
 SELECT a.driver, a.pool, a.device, a.share_id, a.claim_uid, COALESCE(o.namespace, ''),
@@ -171,6 +180,10 @@ LIMIT $5::bigint
 
 inline constexpr char kPruneAllocationHistory[] = R"sql(
 DELETE FROM allocation_history WHERE at < 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
+)sql";
+
+inline constexpr char kPruneHealthHistory[] = R"sql(
+DELETE FROM health_history WHERE at < 'epoch'::timestamptz + $1::bigint * interval '1 microsecond'
 )sql";
 
 // Node leases (migrations/0008): names in order, so that replicas renewing the same nodes at

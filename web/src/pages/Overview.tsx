@@ -132,7 +132,6 @@ export function OverviewPage() {
   const cluster = useClusterSummary();
   const nodes = cluster.status?.nodes;
   const pods = useUnboundPods(paths.pods);
-  const claimsChanged = useKindChanges('resourceclaims');
   const devicesChanged = useKindChanges('resourceslices', 'resourceclaims', 'devicetaintrules');
   const devices = useDeviceSummary(String(devicesChanged));
 
@@ -224,7 +223,7 @@ export function OverviewPage() {
             </div>
           </dl>
           <Lazy what="the utilization chart">
-            <UtilizationChart changeKey={claimsChanged} />
+            <UtilizationChart changeKey={devicesChanged} />
           </Lazy>
           <h2>Devices by model</h2>
           <table>

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "common/id_generator.h"
 #include "store/memory_store.h"
 
@@ -479,6 +480,8 @@ class UtilizationTest : public AdminApiTest {
     json taint = {{"key", "quartermaster.io/unhealthy"}, {"effect", "NoSchedule"}};
     json device = json::parse(Device("gpu-0", "NVIDIA L4", "24Gi"));
     device["taints"] = json::array({taint});
+    // Unhealthy since before the range the reviews show.
+    clock_.Set(kT0 - 120);
     Expect(201, "POST", "/apis/resource.k8s.io/v1/resourceslices", Slice("node-c", device.dump()));
     Expect(201, "POST", "/api/v1/namespaces", R"({"metadata":{"name":"team"}})");
     clock_.Set(kT0 + 90);
@@ -593,6 +596,85 @@ TEST_F(UtilizationTest, GroupsByClassModelNodeAndNamespace) {
   json team = Find(namespaces, "team");
   EXPECT_EQ(team["allocated"].get<V>(), (V{0, 0, 1, 1, 2}));
   EXPECT_EQ(team["peakAllocated"].get<V>(), (V{0, 0, 1, 2, 2}));
+}
+
+// Health over time: each bucket counts the devices unhealthy at its end, from the slices' own
+// taints and from DeviceTaintRules (one naming a device, one covering a whole pool), replayed
+// back from now; an unhealthy device that is allocated counts as allocated. The fixture's c1
+// took node-a/gpu-0 at kT0.
+//   kT0+30  rule "sick": node-b/gpu-0            kT0+150 rule "sick" deleted (own taint stays)
+//   kT0+70  rule "pool-a": all of node-a's pool  kT0+190 rule "pool-a" deleted
+//   kT0+130 node-b/gpu-0 gets a taint of its own (still there when the review runs at kT0+240)
+TEST_F(AdminApiTest, UtilizationCountsUnhealthyDevicesAsTheyWereThen) {
+  const std::string rules = "/apis/resource.k8s.io/v1/devicetaintrules";
+  auto rule = [](const std::string& name, const std::string& pool, const std::string& device) {
+    json selector = {{"driver", "gpu.example.com"}, {"pool", pool}};
+    if (!device.empty()) selector["device"] = device;
+    json r = {{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "DeviceTaintRule"},
+              {"metadata", {{"name", name}}},
+              {"spec",
+               {{"deviceSelector", selector},
+                {"taint", {{"key", "quartermaster.io/unhealthy"}, {"effect", "NoSchedule"}}}}}};
+    return r.dump();
+  };
+  const std::string slice_b = "/apis/resource.k8s.io/v1/resourceslices/node-b-g1";
+  auto taint_node_b = [&] {
+    json slice = json::parse(Expect(200, "GET", slice_b).body);
+    slice["spec"]["devices"][0]["taints"] = json::array(
+        {{{"key", "quartermaster.io/unhealthy"}, {"value", "XID-79"}, {"effect", "NoExecute"}}});
+    Expect(200, "PUT", slice_b, slice.dump());
+  };
+  clock_.Set(kT0 + 30);
+  Expect(201, "POST", rules, rule("sick", "node-b", "gpu-0"));
+  clock_.Set(kT0 + 70);
+  Expect(201, "POST", rules, rule("pool-a", "node-a", ""));
+  clock_.Set(kT0 + 130);
+  taint_node_b();
+  clock_.Set(kT0 + 150);
+  Expect(200, "DELETE", rules + "/sick");
+  clock_.Set(kT0 + 190);
+  Expect(200, "DELETE", rules + "/pool-a");
+  clock_.Set(kT0 + 240);
+
+  auto history = [&](const std::string& group_by) {
+    json spec = {{"start", "2027-01-15T07:59:00Z"},  // kT0 - 60
+                 {"end", "2027-01-15T08:04:00Z"},    // kT0 + 240
+                 {"step", "1m"},
+                 {"groupBy", group_by}};
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "UtilizationHistoryReview"},
+                 {"spec", spec}};
+    return json::parse(Expect(201, "POST", kUtilization, body.dump()).body)["status"]["groups"];
+  };
+  using V = std::vector<int64_t>;
+  json all = history("");
+  ASSERT_EQ(all.size(), 1u) << all.dump();
+  EXPECT_EQ(all[0]["devices"], 3);
+  EXPECT_EQ(all[0]["allocated"].get<V>(), (V{0, 1, 1, 1, 1})) << all.dump();
+  EXPECT_EQ(all[0]["unhealthy"].get<V>(), (V{0, 1, 2, 2, 1})) << all.dump();
+  EXPECT_EQ(all[0]["free"].get<V>(), (V{3, 1, 0, 0, 1})) << all.dump();
+  EXPECT_EQ(all[0]["tainted"], 1);  // node-b/gpu-0, now
+
+  json nodes = history("node");
+  ASSERT_EQ(nodes.size(), 2u) << nodes.dump();
+  EXPECT_EQ(nodes[0]["name"], "node-a");
+  EXPECT_EQ(nodes[0]["unhealthy"].get<V>(), (V{0, 0, 1, 1, 0})) << nodes.dump();
+  EXPECT_EQ(nodes[1]["name"], "node-b");
+  EXPECT_EQ(nodes[1]["unhealthy"].get<V>(), (V{0, 1, 1, 1, 1})) << nodes.dump();
+
+  // The store recorded one change per source, in order.
+  auto recorded = store_.ReadAllocationHistory(std::chrono::system_clock::time_point{});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  std::vector<std::string> changes;
+  for (const auto& e : recorded->health) {
+    changes.push_back(absl::StrCat(
+        std::chrono::duration_cast<std::chrono::seconds>(e.time.time_since_epoch()).count() - kT0,
+        " ", e.pool, "/", e.device, " ", e.delta));
+  }
+  EXPECT_EQ(changes,
+            (std::vector<std::string>{"30 node-b/gpu-0 1", "70 node-a/ 1", "130 node-b/gpu-0 1",
+                                      "150 node-b/gpu-0 -1", "190 node-a/ -1"}));
 }
 
 TEST_F(UtilizationTest, RangeEndsNowAndDefaultsToSixtyBuckets) {

@@ -346,5 +346,35 @@ TEST(StoredTest, GracePeriodReadsAsDecodePodReadsIt) {
   }
 }
 
+// The unhealthy sources the health history records (migrations/0015 reads rows the same way):
+// a slice's devices with the taint of their own, once each; a rule's selector when its taint is
+// that one, "" for an open field; nothing else.
+TEST(StoredTest, UnhealthySourcesOfSlicesAndRules) {
+  const char* taint = R"({"key":"quartermaster.io/unhealthy","effect":"NoSchedule"})";
+  const Object slice =
+      Stored("resourceslices.resource.k8s.io", "s",
+             std::string(R"({"spec":{"driver":"gpu.example.com","pool":{"name":"p"},"devices":[)") +
+                 R"({"name":"gpu-1","taints":[)" + taint + "," + taint + R"(]},)" +
+                 R"({"name":"gpu-0","taints":[{"key":"other"},)" + taint + R"(]},)" +
+                 R"({"name":"gpu-2","taints":[{"key":"other"}]},)" + R"({"name":7,"taints":[)" +
+                 taint + R"(]}]}})");
+  EXPECT_EQ(UnhealthySourcesOf(slice),
+            (std::vector<UnhealthySource>{{"gpu.example.com", "p", "gpu-0"},
+                                          {"gpu.example.com", "p", "gpu-1"}}));
+  const Object rule = Stored(
+      "devicetaintrules.resource.k8s.io", "r",
+      std::string(R"({"spec":{"deviceSelector":{"driver":"gpu.example.com","device":3},"taint":)") +
+          taint + "}}");
+  EXPECT_EQ(UnhealthySourcesOf(rule), (std::vector<UnhealthySource>{{"gpu.example.com", "", ""}}));
+  const Object other_rule =
+      Stored("devicetaintrules.resource.k8s.io", "r",
+             R"({"spec":{"deviceSelector":{"driver":"d"},"taint":{"key":"other","value":)"
+             R"("quartermaster.io/unhealthy"}}})");
+  EXPECT_TRUE(UnhealthySourcesOf(other_rule).empty());
+  Object claim = slice;
+  claim.resource = "resourceclaims.resource.k8s.io";
+  EXPECT_TRUE(UnhealthySourcesOf(claim).empty());
+}
+
 }  // namespace
 }  // namespace qm::model::json
