@@ -3,6 +3,7 @@
 //   8 devices with matchAttribute on the PCIe root out of 64    <= 20 us
 //   partitionable backtracking (count 7 of 8, one oversized)    <= 1 ms
 //   one claim tried against 500 nodes x 10 devices              <= 1 ms
+//   256 devices with matchAttribute out of one slice of 1,024 (issue 14: no engine ceiling)
 // Each iteration is a whole Allocate call (pool gathering, request preparation, search, result)
 // against a snapshot built once, as the scheduler uses it. Run: build/bench/allocator_bench
 #include <benchmark/benchmark.h>
@@ -171,5 +172,21 @@ void BM_OneClaimWithSelectorAgainst500Nodes(benchmark::State& state) {
 BENCHMARK(BM_OneClaimWithSelectorAgainst500Nodes)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+void BM_256MatchingNumaOf1024(benchmark::State& state) {
+  // No Kubernetes-style ceiling in the engine: one slice of 1,024 devices on four NUMA nodes
+  // (256 each, interleaved), one device of the first in use, and a claim for 256 that must
+  // share a NUMA node: the search has to give up on the first node and take the second whole.
+  model::ResourceSlice slice = NodeSlice("node-0", 1024);
+  for (size_t i = 0; i < slice.devices.size(); ++i) {
+    slice.devices[i].attributes["numa"] = static_cast<int64_t>(i % 4);
+  }
+  auto inv = Inventory::Build(InventoryInput{{slice}, {GpuClass()}, {}});
+  AllocatedState allocated = inv->ResolveAllocated({{kDriver, "node-0", "gpu-0", "", {}, false}});
+  model::ResourceClaim claim = Claim(256);
+  claim.spec.constraints.push_back({{}, "gpu.example.com/numa", ""});
+  Run(state, *inv, allocated, claim, model::NodeInfo{"node-0", {}});
+}
+BENCHMARK(BM_256MatchingNumaOf1024)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -24,6 +24,7 @@
 #include "api/rest/request_gate.h"
 #include "api/rest/rest_api.h"
 #include "api/rest/static_files.h"
+#include "api/rest/validation_limits.h"
 #include "auth/authenticator.h"
 #include "auth/pki.h"
 #include "auth/service_account_token.h"
@@ -178,6 +179,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   qm::ConfigureLogging(options->log_level, options->log_format);
+  // DRA size limits of REST and gRPC validation, before any request is served.
+  qm::api::SetValidationLimits({static_cast<size_t>(options->max_devices_per_slice),
+                                static_cast<size_t>(options->max_results_per_claim)});
   RaiseDescriptorLimit();
   qm::api::SetDefaultTolerationSeconds(options->default_unreachable_toleration_seconds);
 
@@ -218,6 +222,7 @@ int main(int argc, char** argv) {
   // concurrent decisions consistent.
   qm::service::SchedulerOptions scheduler_options;
   scheduler_options.default_toleration_seconds = options->default_unreachable_toleration_seconds;
+  scheduler_options.max_results_per_claim = options->max_results_per_claim;
   qm::service::Scheduler scheduler(**store, hub, clock, ids, scheduler_options);
   if (options->scheduler) scheduler.Start();
   auto& pool = (*store)->pool();

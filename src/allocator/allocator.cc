@@ -309,10 +309,10 @@ absl::Status Search::Prepare(const std::vector<const model::ResourceClaim*>& cla
                                                        ": has neither exactly nor firstAvailable"));
       }
     }
-    if (min_devices > kMaxResultsPerClaim) {
+    if (min_devices > MaxResultsPerClaim()) {
       return absl::InvalidArgumentError(
           absl::StrCat("claim ", cd.Display(), ": number of requested devices ", min_devices,
-                       " exceeds the claim limit of ", kMaxResultsPerClaim));
+                       " exceeds the claim limit of ", MaxResultsPerClaim()));
     }
     for (const auto& constraint : spec.constraints) {
       ConstraintState cs;
@@ -627,7 +627,7 @@ Step Search::Allocate(size_t c, size_t r, int64_t k, size_t start, bool alt_chos
   if (k >= rq.num_devices) return Allocate(c, r + 1, 0, 0, false);
   int64_t in_claim = 0;
   for (const auto& p : picked_) in_claim += p.claim == static_cast<int>(c) ? 1 : 0;
-  if (in_claim + rq.num_devices - k > kMaxResultsPerClaim) return Step::kTooMany;
+  if (in_claim + rq.num_devices - k > MaxResultsPerClaim()) return Step::kTooMany;
 
   const size_t mark = picked_.size();
   if (rq.all) {

@@ -29,6 +29,11 @@ struct Options {
   const std::atomic<bool>* cancelled = nullptr;
   // Makes shareIDs for consumable-capacity allocations; random UUIDs when unset.
   std::function<std::string()> new_share_id;
+  // The most devices one claim may be allocated (its results); 0: no limit. The engine has no
+  // ceiling of its own: the server passes the limit its REST validation applies to allocation
+  // results (Kubernetes' 32 unless raised, api/rest/validation_limits.h), so that it never
+  // allocates what the API would refuse to store.
+  int64_t max_results_per_claim = 0;
 };
 
 enum class OutcomeKind {

@@ -20,7 +20,6 @@ namespace qm::allocator::search_internal {
 
 using model::DeviceToleration;
 
-constexpr int64_t kMaxResultsPerClaim = 32;
 constexpr uint64_t kCelCostLimit = 1'000'000;
 
 // Whether two sorted attribute sets share a value.
@@ -126,6 +125,11 @@ class Search {
   void BuildResults(Outcome& out);
   void BuildScore(Outcome& out);
   std::string Explain();
+
+  // options_.max_results_per_claim, or no limit.
+  int64_t MaxResultsPerClaim() const {
+    return options_.max_results_per_claim > 0 ? options_.max_results_per_claim : INT64_MAX;
+  }
 
   const Inventory& inv_;
   const AllocatedState& state_;

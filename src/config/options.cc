@@ -231,6 +231,18 @@ const std::vector<Setting>& Settings() {
          o.max_connections = static_cast<int>(n);
          return st;
        }},
+      {"max-devices-per-slice",
+       "devices one ResourceSlice may list (half as many when devices use taints, counters or "
+       "list attributes); Kubernetes' limit by default, raise it for nodes with more devices",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseInt("max-devices-per-slice", v, 2, &o.max_devices_per_slice);
+       }},
+      {"max-results-per-claim",
+       "devices one ResourceClaim may be allocated (status.allocation.devices.results, and what "
+       "the scheduler allocates); Kubernetes' limit by default",
+       [](ServerOptions& o, const std::string& v) {
+         return ParseInt("max-results-per-claim", v, 1, &o.max_results_per_claim);
+       }},
   };
   return *settings;
 }
@@ -313,6 +325,8 @@ std::string ServerHelp() {
        std::to_string(defaults.default_unreachable_toleration_seconds)},
       {"max-requests-inflight", std::to_string(defaults.max_requests_inflight)},
       {"max-connections", std::to_string(defaults.max_connections)},
+      {"max-devices-per-slice", std::to_string(defaults.max_devices_per_slice)},
+      {"max-results-per-claim", std::to_string(defaults.max_results_per_claim)},
   };
   for (const auto& s : Settings()) {
     std::string flag = "  --" + std::string(s.name) + "=VALUE";

@@ -49,6 +49,9 @@ struct ServerOptions {
   int64_t node_monitor_grace_period_ms = 40000;
   // tolerationSeconds of the not-ready/unreachable NoExecute tolerations added to new pods.
   int64_t default_unreachable_toleration_seconds = 300;
+  // DRA size limits of validation (api/rest/validation_limits.h): Kubernetes' by default.
+  int64_t max_devices_per_slice = 128;
+  int64_t max_results_per_claim = 32;
 };
 
 // Loads options with the precedence defaults < config file < environment (QM_HTTP_ADDR, ...)

@@ -60,6 +60,9 @@ struct SchedulerOptions {
   // (NoExecute) tolerates them this long, as if DefaultTolerationSeconds had added them
   // (--default-unreachable-toleration-seconds; pod defaulting adds them to pods that list none).
   int64_t default_toleration_seconds = 300;
+  // The most devices one claim is allocated (--max-results-per-claim, the REST limit on
+  // allocation results; allocator::Options::max_results_per_claim). 0: no limit.
+  int64_t max_results_per_claim = 32;
 };
 
 struct PassStats {

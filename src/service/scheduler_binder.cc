@@ -58,6 +58,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
   request.options.deadline = clock_.Monotonic() + options_.allocation_budget;
   request.options.now = [this] { return clock_.Monotonic(); };
   request.options.new_share_id = [this] { return ids_.NewUid(); };
+  request.options.max_results_per_claim = options_.max_results_per_claim;
   request.nodes_to_find = NodesToFind(nodes_.size());
   request.start = st_.next_start++;
   std::vector<model::ResourceClaim> typed;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "api/rest/validation_dra.h"
+#include "api/rest/validation_limits.h"
 #include "api/rest/validator.h"
 #include "model/field_error.h"
 
@@ -28,7 +29,6 @@ using model::Quote;
 constexpr size_t kMaxRequests = 32;
 constexpr size_t kMaxFirstAvailable = 8;
 constexpr size_t kMaxConstraints = 32;
-constexpr size_t kMaxResults = 32;
 constexpr size_t kMaxAllocationConfigs = 2 * kMaxConfigs;
 constexpr size_t kMaxReservedFor = 256;
 constexpr size_t kMaxDeviceStatusConditions = 8;
@@ -466,7 +466,8 @@ class ResourceClaimValidator : public DraValidator {
   void AllocationResult(const json& allocation, const Path& p, const RequestNames& names) {
     const Path dp = p.Child("devices");
     const json& devices = Object(Get(allocation, "devices"), dp);
-    if (const json* results = List(devices, "results", dp.Child("results"), kMaxResults)) {
+    if (const json* results = List(devices, "results", dp.Child("results"),
+                                   CurrentValidationLimits().max_results_per_claim)) {
       for (size_t i = 0; i < results->size(); ++i) {
         const Path rp = dp.Child("results").Index(i);
         DeviceRequestAllocationResult(Object(&(*results)[i], rp), rp, names);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_join.h"
 #include "api/rest/validation_dra.h"
+#include "api/rest/validation_limits.h"
 #include "api/rest/validator.h"
 #include "common/quantity.h"
 #include "model/field_error.h"
@@ -23,8 +24,6 @@ namespace {
 using model::FieldErrors;
 using model::Quote;
 
-constexpr size_t kMaxDevices = 128;
-constexpr size_t kMaxDevicesWithAdvancedFeatures = 64;
 constexpr size_t kMaxAttributesAndCapacities = 32;
 constexpr size_t kMaxAttributeValues = 48;
 constexpr size_t kAttributeMaxValueLength = 64;
@@ -138,12 +137,14 @@ class ResourceSliceValidator : public DraValidator {
     const bool per_device_node_selection =
         per_device != nullptr && per_device->is_boolean() && per_device->get<bool>();
     const json* devices = OptArray(spec, "devices", p.Child("devices"));
-    size_t max_devices = kMaxDevices;
+    // Kubernetes' 128, or 64 when a device uses taints, counters or list attributes, unless
+    // the server raised them (validation_limits.h).
+    size_t max_devices = CurrentValidationLimits().max_devices_per_slice;
     if (devices != nullptr) {
       for (const json& device : *devices) {
         if (NonEmptyList(device, "taints") || NonEmptyList(device, "consumesCounters") ||
             HasListAttributes(device)) {
-          max_devices = kMaxDevicesWithAdvancedFeatures;
+          max_devices /= 2;
           break;
         }
       }

@@ -4,6 +4,7 @@
 
 #include "allocator/allocator.h"
 
+#include <set>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -94,6 +95,47 @@ TEST(AllocatorTest, ScoresFreeDevicesLeftInTouchedPools) {
   EXPECT_EQ(out.score.free_after, 5);
   // gpu-0 and gpu-1 share root-0; nothing else on root-0 stays free.
   EXPECT_THAT(out.score.match_group_free_after, ElementsAre(0));
+}
+
+// No Kubernetes-style ceiling in the engine: a pool of 1,024 devices in one slice, and a claim
+// for 256 of them that must share a NUMA node. Node 0 is one device short (gpu-0 is in use), so
+// all 256 come from node 1. The server's limit on results (Options::max_results_per_claim)
+// still refuses the claim when it is lower.
+TEST(AllocatorTest, LargePoolsAndClaimsHaveNoCeilingOfTheirOwn) {
+  model::ResourceSlice slice;
+  slice.name = "n1";
+  slice.driver = kDriver;
+  slice.pool = "n1";
+  slice.node_name = "n1";
+  for (int i = 0; i < 1024; ++i) {
+    model::Device d;
+    d.name = "gpu-" + std::to_string(i);
+    d.attributes["example.com/numa"] = int64_t{i % 4};
+    slice.devices.push_back(std::move(d));
+  }
+  model::DeviceClass any{"any", {"device.driver == 'gpu.example.com'"}, {}, ""};
+  auto inv = Inventory::Build({{slice}, {any}, {}});
+  AllocatedState state = inv->ResolveAllocated({{kDriver, "n1", "gpu-0", "", {}, false}});
+  model::ResourceClaim claim = Claim("any", 256);
+  claim.spec.constraints.push_back({{}, "example.com/numa", ""});
+  model::NodeInfo node{"n1", {}};
+
+  Outcome out = Allocate(*inv, state, {&claim}, &node);
+  ASSERT_EQ(out.kind, OutcomeKind::kAllocated) << out.reason << out.error;
+  ASSERT_EQ(out.allocations.size(), 1u);
+  std::set<std::string> devices;
+  for (const auto& r : out.allocations[0].results) devices.insert(r.device);
+  ASSERT_EQ(devices.size(), 256u);
+  for (int i = 1; i < 1024; i += 4) {
+    EXPECT_TRUE(devices.contains("gpu-" + std::to_string(i))) << i;
+  }
+
+  Options limited;
+  limited.max_results_per_claim = 32;
+  out = Allocate(*inv, state, {&claim}, &node, limited);
+  ASSERT_EQ(out.kind, OutcomeKind::kInvalid);
+  EXPECT_EQ(out.error.message(),
+            "claim default/c1: number of requested devices 256 exceeds the claim limit of 32");
 }
 
 TEST(AllocatorTest, PreviewListsMatchingDevicesIgnoringAvailability) {

@@ -120,6 +120,8 @@ TEST_P(ScenarioTest, Holds) {
   Options options;
   int shares = 0;
   options.new_share_id = [&shares] { return ShareId(++shares); };
+  // The limit the server passes (its REST limit on allocation results); none by default.
+  options.max_results_per_claim = s.value("maxResultsPerClaim", int64_t{0});
   if (s.contains("budgetMicros")) {
     options.deadline =
         std::chrono::steady_clock::now() + std::chrono::microseconds(s["budgetMicros"].get<int>());

@@ -73,6 +73,19 @@ TEST(OptionsTest, RetentionsTakeDaysHoursMinutesOrZero) {
   }
 }
 
+TEST(OptionsTest, DraLimitsDefaultToKubernetesAndCanBeRaised) {
+  ServerOptions o = MustLoad({});
+  EXPECT_EQ(o.max_devices_per_slice, 128);
+  EXPECT_EQ(o.max_results_per_claim, 32);
+  o = MustLoad({"--max-devices-per-slice=1024"}, {"QM_MAX_RESULTS_PER_CLAIM=256"});
+  EXPECT_EQ(o.max_devices_per_slice, 1024);
+  EXPECT_EQ(o.max_results_per_claim, 256);
+  EXPECT_EQ(Msg(LoadError({"--max-devices-per-slice=1"})),
+            "--max-devices-per-slice: want an integer >= 2, got \"1\"");
+  EXPECT_EQ(Msg(LoadError({"--max-results-per-claim=lots"})),
+            "--max-results-per-claim: want an integer >= 1, got \"lots\"");
+}
+
 TEST(OptionsTest, FlagsWithEqualsSetEveryOption) {
   ServerOptions o =
       MustLoad({"--http-addr=0.0.0.0:0", "--grpc-addr=[::1]:9000", "--data-dir=/var/lib/qm",

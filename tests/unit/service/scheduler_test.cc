@@ -156,6 +156,29 @@ TEST_F(SchedulerTest, BindsAPodAndAllocatesItsClaimInOneTransaction) {
   EXPECT_EQ(store_.ListDeviceClaims()->size(), 1u);
 }
 
+// The scheduler allocates at most --max-results-per-claim devices to one claim (Kubernetes' 32
+// by default, the REST limit on allocation results); raised, a claim for 256 of a node's 1,024
+// devices is bound with all 256.
+TEST_F(SchedulerTest, TheClaimLimitIsTheServersAndCanBeRaised) {
+  Node("node-a", 1024);
+  Put(kClaims, "default", "big", ClaimSpec(256));
+  Pod("pod1", {{"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", "big"}}}}});
+  EXPECT_EQ(Run().unschedulable, 1);
+  json condition = Body("pods", "pod1")["status"]["conditions"][0];
+  EXPECT_EQ(condition["status"], "False");
+  EXPECT_EQ(condition["message"],
+            "claim default/big: number of requested devices 256 exceeds the claim limit of 32");
+
+  SchedulerOptions raised;
+  raised.max_results_per_claim = 256;
+  raised.initial_backoff = std::chrono::milliseconds(0);
+  scheduler_ = std::make_unique<Scheduler>(store_, *hub_, clock_, ids_, raised);
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body("pods", "pod1")["spec"]["nodeName"], "node-a");
+  EXPECT_EQ(Body(kClaims, "big")["status"]["allocation"]["devices"]["results"].size(), 256u);
+  EXPECT_EQ(store_.ListDeviceClaims()->size(), 256u);
+}
+
 TEST_F(SchedulerTest, ASliceThatDoesNotDecodeIsReportedOnceAndLeftOutUntilItIsFixed) {
   Put("nodes", "", "node-a", {{"spec", json::object()}}, {{"kubernetes.io/hostname", "node-a"}});
   // Written past validation (an older server, a hand edit of the table): devices is not a list.

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/rest/validation_limits.h"
 #include "gtest/gtest.h"
 #include "model/resource_types.h"
 
@@ -567,6 +568,26 @@ TEST(ResourceSliceValidationTest, DeviceLimitDependsOnAdvancedFeatures) {
   obj["spec"]["devices"][0]["consumesCounters"] =
       R"([{"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}}])"_json;
   EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 65: must have at most 64 items"});
+}
+
+// Raised limits (--max-devices-per-slice, --max-results-per-claim), restored after the test.
+class RaisedLimits {
+ public:
+  RaisedLimits(size_t devices, size_t results) { SetValidationLimits({devices, results}); }
+  ~RaisedLimits() { SetValidationLimits(ValidationLimits{}); }
+};
+
+TEST(ResourceSliceValidationTest, DeviceLimitCanBeRaised) {
+  RaisedLimits raised(1024, 256);
+  json obj = Slice();
+  obj["spec"]["devices"] = NamedDevices(1024);
+  EXPECT_EQ(Check(obj), Errors{});
+  obj["spec"]["devices"] = NamedDevices(1025);
+  EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 1025: must have at most 1024 items"});
+  obj["spec"]["devices"] = NamedDevices(513);
+  obj["spec"]["devices"][7]["taints"] =
+      R"([{"key": "example.com/broken", "effect": "NoSchedule"}])"_json;
+  EXPECT_EQ(Check(obj), Errors{"spec.devices: Too many: 513: must have at most 512 items"});
 }
 
 TEST(ResourceSliceValidationTest, DeviceNamesAreUniqueDnsLabels) {
@@ -1211,6 +1232,18 @@ TEST(ResourceClaimStatusTest, TooManyResultsAndConfigs) {
             (Errors{std::string(kResults) + ": Too many: 33: must have at most 32 items",
                     "status.allocation.devices.config: Too many: 65: must have at most 64 "
                     "items"}));
+}
+
+TEST(ResourceClaimStatusTest, ResultLimitCanBeRaised) {
+  RaisedLimits raised(128, 256);
+  json old = Claim();
+  json obj = AllocatedClaim();
+  json& devices = obj["status"]["allocation"]["devices"];
+  devices["results"] = Repeat(devices["results"][0], 256);
+  EXPECT_EQ(CheckStatus(obj, old), Errors{});
+  devices["results"] = Repeat(devices["results"][0], 257);
+  EXPECT_EQ(CheckStatus(obj, old),
+            Errors{std::string(kResults) + ": Too many: 257: must have at most 256 items"});
 }
 
 TEST(ResourceClaimStatusTest, AllocationConfigSource) {
