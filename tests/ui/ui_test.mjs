@@ -35,6 +35,34 @@ async function eventually(fn, ms = TIMEOUT) {
   }
 }
 
+// The 2 s bounds of the issue ("shows up within 2 s without a reload"), each measured from the
+// moment the kubectl command that made the change returned; printed at the end.
+const bounds = [];
+
+// Polls `fn` every 50 ms until it returns true within `ms` of `since` (a Date.now() taken when
+// the change was made); returns the milliseconds from `since` to the check that saw it. Throws
+// with `what` and the last value seen when `ms` pass first (a true seen later fails too).
+async function within(ms, since, what, fn) {
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+    } catch (e) {
+      last = e;
+    }
+    const elapsed = Date.now() - since;
+    if (last === true && elapsed <= ms) {
+      bounds.push(`${what}: ${elapsed} ms`);
+      return elapsed;
+    }
+    if (elapsed > ms) {
+      const seen = last instanceof Error ? last.message : typeof last === 'string' ? last : JSON.stringify(last);
+      throw new Error(`${what}: not within ${ms} ms (${last === true ? `seen after ${elapsed} ms` : `last seen: ${seen}`})`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 let page;
 
 async function step(name, fn) {
@@ -433,22 +461,154 @@ await step('Inventory: add a device taint (kubectl shows the DeviceTaintRule), t
   await page.getByRole('button', { name: 'gpu-node-a', exact: true }).click();
 });
 
-await step('seed pods applied with kubectl show up in Assignments, live', async () => {
+// A device going unhealthy, the two ways it happens: its driver publishes a quartermaster.io/unhealthy
+// taint in its ResourceSlice (here gpu-node-c/gpu-7, patched with kubectl), or the node agent's
+// health report makes the server write a DeviceTaintRule for it (here gpu-node-c/gpu-6, the rule
+// applied with kubectl as the server names, labels and words it). Nothing is allocated yet.
+const HEALTH_SLICE = 'gpu-node-c-gpu.nvidia.com';
+const HEALTH_RULE = 'unhealthy.gpu.nvidia.com.gpu-node-c.gpu-6';
+const sliceTaint = (taints) => {
+  const devices = JSON.parse(kubectl('get', 'resourceslice', HEALTH_SLICE, '-o', 'json')).spec.devices;
+  const i = devices.findIndex((d) => d.name === 'gpu-7');
+  const op = taints ? { op: 'add', path: `/spec/devices/${i}/taints`, value: taints } : { op: 'remove', path: `/spec/devices/${i}/taints` };
+  kubectl('patch', 'resourceslice', HEALTH_SLICE, '--type=json', '-p', JSON.stringify([op]));
+  return Date.now();
+};
+const UNHEALTHY_GPU_7 = [{ key: 'quartermaster.io/unhealthy', value: 'XidError', effect: 'NoSchedule' }];
+const healthRule = (present) => {
+  if (!present) {
+    kubectl('delete', 'devicetaintrule', HEALTH_RULE);
+    return Date.now();
+  }
+  kubectlApply(`apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata:
+  name: ${HEALTH_RULE}
+  labels: {quartermaster.io/unhealthy-node: gpu-node-c}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: gpu-node-c, device: gpu-6}
+  taint: {key: quartermaster.io/unhealthy, value: EccErrors, effect: NoSchedule}
+`);
+  return Date.now();
+};
+
+await step('a device going unhealthy shows up within 2 s without a reload (Overview counts, Inventory state), and healthy again', async () => {
+  const held = kubectl('get', 'resourceclaims', '-A', '-o', 'jsonpath={.items[*].status.allocation.devices.results[*].device}');
+  expect(held === '', `nothing is allocated: ${held}`);
+  // The Overview: the unhealthy and free counts, and the H100 model's row (devices, allocated,
+  // free, unhealthy, tainted), as the server's UtilizationHistoryReview splits them.
+  await nav('Overview');
+  const counts = async () => [
+    await page.getByTestId('count-unhealthy').textContent(),
+    await page.getByTestId('count-free').textContent(),
+    (await page.getByRole('row', { name: /^NVIDIA H100 80GB HBM3/ }).locator('td').allTextContents()).join(' '),
+  ].join(' | ');
+  const countsAre = (want) => async () => (await counts()) === want || (await counts());
+  await eventually(countsAre('0 | 18 | 8 0 8 0 0'));
+  expect((await counts()) === '0 | 18 | 8 0 8 0 0', `counts at first: ${await counts()}`);
+  await within(2000, sliceTaint(UNHEALTHY_GPU_7), 'Overview counted the slice-tainted device unhealthy',
+    countsAre('1 | 17 | 8 0 7 1 1'));
+  await within(2000, healthRule(true), 'Overview counted the rule-tainted device unhealthy',
+    countsAre('2 | 16 | 8 0 6 2 2'));
+  // The utilization chart asks again when slices or taint rules change, and its newest bucket
+  // counts both devices unhealthy (the health history, migrations/0015).
+  const chartSummary = async () => (await page.getByTestId('utilization-summary').textContent()).trim();
+  const bothUnhealthy = 'Now 0 allocated, 16 free, 2 unhealthy of 18 devices;';
+  await eventually(async () => (await chartSummary()).startsWith(bothUnhealthy));
+  const summaryNow = await chartSummary();
+  expect(summaryNow.startsWith(bothUnhealthy), `the chart counts both devices unhealthy: ${summaryNow}`);
+  await shot('overview-unhealthy');
+  await within(2000, sliceTaint(null), 'Overview counted the slice-tainted device healthy again',
+    countsAre('1 | 17 | 8 0 7 1 1'));
+  await within(2000, healthRule(false), 'Overview counted the rule-tainted device healthy again',
+    countsAre('0 | 18 | 8 0 8 0 0'));
+
+  // Inventory, gpu-node-c open: each device's state and taints.
+  await nav('Inventory');
+  await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
+  const device = (name) => page.locator(`#node-gpu-node-c tr[data-device="gpu.nvidia.com/gpu-node-c/${name}"]`);
+  const state = async (name) => (await device(name).getByTestId('device-state').textContent()).trim();
+  const statesAre = (want) => async () => {
+    const got = `${await state('gpu-5')}, ${await state('gpu-6')}, ${await state('gpu-7')}`;
+    return got === want || got;
+  };
+  await eventually(statesAre('free, free, free'));
+  await within(2000, sliceTaint(UNHEALTHY_GPU_7), 'Inventory showed the slice-tainted device unhealthy',
+    statesAre('free, free, unhealthy (XidError)'));
+  expect((await device('gpu-7').getByTestId('device-taints').locator('li').allTextContents()).join() ===
+    'quartermaster.io/unhealthy=XidError:NoSchedule (from the driver)', 'the driver\'s taint is listed');
+  await within(2000, healthRule(true), 'Inventory showed the rule-tainted device unhealthy',
+    statesAre('free, unhealthy (EccErrors), unhealthy (XidError)'));
+  const chip = device('gpu-6').locator(`[data-rule="${HEALTH_RULE}"]`);
+  expect((await chip.locator('code').textContent()) === 'quartermaster.io/unhealthy=EccErrors:NoSchedule', 'the rule\'s taint is listed');
+  const remove = chip.getByRole('button', { name: 'Remove taint quartermaster.io/unhealthy from gpu-node-c/gpu-6' });
+  expect(await remove.isDisabled(), 'a health report\'s rule cannot be removed from the UI');
+  await shot('inventory-unhealthy');
+  await within(2000, sliceTaint(null), 'Inventory showed the slice-tainted device healthy again',
+    statesAre('free, unhealthy (EccErrors), free'));
+  await within(2000, healthRule(false), 'Inventory showed the rule-tainted device healthy again',
+    statesAre('free, free, free'));
+  await page.getByRole('button', { name: 'gpu-node-c', exact: true }).click();
+});
+
+// The seed manifests whose pods the sample inventory (18 GPUs, gpu-node-c tainted) can place, with
+// the claim and the template they use (tests/testdata/seeds/README.md): gpu-claim shared by pod1
+// and pod1-rhel, a claim per pod from a template (trainer-0, trainer-1), and the device-plugin
+// style requests of nvidia.com/gpu (example-vector-add on gpu-node-a, gpu-tolerating anywhere),
+// five devices in all. 07 and 14 are claims no seed pod uses (they stay pending).
+const SEED_FILES = ['04-resourceclaim-v1beta1.yaml', '05-pod-shared-claim.yaml', '06-pod-shared-claim-rhel.yaml',
+  '12-claimtemplate-per-pod.yaml', '13-pods-from-template.yaml', '20-pod-device-plugin-style.yaml',
+  '21-pod-gpu-toleration.yaml'];
+const SEED_PODS = ['example-vector-add', 'gpu-tolerating', 'pod1', 'pod1-rhel', 'trainer-0', 'trainer-1'];
+// The rows of Assignments By claim as drawn: claim, consumer pods, the "shared by" badge.
+const claimRowsDrawn = () => page.locator('table[aria-label="Allocated claims"] tr[data-claim]').evaluateAll((rows) =>
+  rows.map((r) => ({
+    claim: r.dataset.claim,
+    pods: Array.from(r.cells[3].querySelectorAll('li')).map((li) => li.textContent).sort(),
+    badge: r.cells[3].querySelector('.badge')?.textContent || '',
+  })).sort((a, b) => (a.claim < b.claim ? -1 : 1)));
+
+await step('the seed pods applied with kubectl show up in Assignments within 2 s of kubectl apply returning', async () => {
   await nav('Assignments');
   await page.getByText('No claim is allocated.').waitFor();
-  for (const f of ['04-resourceclaim-v1beta1.yaml', '05-pod-shared-claim.yaml', '06-pod-shared-claim-rhel.yaml']) {
-    kubectl('apply', '-f', path.join(env.QM_SEEDS, f));
-  }
-  const allocated = await eventually(() =>
-    kubectl('get', 'resourceclaim', '-n', 'dra-test', 'gpu-claim', '-o', 'jsonpath={.status.reservedFor[*].name}').split(' ').length === 2);
-  expect(allocated === true, 'kubectl shows the claim reserved for both pods');
-  const t0 = Date.now();
-  const row = page.locator('tr[data-claim="dra-test/gpu-claim"]');
-  await row.getByText('shared by 2').waitFor();
-  console.log(`      Assignments showed the shared claim ${Date.now() - t0} ms after kubectl did`);
-  expect((await row.getByText('pod pod1', { exact: true }).count()) === 1, 'consumer pod1 listed');
-  expect((await row.getByText('pod pod1-rhel', { exact: true }).count()) === 1, 'pod1-rhel listed');
+  kubectl('apply', ...SEED_FILES.flatMap((f) => ['-f', path.join(env.QM_SEEDS, f)]));
+  const applied = Date.now();
+  let rows = [];
+  const ms = await within(2000, applied, 'Assignments showed the six seed pods', async () => {
+    rows = await claimRowsDrawn();
+    const shown = rows.flatMap((r) => r.pods).sort();
+    const shared = rows.find((r) => r.claim === 'dra-test/gpu-claim');
+    return JSON.stringify(shown) === JSON.stringify(SEED_PODS.map((p) => `pod ${p}`)) &&
+      shared?.badge === 'shared by 2' || rows;
+  });
+  console.log(`      Assignments showed the six seed pods ${ms} ms after kubectl apply returned`);
+  // What kubectl says: each allocated claim of dra-test with the pods it is reserved for.
+  const claims = JSON.parse(kubectl('get', 'resourceclaims', '-n', 'dra-test', '-o', 'json')).items
+    .filter((c) => c.status?.allocation)
+    .map((c) => ({
+      claim: `dra-test/${c.metadata.name}`,
+      pods: (c.status.reservedFor || []).map((r) => `pod ${r.name}`).sort(),
+    }))
+    .sort((a, b) => (a.claim < b.claim ? -1 : 1));
+  expect(claims.length === 5, `kubectl shows five allocated claims: ${JSON.stringify(claims)}`);
+  const want = claims.map((c) => ({ ...c, badge: c.pods.length > 1 ? `shared by ${c.pods.length}` : '' }));
+  expect(JSON.stringify(rows) === JSON.stringify(want), `rows ${JSON.stringify(rows)}\nkubectl ${JSON.stringify(want)}`);
+  expect(want.find((c) => c.claim === 'dra-test/gpu-claim')?.pods.join() === 'pod pod1,pod pod1-rhel',
+    'gpu-claim is reserved for pod1 and pod1-rhel');
   await shot('assignments');
+  // The seed claim stays for the rest of the test; the other pods go (their generated claims with
+  // them), and their rows leave live.
+  for (const pod of ['example-vector-add', 'gpu-tolerating', 'trainer-0', 'trainer-1']) {
+    kubectl('delete', 'pod', '-n', 'dra-test', pod, '--grace-period=0', '--force', '--wait=false');
+  }
+  const released = await eventually(() => JSON.stringify(JSON.parse(kubectl('get', 'resourceclaims', '-n', 'dra-test', '-o', 'json'))
+    .items.filter((c) => c.status?.allocation).map((c) => c.metadata.name)) === '["gpu-claim"]');
+  expect(released === true, 'kubectl shows only gpu-claim allocated');
+  const left = await eventually(async () => {
+    rows = await claimRowsDrawn();
+    return JSON.stringify(rows.map((r) => r.claim)) === '["dra-test/gpu-claim"]';
+  });
+  expect(left === true, `rows after the deletes: ${JSON.stringify(rows)}`);
 });
 
 function kubectlApply(manifest) {
@@ -486,6 +646,116 @@ spec:
   expect(/\ba100-80g\b/.test(reason), `the message names the class: ${reason}`);
   await row.getByRole('link', { name: 'a100-80g' }).waitFor();
   await shot('pending');
+});
+
+await step('Pending links the class, the node and the quota that block a pod', async () => {
+  kubectlApply(`apiVersion: v1
+kind: Namespace
+metadata: {name: ui-pending}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: gpu-limit, namespace: ui-pending}
+spec:
+  hard: {gpu.nvidia.com.deviceclass.resource.k8s.io/devices: "0"}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: pod-limit, namespace: ui-pending}
+spec:
+  hard: {pods: "10"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ui-pending}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: over-quota, namespace: ui-pending}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: gpu}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned-to-c, namespace: ui-pending}
+spec:
+  nodeSelector: {kubernetes.io/hostname: gpu-node-c}
+  containers: [{name: c, image: busybox}]
+`);
+  const message = (pod) => kubectl('get', 'pod', '-n', 'ui-pending', pod, '-o',
+    'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}');
+  try {
+    await nav('Pending');
+    // The class: the scheduler's count names it ("insufficient devices of class a100-80g").
+    const gpus = page.locator('tr[data-pod="dra-test/waits-for-gpus"]');
+    const classLink = gpus.getByRole('link', { name: 'a100-80g', exact: true });
+    await classLink.waitFor();
+    expect((await classLink.getAttribute('href')) === '/device-classes/a100-80g', `class link: ${await classLink.getAttribute('href')}`);
+    // The quota: the claim the template would generate is refused by quota gpu-limit.
+    const quotaRow = page.locator('tr[data-pod="ui-pending/over-quota"]');
+    const quotaLink = quotaRow.getByRole('link', { name: 'quota ui-pending/gpu-limit', exact: true });
+    await quotaLink.waitFor();
+    const quotaMessage = message('over-quota');
+    expect(quotaMessage.startsWith('resourceclaims.resource.k8s.io "over-quota-gpu-" is forbidden: exceeded quota: gpu-limit, requested: '),
+      `kubectl: ${quotaMessage}`);
+    expect((await quotaRow.getByTestId('pending-message').textContent()) === quotaMessage,
+      `UI: ${await quotaRow.getByTestId('pending-message').textContent()}\nkubectl: ${quotaMessage}`);
+    expect((await quotaLink.textContent()) === 'gpu-limit', `the link reads ${await quotaLink.textContent()}`);
+    expect((await quotaLink.getAttribute('href')) === '/quotas/ui-pending/gpu-limit', `quota link: ${await quotaLink.getAttribute('href')}`);
+    expect((await quotaRow.getByRole('link').count()) === 1, 'only the quota is linked in its message');
+    // The node: a pod pinned to gpu-node-c, whose taint it does not tolerate (the scheduler's
+    // counts name no node; the pod's node selector does).
+    const pinnedRow = page.locator('tr[data-pod="ui-pending/pinned-to-c"]');
+    const nodeLink = pinnedRow.getByRole('link', { name: 'gpu-node-c', exact: true });
+    await nodeLink.waitFor();
+    const pinnedMessage = message('pinned-to-c');
+    expect(pinnedMessage === '0/3 nodes are available: 2 node(s) didn\'t match Pod\'s node affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: present}.',
+      `kubectl: ${pinnedMessage}`);
+    expect((await pinnedRow.getByTestId('pending-message').textContent()) === pinnedMessage,
+      `UI: ${await pinnedRow.getByTestId('pending-message').textContent()}`);
+    expect((await pinnedRow.getByTestId('pinned-nodes').textContent()).trim() === '(asks for node gpu-node-c)',
+      `pinned: ${await pinnedRow.getByTestId('pinned-nodes').textContent()}`);
+    expect((await nodeLink.getAttribute('href')) === '/inventory/gpu-node-c', `node link: ${await nodeLink.getAttribute('href')}`);
+    expect((await page.locator('tr[data-pod="dra-test/waits-for-gpus"] [data-testid=pinned-nodes]').count()) === 0,
+      'a pod pinned to no node names none');
+    await shot('pending-links');
+
+    // Each link leads to what it names: the quota marked among the others on Quotas ...
+    await quotaLink.click();
+    await page.getByRole('heading', { level: 1, name: 'Quotas' }).waitFor();
+    expect(new globalThis.URL(page.url()).pathname === '/quotas/ui-pending/gpu-limit', `at ${page.url()}`);
+    await page.getByTestId('quota-target').filter({ hasText: /^Showing ResourceQuota ui-pending\/gpu-limit \(marked\)\. All quotas$/ }).waitFor();
+    const marked = await page.locator('tr[data-quota]').evaluateAll((rows) =>
+      rows.map((r) => `${r.dataset.quota}${r.getAttribute('aria-current') === 'true' ? ' (current)' : ''}`));
+    expect(JSON.stringify(marked) === JSON.stringify(['ui-pending/gpu-limit (current)', 'ui-pending/pod-limit']),
+      `quota rows: ${JSON.stringify(marked)}`);
+    await shot('quotas-linked');
+    // ... the node opened in Inventory ...
+    await nav('Pending');
+    await page.locator('tr[data-pod="ui-pending/pinned-to-c"]').getByRole('link', { name: 'gpu-node-c', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Inventory' }).waitFor();
+    await page.locator('#node-gpu-node-c tr[data-device="gpu.nvidia.com/gpu-node-c/gpu-0"]').waitFor();
+    expect((await page.getByRole('button', { name: 'gpu-node-c', exact: true }).getAttribute('aria-expanded')) === 'true',
+      'gpu-node-c is open');
+    // ... and the class in its editor.
+    await nav('Pending');
+    await page.locator('tr[data-pod="dra-test/waits-for-gpus"]').getByRole('link', { name: 'a100-80g', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Device class a100-80g' }).waitFor();
+  } finally {
+    kubectl('delete', 'pod', '-n', 'ui-pending', '--all', '--grace-period=0', '--force', '--wait=false');
+    kubectl('delete', 'resourcequota', '-n', 'ui-pending', '--all');
+    kubectl('delete', 'resourceclaimtemplate', '-n', 'ui-pending', '--all');
+  }
 });
 
 await step('Pending: a pod leaves the page when the scheduler binds it', async () => {
@@ -676,27 +946,86 @@ spec:
   await page.getByRole('button', { name: 'Edit quota dra-test/gpus' }).waitFor();
 });
 
-await step('Audit lists the changes made through the UI', async () => {
+await step('Audit: each filter keeps the records it names and leaves out the others', async () => {
+  const viewer = 'system:serviceaccount:default:ui-viewer';
+  // Two identities' records of one object: the view ServiceAccount's patch of namespace ui-audit
+  // (denied, 403) and the admin's (kubectl label, 200).
+  kubectlApply('apiVersion: v1\nkind: Namespace\nmetadata: {name: ui-audit}\n');
+  const denied = await page.evaluate(async (token) => (await fetch('/api/v1/namespaces/ui-audit', {
+    method: 'PATCH',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/merge-patch+json' },
+    body: JSON.stringify({ metadata: { labels: { audited: 'by-viewer' } } }),
+  })).status, env.QM_VIEW_TOKEN);
+  expect(denied === 403, `the viewer's patch: ${denied}`);
+  kubectl('label', 'namespace', 'ui-audit', 'audited=by-admin');
+  // The records the API holds for a query (kubectl get --raw), as the page's table shows them.
+  const fromApi = (q) => JSON.parse(kubectl('get', '--raw', `/apis/audit.quartermaster.io/v1/events?${new URLSearchParams({ ...q, limit: '200' })}`))
+    .items.map((r) => [r.user.username, r.verb, `${r.resource}${r.subresource ? `/${r.subresource}` : ''}${r.apiGroup ? `.${r.apiGroup}` : ''}`,
+      r.namespace, r.name, String(r.code)].join(' | '));
+  const both = await eventually(() => {
+    const users = fromApi({ name: 'ui-audit' }).map((r) => r.split(' | ')[0]);
+    return users.includes(viewer) && users.includes('admin');
+  });
+  expect(both === true, `the API holds both records: ${fromApi({ name: 'ui-audit' }).join('; ')}`);
+
   await nav('Audit');
-  await page.getByLabel('User').fill('admin');
-  await page.getByRole('button', { name: 'Search' }).click();
-  await page.getByRole('cell', { name: 'deviceclasses' }).first().waitFor();
+  const table = page.locator('section[aria-labelledby="audit-title"] table');
+  const shown = () => table.locator('tbody tr').evaluateAll((rows) =>
+    rows.map((r) => Array.from(r.cells).slice(1, 7).map((c) => c.textContent).join(' | ')));
+  const search = async (q) => {
+    for (const [label, key] of [['User', 'user'], ['Resource', 'resource'], ['Namespace', 'namespace'], ['Name', 'name']]) {
+      await page.getByLabel(label, { exact: true }).fill(q[key] || '');
+    }
+    const want = fromApi(q);
+    await page.getByRole('button', { name: 'Search' }).click();
+    let rows = [];
+    const same = await eventually(async () => {
+      rows = want.length ? await shown() : (await page.getByText('No audit record matches.').count()) ? [] : ['(rows)'];
+      return JSON.stringify(rows) === JSON.stringify(want);
+    }, 10_000);
+    expect(same === true, `filter ${JSON.stringify(q)}: rows\n      ${rows.join('\n      ')}\n    API\n      ${want.join('\n      ')}`);
+    return rows;
+  };
+  const byUser = (rows, user) => rows.filter((r) => r.startsWith(`${user} | `));
+  // A name alone: both identities' records.
+  let rows = await search({ name: 'ui-audit' });
+  expect(byUser(rows, viewer).join() === `${viewer} | patch | namespaces | ui-audit | ui-audit | 403`, `the viewer's record: ${rows}`);
+  expect(byUser(rows, 'admin').some((r) => r === 'admin | patch | namespaces | ui-audit | ui-audit | 200'), `the admin's patch: ${rows}`);
+  // A user: the other identity's record is left out.
+  rows = await search({ name: 'ui-audit', user: viewer });
+  expect(rows.join() === `${viewer} | patch | namespaces | ui-audit | ui-audit | 403`, `only the viewer's: ${rows}`);
+  rows = await search({ name: 'ui-audit', user: 'admin' });
+  expect(rows.length > 0 && byUser(rows, 'admin').length === rows.length, `only the admin's: ${rows}`);
+  // A resource: another resource's records are left out, and its own kept.
+  rows = await search({ name: 'ui-audit', resource: 'nodes' });
+  expect(rows.length === 0, `no node is named ui-audit: ${rows}`);
+  rows = await search({ name: 'gpu-node-b', resource: 'nodes', user: 'admin' });
+  expect(rows.filter((r) => r === 'admin | patch | nodes |  | gpu-node-b | 200').length === 2,
+    `the cordon and the uncordon from Inventory: ${rows}`);
+  // The admin's changes to device classes made through the UI.
+  rows = await search({ user: 'admin', resource: 'deviceclasses' });
+  expect(rows.includes('admin | create | deviceclasses.resource.k8s.io |  | ui-h100 | 201') &&
+    rows.includes('admin | update | deviceclasses.resource.k8s.io |  | ui-h100 | 200'), `the class created and its configuration saved: ${rows}`);
+  expect(rows.every((r) => r.startsWith('admin | ') && r.includes(' | deviceclasses.resource.k8s.io | ')), `only the admin's classes: ${rows}`);
   await shot('audit');
+  kubectl('delete', 'namespace', 'ui-audit', '--wait=false');
   await nav('Overview');
   await page.getByTestId('count-allocated').filter({ hasText: /^1$/ }).waitFor();
   await shot('overview-after');
 });
 
-await step('the utilization chart shows the allocation made by the seed pods (hour, day, week)', async () => {
-  // The seed claim holds one device; the unschedulable claim holds none.
+await step('the utilization chart shows the allocations made by the seed pods (hour, day, week)', async () => {
+  // The seed claim holds one device now; the unschedulable claim holds none. The five seed claims
+  // held five devices at once before four of their pods were deleted.
+  await nav('Overview');
   const held = kubectl('get', 'resourceclaims', '-A', '-o',
     'jsonpath={range .items[*]}{.status.allocation.devices.results[*].device}{" "}{end}').trim().split(/\s+/).filter(Boolean);
   expect(held.length === 1, `kubectl shows one allocated device, got ${held}`);
-  for (const range of ['Last hour', 'Last day', 'Last week']) await chartShows(range, 1, 1);
+  for (const range of ['Last hour', 'Last day', 'Last week']) await chartShows(range, 1, 5);
   await page.getByLabel('Show', { exact: true }).selectOption('namespace');
   await chart().getByText('dra-test', { exact: true }).waitFor();
   await page.getByLabel('Show', { exact: true }).selectOption('');
-  await chartShows('Last hour', 1, 1);
+  await chartShows('Last hour', 1, 5);
   await shot('overview-utilization');
 });
 
@@ -1045,6 +1374,114 @@ await step('Assignments by claim, filtered: a node, a namespace or a device list
   }
 });
 
+// A consumable-capacity device (allowMultipleAllocations, memory 40Gi handed out in 5Gi steps
+// from 5Gi) on gpu-node-b, its class, and two claims that each take a share of it: 20Gi, and
+// 12Gi (rounded up to 15Gi by the capacity's request policy), each with a pod.
+const SHARED_DEVICE = 'shared.example.com/gpu-node-b-shared/vgpu-0';
+const SHARED_INVENTORY = `apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: gpu-node-b-shared.example.com}
+spec:
+  driver: shared.example.com
+  nodeName: gpu-node-b
+  pool: {name: gpu-node-b-shared, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: vgpu-0
+    allowMultipleAllocations: true
+    attributes:
+      type: {string: shared-gpu}
+    capacity:
+      memory:
+        value: 40Gi
+        requestPolicy:
+          default: 10Gi
+          validRange: {min: 5Gi, step: 5Gi}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: shared.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'shared.example.com'"}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ui-share}
+`;
+const shareClaim = (name, memory) => `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: ${name}, namespace: ui-share}
+spec:
+  devices:
+    requests:
+    - name: vgpu
+      exactly:
+        deviceClassName: shared.example.com
+        capacity: {requests: {memory: ${memory}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ${name}-pod, namespace: ui-share}
+spec:
+  resourceClaims: [{name: vgpu, resourceClaimName: ${name}}]
+  containers:
+  - name: c
+    image: busybox
+    resources: {claims: [{name: vgpu}]}
+`;
+
+await step('Assignments: two claims sharing one consumable-capacity device show their shares and what each consumes', async () => {
+  kubectlApply(SHARED_INVENTORY);
+  kubectlApply(shareClaim('share-a', '20Gi') + '---\n' + shareClaim('share-b', '12Gi'));
+  try {
+    const resultOf = (claim) => JSON.parse(kubectl('get', 'resourceclaim', '-n', 'ui-share', claim, '-o', 'json'))
+      .status?.allocation?.devices?.results || [];
+    const allocated = await eventually(() => resultOf('share-a').length === 1 && resultOf('share-b').length === 1);
+    expect(allocated === true, 'kubectl shows both claims allocated');
+    const [a] = resultOf('share-a');
+    const [b] = resultOf('share-b');
+    // kubectl: the same device, two shares, the capacity each consumes after the policy.
+    expect(`${a.driver}/${a.pool}/${a.device}` === SHARED_DEVICE && `${b.driver}/${b.pool}/${b.device}` === SHARED_DEVICE,
+      `kubectl: ${JSON.stringify([a, b])}`);
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+    expect(uuid.test(a.shareID) && uuid.test(b.shareID) && a.shareID !== b.shareID, `share ids: ${a.shareID} ${b.shareID}`);
+    expect(JSON.stringify(a.consumedCapacity) === '{"memory":"20Gi"}' && JSON.stringify(b.consumedCapacity) === '{"memory":"15Gi"}',
+      `consumed: ${JSON.stringify(a.consumedCapacity)} ${JSON.stringify(b.consumedCapacity)}`);
+
+    // By claim: each claim's device with its share and what it consumes.
+    await nav('Assignments');
+    const deviceItem = (claim) => page.locator(`tr[data-claim="ui-share/${claim}"] td:nth-child(2) li`);
+    for (const [claim, r, memory] of [['share-a', a, '20Gi'], ['share-b', b, '15Gi']]) {
+      const item = deviceItem(claim);
+      await item.waitFor();
+      const text = await item.textContent();
+      expect(text === `${SHARED_DEVICE} (vgpu) share ${r.shareID.slice(0, 8)} memory: ${memory}`, `${claim}: ${text}`);
+      expect((await item.locator('.badge').allTextContents()).join() === `share ${r.shareID.slice(0, 8)}`, `${claim}'s badge`);
+      const consumers = await page.locator(`tr[data-claim="ui-share/${claim}"] td:nth-child(4) li`).allTextContents();
+      expect(consumers.join() === `pod ${claim}-pod`, `${claim}'s consumers: ${consumers}`);
+    }
+    await shot('assignments-shares');
+    // By device: the one device held by both claims, each as a share with its capacity.
+    await page.getByRole('group', { name: 'View' }).getByRole('button', { name: 'By device' }).click();
+    const row = page.locator(`tr[data-device="${SHARED_DEVICE}"]`);
+    await row.locator('[data-holder="ui-share/share-b"]').waitFor();
+    const holders = (await row.locator('[data-holder]').evaluateAll((hs) => hs.map((h) => `${h.dataset.holder}: ${h.textContent}`))).sort();
+    const want = [['share-a', '20Gi'], ['share-b', '15Gi']].map(([claim, memory]) =>
+      new RegExp(`^ui-share/${claim}: shareclaim ui-share/${claim} \\(request vgpu\\) memory: ${memory}pods ${claim}-pod; claim created `));
+    expect(holders.length === 2 && want.every((re, i) => re.test(holders[i])), `holders: ${JSON.stringify(holders)}`);
+    await shot('assignments-shares-by-device');
+    await page.getByRole('group', { name: 'View' }).getByRole('button', { name: 'By claim' }).click();
+  } finally {
+    kubectl('delete', 'pod', '-n', 'ui-share', '--all', '--grace-period=0', '--force', '--wait=false');
+    kubectl('delete', 'resourceclaim', '-n', 'ui-share', '--all', '--wait=false');
+  }
+  // The slice and class go once the claims are released (the devices a later step counts).
+  const released = await eventually(() => kubectl('get', 'resourceclaims', '-n', 'ui-share', '-o', 'name') === '');
+  expect(released === true, 'kubectl shows the shared claims gone');
+  kubectl('delete', 'resourceslice', 'gpu-node-b-shared.example.com');
+  kubectl('delete', 'deviceclass', 'shared.example.com');
+});
+
 const SCALE_NODES = 1000;
 
 await step(`Inventory at scale: ${SCALE_NODES} more nodes load page by page, a window of rows is drawn, arrow keys move the focus, events update one row`, async () => {
@@ -1158,6 +1595,26 @@ spec:
   expect(await remove.isDisabled(), 'Remove taint is disabled');
   expect((await remove.getAttribute('title')).includes('may not delete devicetaintrules'), 'it says why');
   await shot('view-user-inventory');
+  // Quotas: listed with used and hard, Edit disabled with the reason (the page's and the row's).
+  await nav('Quotas');
+  await page.getByRole('note').filter({ hasText: 'may not patch resourcequotas' }).waitFor();
+  const edit = page.getByRole('button', { name: 'Edit quota dra-test/gpus' });
+  // (the title is set once the access review has answered)
+  const why = await eventually(() => edit.getAttribute('title'));
+  expect(why?.startsWith('Read-only: your identity may not patch resourcequotas in namespace dra-test ('), `it says why: ${why}`);
+  expect(await edit.isDisabled(), 'Edit is disabled');
+  expect((await page.locator('tr[data-quota="dra-test/gpus"]').getByText('a100-80g.deviceclass.resource.k8s.io/devices').count()) === 1,
+    'the quota is shown');
+  await shot('view-user-quotas');
+  // The other pages have no control that changes anything: Assignments (its view switch) and
+  // Pending (none), while they show what the admin sees.
+  const buttons = () => page.locator('main').getByRole('button').evaluateAll((bs) => bs.map((b) => b.textContent));
+  await nav('Assignments');
+  await page.locator('tr[data-claim="dra-test/gpu-claim"]').getByText('shared by 2').waitFor();
+  expect(JSON.stringify(await buttons()) === '["By claim","By device"]', `Assignments' buttons: ${await buttons()}`);
+  await nav('Pending');
+  await page.locator('tr[data-pod="dra-test/waits-for-gpus"]').getByText('Unschedulable').waitFor();
+  expect(JSON.stringify(await buttons()) === '[]', `Pending's buttons: ${await buttons()}`);
 });
 
 await step('a 401 from the API returns to the form with a message', async () => {
@@ -1177,5 +1634,6 @@ if (unexpected.length) {
   failures++;
 }
 console.log(`first meaningful render of the overview after sign-in: ${firstRenderMs} ms`);
+console.log(`2 s bounds, from the kubectl command's return: ${bounds.join('; ')}`);
 console.log(`${checks - failures}/${checks} checks passed; screenshots in ${SHOTS}`);
 process.exit(failures ? 1 : 0);

@@ -43,7 +43,7 @@ function Page({ path }: { path: string }) {
     case 'pending':
       return <PendingPage />;
     case 'quotas':
-      return <QuotasPage />;
+      return <QuotasPage namespace={parts[1]} name={parts[2]} />;
     case 'audit':
       return <AuditPage />;
     default:

@@ -383,7 +383,7 @@ const ClaimRow = memo(function ClaimRow({ r, index }: { r: ClaimRowData; index: 
               <code>
                 {x.driver}/{x.pool}/{x.device}
               </code>{' '}
-              <span className="muted">({x.request})</span>
+              <span className="muted">({x.request})</span>{' '}
               {x.shareID && <Badge kind="info">share {String(x.shareID).slice(0, 8)}</Badge>}
               {x.consumedCapacity &&
                 Object.entries(x.consumedCapacity).map(([k, v]) => (

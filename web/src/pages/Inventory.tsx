@@ -301,6 +301,7 @@ function DeviceTaints({ device, fromRules }: { device: DeviceRow; fromRules: Rul
 }
 
 const NO_RULES: RuleTaint[] = [];
+const UNHEALTHY_TAINT = 'quartermaster.io/unhealthy';
 
 function DeviceItem({
   d,
@@ -311,6 +312,11 @@ function DeviceItem({
   holders: Holder[];
   fromRules: RuleTaint[];
 }) {
+  // Unhealthy as the allocator and the Overview count it: a quartermaster.io/unhealthy taint,
+  // published by the driver or set by a DeviceTaintRule (the node agent's health reports).
+  const unhealthy =
+    d.taints.find((t) => t.key === UNHEALTHY_TAINT) ||
+    fromRules.find((r) => r.taint.key === UNHEALTHY_TAINT)?.taint;
   return (
     <tr data-device={d.id}>
       <th scope="row">{d.name}</th>
@@ -346,15 +352,21 @@ function DeviceItem({
         <DeviceTaints device={d} fromRules={fromRules} />
       </td>
       <td>
-        {holders.length === 0 ? (
-          <Badge kind="ok">free</Badge>
-        ) : (
-          holders.map((h) => (
-            <div key={h.claim + (h.shareId || '')}>
-              <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge> {h.claim}
+        <div data-testid="device-state">
+          {unhealthy && (
+            <div>
+              <Badge kind="bad">unhealthy</Badge>
+              {unhealthy.value && <span className="muted"> ({unhealthy.value})</span>}
             </div>
-          ))
-        )}
+          )}
+          {holders.length === 0
+            ? !unhealthy && <Badge kind="ok">free</Badge>
+            : holders.map((h) => (
+                <div key={h.claim + (h.shareId || '')}>
+                  <Badge kind="info">{h.shareId ? 'share' : 'allocated'}</Badge> {h.claim}
+                </div>
+              ))}
+        </div>
         <div>
           <Link to={`/assignments?device=${encodeURIComponent(d.id)}`} label={`Assignments of ${d.id}`}>
             assignments

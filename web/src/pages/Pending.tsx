@@ -1,5 +1,5 @@
 import { ReactNode, memo, useEffect, useMemo, useRef, useState } from 'react';
-import { errorText, paths, request, withQuery } from '../api';
+import { Json, K8sObject, errorText, paths, request, withQuery } from '../api';
 import { Link, LoadState } from '../components';
 import { PendingPod, pendingPods } from '../model';
 import { useUnboundPods } from '../paged';
@@ -58,15 +58,41 @@ function useNamedObjects(words: string[]): { classes: string[]; nodes: string[] 
   }, [version, key]);
 }
 
-// Links the device classes, nodes and quotas a scheduler message names to their pages.
-function Explained({ message, classes, nodes }: { message: string; classes: string[]; nodes: string[] }) {
-  const names = [
-    ...classes.map((n) => ({ n, to: `/device-classes/${encodeURIComponent(n)}` })),
-    ...nodes.map((n) => ({ n, to: `/inventory/${encodeURIComponent(n)}` })),
-  ].sort((a, b) => b.n.length - a.n.length);
-  const parts: ReactNode[] = [];
-  let rest = message;
-  let key = 0;
+// The quota a scheduler message names: the claim a template or an extended resource would
+// generate was refused by ResourceQuota admission ("resourceclaims.resource.k8s.io \"p-gpu-\" is
+// forbidden: exceeded quota: gpus, requested: ..."), as Kubernetes' quota admission words it. The
+// quota is in the pod's namespace.
+const EXCEEDED_QUOTA = /exceeded quota: ([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)/;
+
+// Where a quota is shown: the Quotas page highlights it (or the namespace's quotas).
+function quotaPath(namespace: string, name?: string): string {
+  return `/quotas/${encodeURIComponent(namespace)}${name ? `/${encodeURIComponent(name)}` : ''}`;
+}
+
+// The nodes a pod asks for by name: a kubernetes.io/hostname node selector, or required node
+// affinity on metadata.name or kubernetes.io/hostname (In). The node that refuses such a pod is
+// one of these, which the scheduler's counts ("1 node(s) had untolerated taint ...") do not name.
+function pinnedNodes(pod: K8sObject): string[] {
+  const out = new Set<string>();
+  const host = pod.spec?.nodeSelector?.['kubernetes.io/hostname'];
+  if (typeof host === 'string' && host) out.add(host);
+  const terms =
+    pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms || [];
+  for (const t of terms) {
+    const requirements = [
+      ...(t.matchFields || []).filter((r: Json) => r.key === 'metadata.name'),
+      ...(t.matchExpressions || []).filter((r: Json) => r.key === 'kubernetes.io/hostname'),
+    ];
+    for (const r of requirements) {
+      if (r.operator === 'In') for (const v of r.values || []) if (typeof v === 'string' && v) out.add(v);
+    }
+  }
+  return Array.from(out).sort();
+}
+
+// Links the device classes and nodes in `text` to their pages.
+function linkNames(text: string, names: { n: string; to: string }[], parts: ReactNode[]) {
+  let rest = text;
   while (rest) {
     let best: { at: number; n: string; to: string } | null = null;
     for (const x of names) {
@@ -79,21 +105,70 @@ function Explained({ message, classes, nodes }: { message: string; classes: stri
     }
     parts.push(rest.slice(0, best.at));
     parts.push(
-      <Link key={key++} to={best.to}>
+      <Link key={parts.length} to={best.to}>
         {best.n}
       </Link>,
     );
     rest = rest.slice(best.at + best.n.length);
   }
-  const quota = /quota/i.test(message);
+}
+
+// Links the device classes, nodes and quota a scheduler message names to their pages, and the
+// nodes the pod is pinned to.
+function Explained({
+  message,
+  namespace,
+  pinned,
+  classes,
+  nodes,
+}: {
+  message: string;
+  namespace: string;
+  pinned: string[];
+  classes: string[];
+  nodes: string[];
+}) {
+  const names = [
+    ...classes.map((n) => ({ n, to: `/device-classes/${encodeURIComponent(n)}` })),
+    ...nodes.map((n) => ({ n, to: `/inventory/${encodeURIComponent(n)}` })),
+  ].sort((a, b) => b.n.length - a.n.length);
+  const parts: ReactNode[] = [];
+  const quota = EXCEEDED_QUOTA.exec(message);
+  if (quota) {
+    const at = quota.index + quota[0].length - quota[1].length;
+    linkNames(message.slice(0, at), names, parts);
+    parts.push(
+      <Link key={parts.length} to={quotaPath(namespace, quota[1])} label={`quota ${namespace}/${quota[1]}`}>
+        {quota[1]}
+      </Link>,
+    );
+    linkNames(message.slice(at + quota[1].length), names, parts);
+  } else {
+    linkNames(message, names, parts);
+  }
+  const known = new Set(nodes);
+  const pinnedKnown = pinned.filter((n) => known.has(n));
   return (
     <>
-      {parts}
-      {quota && (
+      <span data-testid="pending-message">{parts}</span>
+      {!quota && /quota/i.test(message) && (
         <>
           {' '}
-          (<Link to="/quotas">Quotas</Link>)
+          (<Link to={quotaPath(namespace)}>quotas of {namespace}</Link>)
         </>
+      )}
+      {pinnedKnown.length > 0 && (
+        <span className="muted" data-testid="pinned-nodes">
+          {' '}
+          (asks for node{pinnedKnown.length > 1 ? 's' : ''}{' '}
+          {pinnedKnown.map((n, i) => (
+            <span key={n}>
+              {i > 0 && ', '}
+              <Link to={`/inventory/${encodeURIComponent(n)}`}>{n}</Link>
+            </span>
+          ))}
+          )
+        </span>
       )}
     </>
   );
@@ -127,7 +202,13 @@ const PendingRow = memo(function PendingRow({
       <th scope="row">{p.pod.metadata.name}</th>
       <td>{p.reason}</td>
       <td>
-        <Explained message={p.message} classes={classes} nodes={nodes} />
+        <Explained
+          message={p.message}
+          namespace={p.pod.metadata.namespace || ''}
+          pinned={pinnedNodes(p.pod)}
+          classes={classes}
+          nodes={nodes}
+        />
       </td>
     </tr>
   );
@@ -141,7 +222,10 @@ export function PendingPage() {
   const pending = useMemo(() => pendingPods(pods.items), [pods.items]);
   const words = useMemo(() => {
     const all = new Set<string>();
-    for (const p of pending) for (const w of candidates(p.message)) all.add(w);
+    for (const p of pending) {
+      for (const w of candidates(p.message)) all.add(w);
+      for (const n of pinnedNodes(p.pod)) all.add(n);
+    }
     return Array.from(all).sort();
   }, [pending]);
   const { classes, nodes } = useNamedObjects(words);

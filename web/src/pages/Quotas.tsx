@@ -1,9 +1,9 @@
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { ApiError, K8sObject, StatusCause, errorText, paths, request } from '../api';
-import { GuardedButton, LoadState } from '../components';
+import { GuardedButton, Link, LoadState, ReadOnlyNotice } from '../components';
 import { useCan, useCollection } from '../store';
 
-function QuotaRow({ q }: { q: K8sObject }) {
+function QuotaRow({ q, target }: { q: K8sObject; target: boolean }) {
   const ns = q.metadata.namespace || '';
   const canEdit = useCan('patch', 'resourcequotas', '', ns);
   const hard: Record<string, string> = q.status?.hard || q.spec?.hard || {};
@@ -31,8 +31,18 @@ function QuotaRow({ q }: { q: K8sObject }) {
     }
   };
   const keys = Object.keys(q.spec?.hard || {});
+  const row = useRef<HTMLTableRowElement>(null);
+  // A linked quota (Pending links the quota that refused a pod's claim) is scrolled into view.
+  useEffect(() => {
+    if (target) row.current?.scrollIntoView({ block: 'center' });
+  }, [target]);
   return (
-    <tr>
+    <tr
+      ref={row}
+      data-quota={`${ns}/${q.metadata.name}`}
+      aria-current={target ? 'true' : undefined}
+      className={target ? 'target' : undefined}
+    >
       <td>{ns}</td>
       <th scope="row">{q.metadata.name}</th>
       <td>
@@ -120,8 +130,16 @@ function QuotaRow({ q }: { q: K8sObject }) {
   );
 }
 
-export function QuotasPage() {
+// `namespace` (and `name`): the quotas a link points at (/quotas/<namespace>[/<name>]), marked
+// and scrolled to; the others stay listed.
+export function QuotasPage({ namespace, name }: { namespace?: string; name?: string }) {
   const quotas = useCollection(paths.quotas);
+  // The whole list's reason (a row's button gives its namespace's own).
+  const canEditAny = useCan('patch', 'resourcequotas');
+  const isTarget = (q: K8sObject) =>
+    !!namespace && q.metadata.namespace === namespace && (!name || q.metadata.name === name);
+  const targets = quotas.items.filter(isTarget).length;
+  const what = namespace ? (name ? `ResourceQuota ${namespace}/${name}` : `namespace ${namespace}`) : '';
   return (
     <section aria-labelledby="quotas-title">
       <h1 id="quotas-title">Quotas</h1>
@@ -129,6 +147,17 @@ export function QuotasPage() {
         ResourceQuotas per namespace: used against hard, per device class (
         <code>&lt;class&gt;.deviceclass.resource.k8s.io/devices</code>) and per resource.
       </p>
+      <ReadOnlyNotice permission={canEditAny} />
+      {namespace && quotas.loaded && (
+        <p role="status" data-testid="quota-target">
+          {targets > 0
+            ? `Showing ${what} (marked).`
+            : name
+              ? `No ${what} exists.`
+              : `No ResourceQuota in ${what}.`}{' '}
+          <Link to="/quotas">All quotas</Link>
+        </p>
+      )}
       <LoadState loaded={quotas.loaded} error={quotas.error} />
       {quotas.loaded && quotas.items.length === 0 && <p>No ResourceQuota exists.</p>}
       {quotas.items.length > 0 && (
@@ -143,7 +172,7 @@ export function QuotasPage() {
           </thead>
           <tbody>
             {quotas.items.map((q) => (
-              <QuotaRow key={`${q.metadata.namespace}/${q.metadata.name}`} q={q} />
+              <QuotaRow key={`${q.metadata.namespace}/${q.metadata.name}`} q={q} target={isTarget(q)} />
             ))}
           </tbody>
         </table>
