@@ -42,6 +42,17 @@ class Scheduler::Feed final : public Watcher {
     qm::MutexLock lock(&mu_);
     s_ = nullptr;
   }
+  // The changes received so far, waiting up to `wait` for one while there are none (nothing
+  // once the feed lost its place: the next Sync lists again).
+  void TakeWithin(std::chrono::milliseconds wait, std::vector<model::WatchEvent>* out) {
+    qm::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (!expired_ && inbox_.empty() && caught_up_.WaitUntil(&mu_, deadline)) {
+    }
+    if (expired_) return;
+    out->swap(inbox_);
+    inbox_.clear();
+  }
   // The newest revision delivered or ticked.
   int64_t seen() {
     qm::MutexLock lock(&mu_);
@@ -127,9 +138,9 @@ void Scheduler::Loop() {
         spdlog::warn("scheduler pass failed: {}", stats.status().ToString());
         continue;
       }
-      if (stats->conflicts > 0) {
+      if (stats->conflicts > 0 || stats->deferred > 0) {
         qm::MutexLock lock(&mu_);
-        dirty_ = true;  // retry lost races at once, on a fresh snapshot
+        dirty_ = true;  // retry lost races and late arrivals at once, on a fresh snapshot
       }
     } catch (const std::exception& e) {
       failure = e.what();
@@ -162,7 +173,14 @@ absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
   }
   std::vector<model::WatchEvent> changes;
   if (st.synced && feed_->Take(min_rv, std::chrono::seconds(1), &changes)) {
+    // What the last pass left (PassRun::ScheduleLateArrivals) came before these.
+    for (auto& ev : st.deferred) st.Apply(std::move(ev), dirty);
+    st.deferred.clear();
     for (auto& ev : changes) st.Apply(std::move(ev), dirty);
+    dirty.pods.merge(st.carried_pods);
+    dirty.claims.merge(st.carried_claims);
+    st.carried_pods.clear();
+    st.carried_claims.clear();
     return absl::OkStatus();
   }
   // First pass, or the feed lost its place: subscribe anew, then list everything. Changes
@@ -219,6 +237,7 @@ PassStats Scheduler::PassRun::Run() {
   Evict();
   const double controllers_ms = MsSince(start_);
   Schedule();
+  ScheduleLateArrivals();
   commits_.Drain();
   UpdateQuotaStatus();
   for (const auto& key : gone_) {
@@ -234,6 +253,44 @@ PassStats Scheduler::PassRun::Run() {
       pending_, stats_.bound, stats_.unschedulable, stats_.backing_off, stats_.conflicts,
       controllers_ms, placement_ms_, MsSince(start_));
   return stats_;
+}
+
+// Here, not in scheduler_queue.cc, because it reads the feed, which only this file defines.
+void Scheduler::PassRun::ScheduleLateArrivals() {
+  if (feed_ == nullptr) return;
+  const auto until = clock_.Monotonic() + options_.late_arrival_window;
+  // Objects with a change left for the next pass: a later change of theirs waits too, so each
+  // object's changes are still applied in order.
+  std::set<std::string> deferred_pods;
+  while (!commits_.Empty() && clock_.Monotonic() < until) {
+    if (commits_.PopDone()) continue;
+    std::vector<model::WatchEvent> events;
+    feed_->TakeWithin(kLateArrivalPoll, &events);
+    std::vector<PodView*> late;
+    Dirty touched;
+    for (auto& ev : events) {
+      const std::string uid = ev.object.meta.uid;
+      const bool new_pod = ev.object.resource == kPods && ev.type == model::EventType::kAdded &&
+                           !pods_.contains(uid) && !deferred_pods.contains(uid);
+      if (!new_pod) {
+        if (ev.object.resource == kPods) deferred_pods.insert(uid);
+        st_.deferred.push_back(std::move(ev));
+        continue;
+      }
+      st_.Apply(std::move(ev), touched);
+      auto it = pods_.find(uid);
+      if (it != pods_.end() && it->second.Unbound() && ClaimsKnown(it->second)) {
+        late.push_back(&it->second);
+      }
+    }
+    st_.carried_pods.insert(touched.pods.begin(), touched.pods.end());
+    st_.carried_claims.insert(touched.claims.begin(), touched.claims.end());
+    for (PodView* pod : late) CreateClaimsFor(pod->obj.meta.uid, *pod);
+    pending_ += late.size();
+    late_ = true;
+    SchedulePods(std::move(late));
+    late_ = false;
+  }
 }
 
 void Scheduler::PassRun::ReportUndecodable() {

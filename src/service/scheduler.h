@@ -63,6 +63,10 @@ struct SchedulerOptions {
   // The most devices one claim is allocated (--max-results-per-claim, the REST limit on
   // allocation results; allocator::Options::max_results_per_claim). 0: no limit.
   int64_t max_results_per_claim = 32;
+  // How long a pass whose commits are in flight goes on placing pods created meanwhile (their
+  // commits join the store's next group commit) before it waits for the rest; 0: it waits at
+  // once, and they wait for the next pass.
+  std::chrono::milliseconds late_arrival_window{25};
 };
 
 struct PassStats {
@@ -73,6 +77,7 @@ struct PassStats {
   int claims_released = 0;
   int evicted = 0;      // pods deleted for an untolerated NoExecute device or node taint
   int backing_off = 0;  // unschedulable pods not tried this pass (backoff, nothing changed)
+  int deferred = 0;     // late arrivals that did not fit the pass's views, tried next pass
 };
 
 class Scheduler {

@@ -122,6 +122,14 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
     if (placement.kind == Placement::Kind::kInvalid) problem = placement.message;
   }
   if (!problem.empty() || placement.kind != Placement::Kind::kPlaced) {
+    if (late_) {
+      // A late arrival sees the views without the changes left for the next pass (a release,
+      // a new slice): it is not found unschedulable here, but tried again then, from scratch,
+      // so that its new claims are created with its binding in one transaction.
+      ++stats_.deferred;
+      DropPodWork(pod);
+      return;
+    }
     Unschedulable(pod, problem.empty() ? placement.message : problem);
     return;
   }
@@ -203,6 +211,16 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     }
   };
   CommitPodWork(pod, std::move(claim_writes), std::move(rows), std::move(pbody), std::move(bound));
+}
+
+void Scheduler::PassRun::DropPodWork(PodView& pod) {
+  for (ClaimView* c : pod.new_claims) {
+    c->removed = true;
+    gone_.push_back(c->obj.Key());
+  }
+  pod.new_claims.clear();
+  pod.quota_checks.clear();
+  pod.SetStatusBody(nullptr);
 }
 
 void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> extra,

@@ -68,6 +68,9 @@ inline constexpr size_t kMaxMemos = 1024;
 inline constexpr size_t kMaxTouchedNodes = size_t{1} << 16;
 // Commits of one pass in flight at once (they share the store's group commits).
 inline constexpr size_t kMaxInFlight = 256;
+// How often a pass whose commits are in flight looks for late arrivals
+// (PassRun::ScheduleLateArrivals, SchedulerOptions::late_arrival_window).
+inline constexpr auto kLateArrivalPoll = std::chrono::milliseconds(1);
 // How long the loop pauses after a pass ended with an exception.
 inline constexpr auto kRestartDelay = std::chrono::milliseconds(500);
 // kube-scheduler's podMaxInUnschedulablePodsDuration: an unschedulable pod is tried again after
@@ -173,6 +176,18 @@ class CommitQueue {
   }
   void Drain() {
     while (!in_flight_.empty()) Pop();
+  }
+  bool Empty() const { return in_flight_.empty(); }
+  // Handles the commits at the front that are done, without waiting; false when the oldest is
+  // still in flight (or none is).
+  bool PopDone() {
+    bool any = false;
+    while (!in_flight_.empty() && in_flight_.front().result.wait_for(std::chrono::seconds(0)) ==
+                                      std::future_status::ready) {
+      Pop();
+      any = true;
+    }
+    return any;
   }
 
  private:
@@ -288,6 +303,14 @@ struct Scheduler::State {
   // at again every pass, since their node may become unreachable meanwhile.
   std::set<model::ResourceKey> held_claims;
 
+  // Changes a pass took from the feed while its commits were in flight and left for the next
+  // pass (all but new pods: PassRun::ScheduleLateArrivals), in the order they came; the next
+  // Sync applies them before anything newer. And what the new pods it applied touched, for the
+  // next pass to look at.
+  std::vector<model::WatchEvent> deferred;
+  std::set<std::string> carried_pods;
+  std::set<model::ResourceKey> carried_claims;
+
   uint64_t generation = 0;  // bumped by every change that may make waiting pods fit
   std::unordered_map<std::string, Backoff> backoff;  // by pod uid
   size_t next_start = 0;  // rotates the first node tried, as kube-scheduler does
@@ -305,6 +328,9 @@ struct Scheduler::State {
     other_rvs.clear();
     inventory_dirty = nodes_dirty = true;
     templates.clear();
+    deferred.clear();
+    carried_pods.clear();
+    carried_claims.clear();
   }
 
   // A stored Node as placement sees it: labels, cordon, taints, readiness.
@@ -392,6 +418,7 @@ class Scheduler::PassRun {
         nodes_(st_.nodes),
         pods_(st_.pods),
         claims_(st_.claims),
+        feed_(scheduler.feed_.get()),
         commits_(scheduler.store_) {}
 
   // A pass cut short by an exception still waits for its commits before any member goes: their
@@ -495,6 +522,20 @@ class Scheduler::PassRun {
   // (or five minutes passed).
   bool BackingOff(const std::string& uid, const PodView& p) const;
 
+  // 3b. While the pass's commits are in flight (for up to options_.late_arrival_window), pods
+  // created meanwhile are placed too instead of waiting for the next pass: their commits join the
+  // store's next group commit. Only new pods are applied from the feed here (views are added
+  // to, never replaced or removed, while callbacks hold pointers to them); every other change
+  // waits in State::deferred for the next pass, and so does a new pod whose claims or templates
+  // are not in the views yet.
+  void ScheduleLateArrivals();
+
+  // Whether a new pod can be placed now: every claim it names and template it uses is known.
+  bool ClaimsKnown(const PodView& pod) const;
+
+  // Schedules `pending` in priority order (Schedule's order).
+  void SchedulePods(std::vector<PodView*> pending);
+
   // scheduler_binder.cc: placing and binding one pod.
 
   // Finds a node and devices for one pod: binds it, or records why it is unschedulable.
@@ -513,6 +554,10 @@ class Scheduler::PassRun {
   void CommitPodWork(PodView& pod, std::vector<store::Write> extra,
                      std::vector<store::DeviceClaim> rows, Body pod_body, Then then);
 
+  // Forgets the controller work of this pass for `pod` (its new claims, not in the store yet,
+  // leave the views at the end of the pass): the next pass starts over.
+  void DropPodWork(PodView& pod);
+
   IdGenerator& ids_;
   const Clock& clock_;
   const SchedulerOptions& options_;
@@ -526,12 +571,15 @@ class Scheduler::PassRun {
   const std::vector<NodeState>& nodes_;
   std::map<std::string, PodView>& pods_;
   std::map<model::ResourceKey, ClaimView>& claims_;
+  // The scheduler's feed (null before the first Sync): late arrivals come from it.
+  Feed* feed_;
 
   PassStats stats_;
   CommitQueue commits_;
   bool relevant_change_ = false;   // a release freed devices
   size_t releases_in_flight_ = 0;  // commits of ReleaseClaims that free devices, not done yet
   bool reset_allocated_ = false;   // a binding failed: resolve the devices in use anew
+  bool late_ = false;              // placing late arrivals (ScheduleLateArrivals)
   // Claims that another commit of this pass is writing, or that changed under us: nothing below
   // touches them this pass.
   std::set<const ClaimView*> busy_;

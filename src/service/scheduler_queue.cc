@@ -27,6 +27,12 @@ void Scheduler::PassRun::Schedule() {
     pending.push_back(&p);
   }
   std::erase_if(st_.backoff, [&](const auto& e) { return !pods_.contains(e.first); });
+  pending_ = pending.size();
+  SchedulePods(std::move(pending));
+}
+
+void Scheduler::PassRun::SchedulePods(std::vector<PodView*> pending) {
+  if (pending.empty()) return;
   std::sort(pending.begin(), pending.end(), [](const PodView* a, const PodView* b) {
     if (a->priority != b->priority) return a->priority > b->priority;
     if (a->obj.meta.creation_timestamp != b->obj.meta.creation_timestamp) {
@@ -34,12 +40,25 @@ void Scheduler::PassRun::Schedule() {
     }
     return a->obj.Key() < b->obj.Key();
   });
-  pending_ = pending.size();
-  if (pending.empty()) return;
-
   if (!st_.allocated.has_value()) st_.ResolveAllocated();
   if (st_.node_versions.size() != nodes_.size()) st_.ForgetVerdicts();
   for (PodView* pod : pending) SchedulePod(*pod);
+}
+
+bool Scheduler::PassRun::ClaimsKnown(const PodView& pod) const {
+  const std::string& ns = pod.obj.meta.namespace_;
+  for (const auto& rc : pod.pod.resource_claims) {
+    if (!rc.resource_claim_name.empty()) {
+      auto it = claims_.find(model::ResourceKey{kClaims, ns, rc.resource_claim_name});
+      if (it == claims_.end() || it->second.removed ||
+          it->second.obj.meta.deletion_timestamp.has_value()) {
+        return false;
+      }
+    } else if (!st_.templates.contains({ns, rc.resource_claim_template_name})) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void Scheduler::PassRun::Unschedulable(PodView& pod, const std::string& message) {

@@ -4,6 +4,10 @@
 
 #include "service/scheduler.h"
 
+#include <future>
+#include <thread>
+
+#include "forwarding_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -689,6 +693,103 @@ TEST_F(GracefulDeletionTest, PodsWithoutPreparedDevicesGoAtOnce) {
   EXPECT_TRUE(del->deleted);
   Run();
   EXPECT_FALSE(Body(kClaims, "c1")["status"].contains("allocation"));
+}
+
+// Holds the first CommitAsync until Release(); later commits go through at once.
+class HoldFirstCommitStore final : public fakes::ForwardingStore {
+ public:
+  std::future<absl::StatusOr<std::vector<model::Object>>> CommitAsync(
+      store::Transaction txn) override {
+    if (!holding_.exchange(false)) return Store::CommitAsync(std::move(txn));
+    held_.set_value();
+    return std::async(std::launch::async, [this, txn = std::move(txn)] {
+      release_.get_future().wait();
+      return Commit(txn);
+    });
+  }
+  void WaitUntilHeld() { held_.get_future().wait(); }
+  void Release() { release_.set_value(); }
+
+ private:
+  std::atomic<bool> holding_{true};
+  std::promise<void> held_;
+  std::promise<void> release_;
+};
+
+// A pod created while a pass waits for its commits is placed by that pass (a late arrival):
+// its binding joins the next group commit instead of waiting for the pass to end.
+TEST(SchedulerLateArrivalsTest, APodCreatedWhileCommitsAreInFlightIsBoundInTheSamePass) {
+  HoldFirstCommitStore store;
+  WatchHub hub(store, WatchHubOptions{});
+  hub.Start();
+  TestClock clock;
+  CountingIds ids;
+  SchedulerOptions options;
+  options.late_arrival_window = std::chrono::seconds(10);  // bounded by the release below
+  Scheduler scheduler(store, hub, clock, ids, options);
+  auto put = [&](const std::string& resource, const std::string& ns, const std::string& name,
+                 const json& body) {
+    model::Object o;
+    o.resource = resource;
+    o.meta.namespace_ = ns;
+    o.meta.name = name;
+    o.meta.uid = ids.NewUid();
+    o.meta.generation = 1;
+    o.meta.creation_timestamp = clock.Now();
+    o.body = body.dump();
+    ASSERT_TRUE(store.Create(o).ok());
+  };
+  auto pod = [&](const std::string& name, const std::string& claim) {
+    put("pods", "default", name,
+        {{"spec",
+          {{"containers", {{{"name", "c"}, {"image", "busybox"}}}},
+           {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", claim}}}}}},
+         {"status", {{"phase", "Pending"}}}});
+  };
+  auto node_of = [&](const std::string& name) -> std::string {
+    auto o = store.Get(model::ResourceKey{"pods", "default", name});
+    if (!o.ok()) return "";
+    return json::parse(o->body)["spec"].value("nodeName", "");
+  };
+  put("namespaces", "", "default", json::object());
+  put("deviceclasses.resource.k8s.io", "", "gpu",
+      {{"spec",
+        {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
+  put("nodes", "", "node-a", {{"spec", json::object()}});
+  put("resourceslices.resource.k8s.io", "", "node-a-slice",
+      {{"spec",
+        {{"driver", "gpu.example.com"},
+         {"nodeName", "node-a"},
+         {"pool", {{"name", "node-a"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+         {"devices", {{{"name", "gpu-0"}}, {{"name", "gpu-1"}}}}}}});
+  put("resourceclaims.resource.k8s.io", "default", "c1", ClaimSpec());
+  put("resourceclaims.resource.k8s.io", "default", "c2", ClaimSpec());
+  pod("p1", "c1");
+
+  // While p1's binding is held, p2 arrives; the pass must bind it before p1's commit is done.
+  std::thread late([&] {
+    store.WaitUntilHeld();
+    pod("p2", "c2");
+    for (int i = 0; i < 500 && node_of("p2").empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    store.Release();
+  });
+  auto stats = scheduler.RunOnce();
+  late.join();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->bound, 2);
+  EXPECT_EQ(node_of("p1"), "node-a");
+  EXPECT_EQ(node_of("p2"), "node-a");
+  // The next pass applies what the late round left (p1's and p2's own changes) and has nothing
+  // to do.
+  stats = scheduler.RunOnce();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->bound, 0);
+  EXPECT_EQ(stats->unschedulable, 0);
+  EXPECT_EQ(store.ListDeviceClaims()->size(), 2u);
+  scheduler.Stop();
+  hub.Stop();
 }
 
 TEST_F(SchedulerTest, TheLoopSchedulesOnChangesByItself) {
