@@ -66,28 +66,31 @@ BEGIN
   RETURN NULL;
 END $$;
 
--- Only writes that can change the health run the function: a slice write where the old or new
--- body has an unhealthy taint somewhere (checked without unpacking the devices), a rule write
--- where either names the unhealthy key. Other slices (a fleet joining) pay one path test each.
+-- Whether a slice or rule body has an unhealthy taint anywhere (a slice's checked without
+-- unpacking its devices). Only writes where the old or the new body has one run qm_record_health:
+-- other slices (a fleet joining) pay one path test each, other kinds a comparison.
+CREATE FUNCTION qm_has_unhealthy(resource text, body jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE resource
+    WHEN 'resourceslices.resource.k8s.io' THEN
+      body @? '$.spec.devices[*].taints[*] ? (@.key == "quartermaster.io/unhealthy")'
+    WHEN 'devicetaintrules.resource.k8s.io' THEN
+      body #>> '{spec,taint,key}' = 'quartermaster.io/unhealthy'
+    ELSE false
+  END
+$$;
+
 CREATE TRIGGER objects_health_insert AFTER INSERT ON objects FOR EACH ROW
-  WHEN ((NEW.resource = 'resourceslices.resource.k8s.io'
-         AND NEW.body @? '$.spec.devices[*].taints[*] ? (@.key == "quartermaster.io/unhealthy")')
-        OR (NEW.resource = 'devicetaintrules.resource.k8s.io'
-            AND NEW.body #>> '{spec,taint,key}' = 'quartermaster.io/unhealthy'))
+  WHEN (NEW.resource IN ('resourceslices.resource.k8s.io', 'devicetaintrules.resource.k8s.io')
+        AND qm_has_unhealthy(NEW.resource, NEW.body))
   EXECUTE FUNCTION qm_record_health();
 
 CREATE TRIGGER objects_health_update AFTER UPDATE ON objects FOR EACH ROW
-  WHEN ((NEW.resource = 'resourceslices.resource.k8s.io'
-         AND (NEW.body @? '$.spec.devices[*].taints[*] ? (@.key == "quartermaster.io/unhealthy")'
-              OR OLD.body @? '$.spec.devices[*].taints[*] ? (@.key == "quartermaster.io/unhealthy")'))
-        OR (NEW.resource = 'devicetaintrules.resource.k8s.io'
-            AND (NEW.body #>> '{spec,taint,key}' = 'quartermaster.io/unhealthy'
-                 OR OLD.body #>> '{spec,taint,key}' = 'quartermaster.io/unhealthy')))
+  WHEN (NEW.resource IN ('resourceslices.resource.k8s.io', 'devicetaintrules.resource.k8s.io')
+        AND (qm_has_unhealthy(NEW.resource, NEW.body) OR qm_has_unhealthy(OLD.resource, OLD.body)))
   EXECUTE FUNCTION qm_record_health();
 
 CREATE TRIGGER objects_health_delete AFTER DELETE ON objects FOR EACH ROW
-  WHEN ((OLD.resource = 'resourceslices.resource.k8s.io'
-         AND OLD.body @? '$.spec.devices[*].taints[*] ? (@.key == "quartermaster.io/unhealthy")')
-        OR (OLD.resource = 'devicetaintrules.resource.k8s.io'
-            AND OLD.body #>> '{spec,taint,key}' = 'quartermaster.io/unhealthy'))
+  WHEN (OLD.resource IN ('resourceslices.resource.k8s.io', 'devicetaintrules.resource.k8s.io')
+        AND qm_has_unhealthy(OLD.resource, OLD.body))
   EXECUTE FUNCTION qm_record_health();

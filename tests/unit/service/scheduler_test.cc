@@ -45,6 +45,36 @@ class CountingIds final : public IdGenerator {
 
 constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
 
+// Creates an object in `store` with what the object service fills in (uid, generation,
+// creation time).
+model::Object PutObject(store::Store& store, IdGenerator& ids, const Clock& clock,
+                        const std::string& resource, const std::string& ns, const std::string& name,
+                        const json& body, std::map<std::string, std::string> labels = {}) {
+  model::Object o;
+  o.resource = resource;
+  o.meta.namespace_ = ns;
+  o.meta.name = name;
+  o.meta.uid = ids.NewUid();
+  o.meta.generation = 1;
+  o.meta.creation_timestamp = clock.Now();
+  o.meta.labels = std::move(labels);
+  o.body = body.dump();
+  auto created = store.Create(o);
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? *created : o;
+}
+
+// The body of a node's ResourceSlice with `devices` plain devices gpu-0, gpu-1, ...
+json NodeSliceBody(const std::string& node, int devices) {
+  json list = json::array();
+  for (int i = 0; i < devices; ++i) list.push_back({{"name", "gpu-" + std::to_string(i)}});
+  return {{"spec",
+           {{"driver", "gpu.example.com"},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", list}}}};
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -64,30 +94,12 @@ class SchedulerTest : public ::testing::Test {
 
   model::Object Put(const std::string& resource, const std::string& ns, const std::string& name,
                     const json& body, std::map<std::string, std::string> labels = {}) {
-    model::Object o;
-    o.resource = resource;
-    o.meta.namespace_ = ns;
-    o.meta.name = name;
-    o.meta.uid = ids_.NewUid();
-    o.meta.generation = 1;
-    o.meta.creation_timestamp = clock_.Now();
-    o.meta.labels = std::move(labels);
-    o.body = body.dump();
-    auto created = store_.Create(o);
-    EXPECT_TRUE(created.ok()) << created.status();
-    return *created;
+    return PutObject(store_, ids_, clock_, resource, ns, name, body, std::move(labels));
   }
 
   void Node(const std::string& name, int devices, json taints = json::array()) {
     Put("nodes", "", name, {{"spec", {{"taints", taints}}}}, {{"kubernetes.io/hostname", name}});
-    json list = json::array();
-    for (int i = 0; i < devices; ++i) list.push_back({{"name", "gpu-" + std::to_string(i)}});
-    Put("resourceslices.resource.k8s.io", "", name + "-slice",
-        {{"spec",
-          {{"driver", "gpu.example.com"},
-           {"nodeName", name},
-           {"pool", {{"name", name}, {"generation", 1}, {"resourceSliceCount", 1}}},
-           {"devices", list}}}});
+    Put("resourceslices.resource.k8s.io", "", name + "-slice", NodeSliceBody(name, devices));
   }
 
   model::Object Pod(const std::string& name, json spec) {
@@ -728,17 +740,7 @@ TEST(SchedulerLateArrivalsTest, APodCreatedWhileCommitsAreInFlightIsBoundInTheSa
   options.late_arrival_window = std::chrono::seconds(10);  // bounded by the release below
   Scheduler scheduler(store, hub, clock, ids, options);
   auto put = [&](const std::string& resource, const std::string& ns, const std::string& name,
-                 const json& body) {
-    model::Object o;
-    o.resource = resource;
-    o.meta.namespace_ = ns;
-    o.meta.name = name;
-    o.meta.uid = ids.NewUid();
-    o.meta.generation = 1;
-    o.meta.creation_timestamp = clock.Now();
-    o.body = body.dump();
-    ASSERT_TRUE(store.Create(o).ok());
-  };
+                 const json& body) { PutObject(store, ids, clock, resource, ns, name, body); };
   auto pod = [&](const std::string& name, const std::string& claim) {
     put("pods", "default", name,
         {{"spec",
@@ -756,12 +758,7 @@ TEST(SchedulerLateArrivalsTest, APodCreatedWhileCommitsAreInFlightIsBoundInTheSa
       {{"spec",
         {{"selectors", {{{"cel", {{"expression", "device.driver == 'gpu.example.com'"}}}}}}}}});
   put("nodes", "", "node-a", {{"spec", json::object()}});
-  put("resourceslices.resource.k8s.io", "", "node-a-slice",
-      {{"spec",
-        {{"driver", "gpu.example.com"},
-         {"nodeName", "node-a"},
-         {"pool", {{"name", "node-a"}, {"generation", 1}, {"resourceSliceCount", 1}}},
-         {"devices", {{{"name", "gpu-0"}}, {{"name", "gpu-1"}}}}}}});
+  put("resourceslices.resource.k8s.io", "", "node-a-slice", NodeSliceBody("node-a", 2));
   put("resourceclaims.resource.k8s.io", "default", "c1", ClaimSpec());
   put("resourceclaims.resource.k8s.io", "default", "c2", ClaimSpec());
   pod("p1", "c1");

@@ -99,6 +99,23 @@ class AdminApiTest : public ::testing::Test {
     return json::parse(r.body);
   }
 
+  // The utilization groups of kT0-60 .. kT0+240 in one-minute buckets.
+  json History(const std::string& group_by) {
+    json spec = {{"start", "2027-01-15T07:59:00Z"},  // kT0 - 60
+                 {"end", "2027-01-15T08:04:00Z"},    // kT0 + 240
+                 {"step", "1m"},
+                 {"groupBy", group_by}};
+    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
+                 {"kind", "UtilizationHistoryReview"},
+                 {"spec", spec}};
+    json review = json::parse(Expect(201, "POST", kUtilization, body.dump()).body);
+    EXPECT_EQ(review["kind"], "UtilizationHistoryReview");
+    EXPECT_EQ(review["status"]["stepSeconds"], 60);
+    EXPECT_EQ(review["status"]["times"],
+              json::array({kT0 - 60, kT0, kT0 + 60, kT0 + 120, kT0 + 180}));
+    return review["status"]["groups"];
+  }
+
   static std::set<std::string> Ids(const json& review) {
     std::set<std::string> out;
     for (const auto& d : review["status"]["devices"]) {
@@ -515,22 +532,6 @@ class UtilizationTest : public AdminApiTest {
     Expect(200, "PUT", Claims(ns) + "/" + name + "/status", claim.dump());
   }
 
-  json History(const std::string& group_by) {
-    json spec = {{"start", "2027-01-15T07:59:00Z"},  // kT0 - 60
-                 {"end", "2027-01-15T08:04:00Z"},    // kT0 + 240
-                 {"step", "1m"},
-                 {"groupBy", group_by}};
-    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
-                 {"kind", "UtilizationHistoryReview"},
-                 {"spec", spec}};
-    json review = json::parse(Expect(201, "POST", kUtilization, body.dump()).body);
-    EXPECT_EQ(review["kind"], "UtilizationHistoryReview");
-    EXPECT_EQ(review["status"]["stepSeconds"], 60);
-    EXPECT_EQ(review["status"]["times"],
-              json::array({kT0 - 60, kT0, kT0 + 60, kT0 + 120, kT0 + 180}));
-    return review["status"]["groups"];
-  }
-
   static json Find(const json& groups, const std::string& name) {
     for (const auto& g : groups) {
       if (g["name"] == name) return g;
@@ -637,18 +638,8 @@ TEST_F(AdminApiTest, UtilizationCountsUnhealthyDevicesAsTheyWereThen) {
   Expect(200, "DELETE", rules + "/pool-a");
   clock_.Set(kT0 + 240);
 
-  auto history = [&](const std::string& group_by) {
-    json spec = {{"start", "2027-01-15T07:59:00Z"},  // kT0 - 60
-                 {"end", "2027-01-15T08:04:00Z"},    // kT0 + 240
-                 {"step", "1m"},
-                 {"groupBy", group_by}};
-    json body = {{"apiVersion", "admin.quartermaster.io/v1alpha1"},
-                 {"kind", "UtilizationHistoryReview"},
-                 {"spec", spec}};
-    return json::parse(Expect(201, "POST", kUtilization, body.dump()).body)["status"]["groups"];
-  };
   using V = std::vector<int64_t>;
-  json all = history("");
+  json all = History("");
   ASSERT_EQ(all.size(), 1u) << all.dump();
   EXPECT_EQ(all[0]["devices"], 3);
   EXPECT_EQ(all[0]["allocated"].get<V>(), (V{0, 1, 1, 1, 1})) << all.dump();
@@ -656,7 +647,7 @@ TEST_F(AdminApiTest, UtilizationCountsUnhealthyDevicesAsTheyWereThen) {
   EXPECT_EQ(all[0]["free"].get<V>(), (V{3, 1, 0, 0, 1})) << all.dump();
   EXPECT_EQ(all[0]["tainted"], 1);  // node-b/gpu-0, now
 
-  json nodes = history("node");
+  json nodes = History("node");
   ASSERT_EQ(nodes.size(), 2u) << nodes.dump();
   EXPECT_EQ(nodes[0]["name"], "node-a");
   EXPECT_EQ(nodes[0]["unhealthy"].get<V>(), (V{0, 0, 1, 1, 0})) << nodes.dump();
