@@ -23,6 +23,7 @@
 #include "auth/user.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "model/dra.h"
 #include "nlohmann/json.hpp"
 #include "service/authorizer.h"
 #include "service/object_service.h"
@@ -65,10 +66,10 @@ inline constexpr char kUnreachableTaint[] = "node.kubernetes.io/unreachable";
 inline constexpr char kAgentReadyReason[] = "AgentReady";
 inline constexpr char kNodeStatusUnknownReason[] = "NodeStatusUnknown";
 // Device health (ReportHealth): an unhealthy device gets a DeviceTaintRule named
-// unhealthy.<driver>.<pool>.<device>, labelled with its node, tainting it with this key, the
-// reason as the value, NoExecute for reasons that make it unusable and NoSchedule otherwise;
-// the rule goes when the device reports healthy (or unknown) again.
-inline constexpr char kUnhealthyTaint[] = "quartermaster.io/unhealthy";
+// unhealthy.<driver>.<pool>.<device>, labelled with its node, tainting it with
+// model::kUnhealthyTaintKey, the reason as the value, NoExecute for reasons that make it
+// unusable and NoSchedule otherwise; the rule goes when the device reports healthy (or unknown)
+// again.
 inline constexpr char kHealthNodeLabel[] = "quartermaster.io/unhealthy-node";
 
 // Node annotation and condition the agent API maintains.

@@ -211,12 +211,13 @@ absl::Status NodeAgentApi::SyncHealthTaints(
       if (!updated.ok() && !absl::IsNotFound(updated.status())) return updated.status();
       continue;
     }
-    json obj = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "DeviceTaintRule"},
-                {"metadata", {{"name", name}, {"labels", {{kHealthNodeLabel, node}}}}},
-                {"spec",
-                 {{"deviceSelector", {{"driver", driver}, {"pool", pool}, {"device", device}}},
-                  {"taint", {{"key", kUnhealthyTaint}, {"value", value}, {"effect", effect}}}}}};
+    json obj = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "DeviceTaintRule"},
+        {"metadata", {{"name", name}, {"labels", {{kHealthNodeLabel, node}}}}},
+        {"spec",
+         {{"deviceSelector", {{"driver", driver}, {"pool", pool}, {"device", device}}},
+          {"taint", {{"key", model::kUnhealthyTaintKey}, {"value", value}, {"effect", effect}}}}}};
     json hub = ToHub(type, "v1", std::move(obj), clock_);
     if (auto errors = ValidateObject(type, hub, nullptr); !errors.empty()) {
       return InvalidFields("", errors);
@@ -228,7 +229,7 @@ absl::Status NodeAgentApi::SyncHealthTaints(
     auto created = objects_.Create(std::move(o), false);
     if (!created.ok() && !absl::IsAlreadyExists(created.status())) return created.status();
     spdlog::info("device {}/{}/{} unhealthy ({}): tainted {}={}:{}", driver, pool, device, reason,
-                 kUnhealthyTaint, value, effect);
+                 model::kUnhealthyTaintKey, value, effect);
   }
   for (const auto& [name, o] : existing) {
     if (wanted.contains(name)) continue;
