@@ -67,6 +67,7 @@ let page;
 
 async function step(name, fn) {
   checks++;
+  currentStep = name;
   const started = Date.now();
   try {
     await fn();
@@ -119,6 +120,14 @@ page = await context.newPage();
 const consoleErrors = [];
 page.on('console', (m) => {
   if (m.type() === 'error') consoleErrors.push(m.text());
+});
+// Chromium's console names the status of a failed response, not the request: these name both.
+const errorResponses = [];
+let currentStep = '';
+page.on('response', (r) => {
+  if (r.status() >= 400 && ![401, 403, 422].includes(r.status())) {
+    errorResponses.push(`${r.status()} ${r.request().method()} ${r.url()} (step: ${currentStep})`);
+  }
 });
 page.on('requestfailed', (r) => {
   // Watches are cancelled on purpose when a page is left or the user signs out.
@@ -1631,6 +1640,7 @@ await browser.close();
 const unexpected = consoleErrors.filter((e) => !/401|403|Unauthorized|Forbidden|422/.test(e));
 if (unexpected.length) {
   console.log(`FAIL: browser console errors:\n    ${unexpected.join('\n    ')}`);
+  if (errorResponses.length) console.log(`  responses:\n    ${errorResponses.join('\n    ')}`);
   failures++;
 }
 console.log(`first meaningful render of the overview after sign-in: ${firstRenderMs} ms`);

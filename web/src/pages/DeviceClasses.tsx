@@ -304,9 +304,17 @@ export function ClassEditorPage({ name }: { name?: string }) {
 
   const write = (dryRun: boolean, signal?: AbortSignal) => {
     const query = { dryRun: dryRun ? 'All' : undefined, fieldValidation: 'Strict' };
-    return editing
-      ? request(withQuery(paths.deviceClass(name!), query), { method: 'PUT', body: object, signal })
-      : request(withQuery(paths.classes, query), { method: 'POST', body: object, signal });
+    if (!editing) return request(withQuery(paths.classes, query), { method: 'POST', body: object, signal });
+    // A dry run checks the fields, not who wrote last: without a resourceVersion it is an
+    // unconditional update, so a save (or anyone else's write) racing it is no 409. Save keeps
+    // the resourceVersion the form loaded: a real conflict there is shown.
+    let body = object;
+    if (dryRun) {
+      const metadata: Json = { ...object.metadata };
+      delete metadata.resourceVersion;
+      body = { ...object, metadata };
+    }
+    return request(withQuery(paths.deviceClass(name!), query), { method: 'PUT', body, signal });
   };
 
   // As you type: the server's validation (a dry-run write, 422 with field paths) and the
@@ -335,8 +343,7 @@ export function ClassEditorPage({ name }: { name?: string }) {
         setCauses([]);
       } else if (validation.reason instanceof ApiError) {
         const e = validation.reason;
-        // A conflict in a dry run only means the class changed since the form loaded.
-        setCauses(e.causes.length ? e.causes : e.code === 409 ? [] : [{ message: e.message }]);
+        setCauses(e.causes.length ? e.causes : [{ message: e.message }]);
       }
     }, DEBOUNCE_MS);
     return () => {
