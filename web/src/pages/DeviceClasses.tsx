@@ -302,6 +302,8 @@ export function ClassEditorPage({ name }: { name?: string }) {
   const configProblems = configs.map((c) => (c.other === undefined ? parseParameters(c.parameters).error : undefined));
   const configsValid = configProblems.every((p) => p === undefined);
 
+  const savingRef = useRef(false);
+  const checkingRef = useRef<Promise<unknown> | null>(null);
   const write = (dryRun: boolean, signal?: AbortSignal) => {
     const query = { dryRun: dryRun ? 'All' : undefined, fieldValidation: 'Strict' };
     if (!editing) return request(withQuery(paths.classes, query), { method: 'POST', body: object, signal });
@@ -325,12 +327,17 @@ export function ClassEditorPage({ name }: { name?: string }) {
     // aborted: an aborted request reads as a failure (the next edit or leaving the page did it).
     const superseded = new AbortController();
     const timer = window.setTimeout(async () => {
+      // Once Save is pressed no dry run starts: one answered after the write would see its own
+      // class (409 AlreadyExists on a create).
+      if (savingRef.current) return;
       const expressions = selectors.map((s) => s.expression);
-      const [review, validation] = await Promise.allSettled([
+      const checked = Promise.allSettled([
         reviewMatches({ selectors: expressions.length ? expressions : ['true'], limit: 50 }),
         // A dry run needs the write permission itself: without it only the preview runs.
         className && canSave.allowed ? write(true) : Promise.resolve(null),
       ]);
+      checkingRef.current = checked;
+      const [review, validation] = await checked;
       if (superseded.signal.aborted) return;
       if (review.status === 'fulfilled') {
         setPreview(review.value);
@@ -379,10 +386,15 @@ export function ClassEditorPage({ name }: { name?: string }) {
     e.preventDefault();
     setSaving(true);
     setSaveError('');
+    savingRef.current = true;
     try {
+      // The write follows any dry run in flight, never races it.
+      await checkingRef.current;
       await write(false);
       navigate('/device-classes');
     } catch (err) {
+      // Saved, the form is left and stays quiet; refused, it checks again as the user edits.
+      savingRef.current = false;
       if (err instanceof ApiError && err.causes.length) setCauses(err.causes);
       setSaveError(errorText(err));
     } finally {
