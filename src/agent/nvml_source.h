@@ -76,7 +76,7 @@ class NvmlSource final : public DeviceSource, public MigInstanceManager {
   absl::Status Destroy(const MigInstance& instance) override;
   void Hold(const MigInstance& instance) override;
 
-  struct Api;  // the resolved function pointers (nvml_source.cc)
+  struct Api;  // the resolved function pointers (nvml_source_internal.h)
 
  private:
   NvmlSource(void* handle, std::unique_ptr<Api> api, std::string sysfs_root, std::string proc_root);
