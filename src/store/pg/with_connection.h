@@ -1,6 +1,7 @@
 #pragma once
 
-// The one place the PostgreSQL store catches libpqxx's exceptions (pg_store.cc, pg_records.cc).
+// The one place the PostgreSQL store catches libpqxx's exceptions (pg_store.cc, pg_writer.cc,
+// pg_changes.cc, pg_records.cc).
 
 #include <string>
 #include <utility>
