@@ -36,7 +36,8 @@
 // Layout: this file's evaluator walks the tree, handles the operators that do not evaluate all
 // their operands (`&&`, `||`, `?:`), comprehensions, literals, selections and indexing, and
 // calls every other function through the function registry (cel/function_registry.h), filled by
-// the libraries in cel/functions.h.
+// the libraries in cel/functions.h (interpreter.cc); call plans and the ConstantTable are built
+// in interpreter_plan.cc.
 //
 // Thread-safety: Evaluate() keeps no state beyond the call, so the same Ast and Activation can be
 // evaluated from many threads at once. The optional RegexCache is internally synchronized.
