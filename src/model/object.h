@@ -11,6 +11,10 @@
 
 namespace qm::model {
 
+namespace json {
+class Document;  // model/json/document.h: a parsed body
+}  // namespace json
+
 // Identifies one stored object. `resource` is the group-qualified plural
 // ("resourceclaims.resource.k8s.io", or "nodes" for the core group).
 struct ResourceKey {
@@ -57,6 +61,13 @@ struct Object {
   std::string body;
   std::string spec_digest;
   std::map<std::string, std::string> fields;
+  // `body` parsed, where the codec that wrote `body` kept the tree it wrote it from (the REST
+  // codec on every create and update), so that the controllers the change travels to (the
+  // scheduler, the inventory) do not parse the text again. Shared and immutable, and kept only
+  // while the change travels: the object cache drops it. Valid only for the text it was written
+  // as: model::json::ParsedBody checks that, so code that replaces `body` need not reset it.
+  std::shared_ptr<const json::Document> parsed;
+  size_t parsed_hash = 0;  // of that text
 
   ResourceKey Key() const { return ResourceKey{resource, meta.namespace_, meta.name}; }
 };

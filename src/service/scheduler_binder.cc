@@ -153,7 +153,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     ClaimView* c = to_allocate[i];
     auto body = std::make_shared<Document>(*c->body);
     model::json::SetAllocation(*body, placement.allocations[i], consumer);
-    model::Object next = WithStatus(c->obj, *body);
+    model::Object next = WithStatus(c->obj, Body(body));
     if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
     for (auto& row :
          LedgerRows(placement.allocations[i], c->obj.meta.uid, InventoryDevices(inventory_))) {
@@ -176,8 +176,10 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
     if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
     auto body = std::make_shared<Document>(*c->body);
     model::json::ReserveFor(*body, consumer);
-    claim_writes.push_back(
-        {store::Write::Kind::kUpdate, WithStatus(c->obj, *body), {}, c->obj.meta.resource_version});
+    claim_writes.push_back({store::Write::Kind::kUpdate,
+                            WithStatus(c->obj, Body(body)),
+                            {},
+                            c->obj.meta.resource_version});
     updates.push_back({c, std::move(body), c->allocation});
   }
   auto pbody = std::make_shared<Document>(pod.Current());
@@ -235,7 +237,7 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
   const bool writes_pod = pod_body != nullptr;
   if (writes_pod) {
     txn.writes.push_back({store::Write::Kind::kUpdate,
-                          WithBody(pod.obj, *pod_body),
+                          WithBody(pod.obj, pod_body),
                           {},
                           pod.obj.meta.resource_version});
   }

@@ -109,8 +109,10 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
     // The drivers' device statuses go with the allocation they described (they must name
     // allocated devices).
     if (release) model::json::Deallocate(*body);
-    txn.writes.push_back(
-        {store::Write::Kind::kUpdate, WithStatus(next, *body), {}, c.obj.meta.resource_version});
+    txn.writes.push_back({store::Write::Kind::kUpdate,
+                          WithStatus(next, Body(body)),
+                          {},
+                          c.obj.meta.resource_version});
   }
   const bool frees = release || (remove && c.Holds());
   if (frees) {
@@ -307,7 +309,8 @@ ClaimView* Scheduler::PassRun::GenerateClaim(PodView& pod, const std::string& in
   claim.meta.owner_references = model::json::PodControllerReference(pod.obj);
   claim.meta.labels = labels;
   claim.meta.annotations = std::move(annotations);
-  claim = WithBody(claim, body);
+  auto shared = std::make_shared<const Document>(std::move(body));
+  claim = WithBody(claim, shared);
   // Quota admission, as the API server applies it to the claims Kubernetes' controller creates.
   std::vector<store::QuotaCheck> checks;
   if (const auto quotas = QuotasIn(claim.meta.namespace_); !quotas.empty()) {
@@ -324,7 +327,7 @@ ClaimView* Scheduler::PassRun::GenerateClaim(PodView& pod, const std::string& in
   }
   ClaimView view;
   view.obj = std::move(claim);
-  view.SetBody(std::make_shared<const Document>(std::move(body)));
+  view.SetBody(std::move(shared));
   view.allocation = std::make_shared<const std::optional<model::AllocationResult>>();
   view.generated = true;
   view.uncommitted = true;

@@ -261,6 +261,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     if (it == objects.end() || it->second.meta.uid != ev.object.meta.uid) return;
     objects.erase(it);
   } else {
+    ev.object.parsed.reset();  // kept as text: these are decoded when the views are rebuilt
     objects.insert_or_assign(key, std::move(ev.object));
   }
   d.relevant = true;

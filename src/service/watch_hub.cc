@@ -365,7 +365,9 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     if (ev->type == model::EventType::kDeleted) {
       cache_.erase(ev->object.Key());
     } else {
-      cache_[ev->object.Key()] = ev->object;
+      model::Object& cached = cache_[ev->object.Key()];
+      cached = ev->object;
+      cached.parsed.reset();  // a tree is several times its text: the cache keeps the text only
     }
     const std::string& resource = ev->object.resource;
     if (auto it = last_change_.find(resource); it != last_change_.end()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "model/json/document.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::api::nodeapi {
@@ -289,11 +290,19 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
   if (obj.resource == kClaims) {
     std::optional<ClaimAssignment> next;
     if (event.type != model::EventType::kDeleted && MayHaveAssignment(obj.body)) {
-      auto body = nlohmann::json::parse(obj.body, nullptr, false);
-      // A body that does not decode changes nothing: the devices stay prepared, as the
-      // scheduler keeps them allocated (decode_failures.h).
-      if (body.is_discarded()) return;
-      next = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, body);
+      // The tree the writer kept (the scheduler's bindings keep theirs), else the text parsed.
+      nlohmann::json parsed;
+      const nlohmann::json* body = nullptr;
+      if (const model::json::SharedDocument* kept = model::json::ParsedBody(obj)) {
+        body = &(*kept)->value();
+      } else {
+        parsed = nlohmann::json::parse(obj.body, nullptr, false);
+        // A body that does not decode changes nothing: the devices stay prepared, as the
+        // scheduler keeps them allocated (decode_failures.h).
+        if (parsed.is_discarded()) return;
+        body = &parsed;
+      }
+      next = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, *body);
     }
     v1::ClaimRef ref;
     ref.set_namespace_(obj.meta.namespace_);

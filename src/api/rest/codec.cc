@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+
+#include "model/json/document.h"
 
 namespace qm::api {
 namespace {
@@ -444,6 +447,9 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, json bod
     }
   }
   text.push_back('}');
+  // The tree the text was written from travels with the object, so that the controllers that
+  // hear of the change (the scheduler, the inventory) need not parse the text again.
+  model::json::KeepParsed(obj, std::make_shared<const model::json::Document>(std::move(body)));
   return obj;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/object.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::model::json {
@@ -39,5 +40,13 @@ class Document {
 // Documents are shared between the views that hold them and the commits that write them; an
 // edit copies first.
 using SharedDocument = std::shared_ptr<const Document>;
+
+// Keeps `doc`, which must be what `obj.body` parses to, as the object's parsed body
+// (Object::parsed).
+void KeepParsed(Object& obj, SharedDocument doc);
+
+// The parsed body kept with `obj` when it was kept for the text `obj.body` holds now; null
+// otherwise (never kept, or `body` replaced since).
+const SharedDocument* ParsedBody(const Object& obj);
 
 }  // namespace qm::model::json

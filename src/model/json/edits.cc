@@ -46,7 +46,24 @@ Document Document::Parse(std::string_view text) {
   return Document(json::parse(text, nullptr, /*allow_exceptions=*/false));
 }
 
+namespace {
+
+size_t TextHash(const std::string& text) { return std::hash<std::string>{}(text); }
+
+}  // namespace
+
+void KeepParsed(Object& obj, SharedDocument doc) {
+  obj.parsed_hash = TextHash(obj.body);
+  obj.parsed = std::move(doc);
+}
+
+const SharedDocument* ParsedBody(const Object& obj) {
+  if (obj.parsed == nullptr || obj.parsed_hash != TextHash(obj.body)) return nullptr;
+  return &obj.parsed;
+}
+
 SharedDocument BodyOf(const Object& obj) {
+  if (const SharedDocument* kept = ParsedBody(obj)) return *kept;
   return std::make_shared<const Document>(Document::Parse(obj.body));
 }
 
@@ -59,9 +76,22 @@ Object WithBody(const Object& obj, const Document& body) {
 Object WithStatus(const Object& obj, const Document& body) {
   Object out = obj;
   out.body = body.Dump();
+  out.parsed.reset();
   static const ResourceType kUnknown;
   const ResourceType* type = FindResourceTypeByKey(out.resource);
   out.fields = SelectableFields(type != nullptr ? *type : kUnknown, body.value());
+  return out;
+}
+
+Object WithBody(const Object& obj, SharedDocument body) {
+  Object out = WithBody(obj, *body);
+  KeepParsed(out, std::move(body));
+  return out;
+}
+
+Object WithStatus(const Object& obj, SharedDocument body) {
+  Object out = WithStatus(obj, *body);
+  KeepParsed(out, std::move(body));
   return out;
 }
 

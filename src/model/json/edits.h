@@ -29,6 +29,10 @@ Object WithBody(const Object& obj, const Document& body);
 // The same for a body whose spec is `obj`'s (only status or metadata changed): keeps its spec
 // digest instead of serializing and hashing the spec again.
 Object WithStatus(const Object& obj, const Document& body);
+// Both, keeping `body` with the object (Object::parsed) for the controllers the write travels
+// to: `body` must not change afterwards (Documents are shared, an edit copies first).
+Object WithBody(const Object& obj, SharedDocument body);
+Object WithStatus(const Object& obj, SharedDocument body);
 
 // The uids of an object's owners (metadata.ownerReferences).
 std::vector<std::string> OwnerUids(const Object& obj);

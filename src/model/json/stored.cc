@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/status.h"
 #include "model/json/access.h"
 #include "model/json/document.h"
 #include "model/json/dra_json.h"
@@ -18,6 +19,14 @@ namespace {
 using nlohmann::json;
 
 json ParseBody(const std::string& text) { return std::move(Document::Parse(text).value()); }
+
+// The body of `obj` as JSON: the tree kept with it (Object::parsed) or, when none was kept,
+// its text parsed into `scratch`.
+const json& BodyJson(const Object& obj, json& scratch) {
+  if (const SharedDocument* kept = ParsedBody(obj)) return (*kept)->value();
+  scratch = ParseBody(obj.body);
+  return scratch;
+}
 
 std::optional<int64_t> Int(const json& v) {
   if (v.is_number_unsigned() &&
@@ -55,6 +64,12 @@ absl::StatusOr<T> DecodeWhole(const Object& obj, absl::StatusOr<T> (*decode)(con
 }  // namespace
 
 absl::StatusOr<ResourceSlice> DecodeResourceSlice(const Object& slice) {
+  // Of the metadata the decoder reads the name only: a kept tree is decoded as it is.
+  if (const SharedDocument* kept = ParsedBody(slice)) {
+    QM_ASSIGN_OR_RETURN(ResourceSlice out, DecodeResourceSlice((*kept)->value()));
+    out.name = slice.meta.name;
+    return out;
+  }
   return DecodeWhole<ResourceSlice>(slice, &DecodeResourceSlice);
 }
 
@@ -113,7 +128,8 @@ DeviceTaintRule DecodeDeviceTaintRuleSelector(const Object& rule) {
 }
 
 Node DecodeNode(const Object& node) {
-  const json body = ParseBody(node.body);
+  json scratch;
+  const json& body = BodyJson(node, scratch);
   Node out;
   out.name = node.meta.name;
   out.labels = node.meta.labels;
@@ -205,7 +221,10 @@ std::optional<int64_t> PodTerminationGracePeriodSeconds(const Object& pod) {
   return reader.value;
 }
 
-Pod DecodePod(const Object& pod) { return DecodePod(ParseBody(pod.body)); }
+Pod DecodePod(const Object& pod) {
+  json scratch;
+  return DecodePod(BodyJson(pod, scratch));
+}
 
 Pod DecodePod(const json& body) {
   Pod out;

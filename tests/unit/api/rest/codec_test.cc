@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "common/clock.h"
+#include "model/json/document.h"
 #include "model/json/fields.h"
 #include "model/object.h"
 #include "model/resource_types.h"
@@ -449,6 +450,23 @@ TEST_F(CodecTest, SliceFieldsIncludeNodeDriverAndPool) {
   EXPECT_THAT(obj->fields, UnorderedElementsAre(Pair("spec.nodeName", "node-a"),
                                                 Pair("spec.driver", "gpu.example.com"),
                                                 Pair("spec.pool.name", "pool-1")));
+}
+
+// The tree the body's text was written from goes with the object (Object::parsed), and it is
+// that text parsed: without metadata, apiVersion or kind.
+TEST_F(CodecTest, ToObjectKeepsTheTreeOfItsBody) {
+  json slice = J(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice",
+      "metadata":{"name":"s1","labels":{"a":"b"}},
+      "spec":{"driver":"gpu.example.com","nodeName":"node-a","pool":{"name":"pool-1"}},
+      "x-unknown":[1,2.5,"three"]})");
+  absl::StatusOr<model::Object> obj = ToObject(Type("ResourceSlice"), slice);
+  ASSERT_TRUE(obj.ok()) << obj.status();
+  const model::json::SharedDocument* kept = model::json::ParsedBody(*obj);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ((*kept)->value(), json::parse(obj->body));
+  EXPECT_FALSE((*kept)->value().contains("metadata"));
+  EXPECT_FALSE((*kept)->value().contains("kind"));
+  EXPECT_EQ((*kept)->Dump(), obj->body);
 }
 
 TEST_F(CodecTest, SliceFieldsOmitAbsentFields) {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "model/json/dra_json.h"
 #include "model/json/stored.h"
 
 namespace qm::model::json {
@@ -24,6 +25,62 @@ TEST(DocumentTest, ParseKeepsObjectsAndTurnsAnythingElseIntoAnEmptyObject) {
   EXPECT_EQ(Doc("[1,2]").Dump(), "{}");
   EXPECT_EQ(Doc("not json").Dump(), "{}");
   EXPECT_EQ(Document(json(3)).Dump(), "{}");
+}
+
+TEST(DocumentTest, AKeptTreeIsUsedOnlyForTheTextItWasKeptWith) {
+  Object pod;
+  pod.resource = "pods";
+  pod.meta.name = "p";
+  pod.body = R"({"spec":{"nodeName":"a"}})";
+  // The kept tree says "kept", the text "a": which one a reader saw tells them apart.
+  KeepParsed(pod, std::make_shared<const Document>(Doc(R"({"spec":{"nodeName":"kept"}})")));
+  ASSERT_NE(ParsedBody(pod), nullptr);
+  EXPECT_EQ(BodyOf(pod), pod.parsed) << "the kept tree itself, not a parse";
+  EXPECT_EQ(DecodePod(pod).node_name, "kept");
+
+  // A body replaced after the tree was kept is parsed again.
+  pod.body = R"({"spec":{"nodeName":"b"}})";
+  EXPECT_EQ(ParsedBody(pod), nullptr);
+  EXPECT_NE(BodyOf(pod), pod.parsed);
+  EXPECT_EQ(BodyOf(pod)->Dump(), pod.body);
+  EXPECT_EQ(DecodePod(pod).node_name, "b");
+
+  // Never kept: parsed.
+  Object plain;
+  plain.body = R"({"spec":{"nodeName":"c"}})";
+  EXPECT_EQ(ParsedBody(plain), nullptr);
+  EXPECT_EQ(DecodePod(plain).node_name, "c");
+}
+
+TEST(DocumentTest, AKeptSliceTreeDecodesWithTheObjectsName) {
+  Object slice;
+  slice.resource = "resourceslices.resource.k8s.io";
+  slice.meta.name = "node-a-gpu";
+  slice.body =
+      R"({"spec":{"driver":"gpu.example.com","nodeName":"node-a",)"
+      R"("pool":{"name":"node-a","generation":1,"resourceSliceCount":1},"devices":[{"name":"g0"}]}})";
+  KeepParsed(slice, std::make_shared<const Document>(Doc(slice.body.c_str())));
+  auto kept = DecodeResourceSlice(slice);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  Object text_only = slice;
+  text_only.parsed.reset();
+  auto parsed = DecodeResourceSlice(text_only);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(kept->name, "node-a-gpu");
+  EXPECT_EQ(kept->name, parsed->name);
+  EXPECT_EQ(kept->driver, parsed->driver);
+  EXPECT_EQ(kept->pool, parsed->pool);
+  ASSERT_EQ(kept->devices.size(), 1u);
+  EXPECT_EQ(kept->devices[0].name, "g0");
+}
+
+TEST(EditsTest, WithStatusDropsAKeptTree) {
+  Object pod;
+  pod.resource = "pods";
+  pod.body = R"({"spec":{}})";
+  KeepParsed(pod, std::make_shared<const Document>(Doc(pod.body.c_str())));
+  Object next = WithStatus(pod, Doc(R"({"spec":{},"status":{"phase":"Running"}})"));
+  EXPECT_EQ(next.parsed, nullptr);
 }
 
 TEST(EditsTest, SetConditionAddsThenChangesOnlyWhatMoved) {
