@@ -136,14 +136,8 @@ std::string nvml_internal::CapDeviceNode(const std::string& access_file) {
 
 absl::StatusOr<Inventory> NvmlSource::Discover() {
   const Api& nv = *api_;
-  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
-    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
-  }
-  // NVML is reference counted: every successful init needs its shutdown, whatever fails below.
-  struct ShutdownGuard {
-    const Api& nv;
-    ~ShutdownGuard() { nv.Shutdown(); }
-  } guard{nv};
+  if (absl::Status st = nv.InitNvml(); !st.ok()) return st;
+  Api::ShutdownOnExit guard{nv};
   auto fail = [&](const std::string& call, nvmlReturn_t rc) {
     return absl::UnavailableError(nv.Error(call, rc));
   };

@@ -123,13 +123,8 @@ absl::Status NvmlSource::WatchEvents(const std::function<void(const DeviceEvent&
       nv.DeviceRegisterEvents == nullptr || nv.DeviceGetSupportedEventTypes == nullptr) {
     return absl::UnimplementedError("the NVML library has no event functions");
   }
-  if (nvmlReturn_t rc = nv.Init(); rc != kSuccess) {
-    return absl::UnavailableError(nv.Error("nvmlInit_v2", rc));
-  }
-  struct ShutdownGuard {
-    const Api& nv;
-    ~ShutdownGuard() { nv.Shutdown(); }
-  } guard{nv};
+  if (absl::Status st = nv.InitNvml(); !st.ok()) return st;
+  Api::ShutdownOnExit guard{nv};
   nvmlEventSet_t set = nullptr;
   if (nvmlReturn_t rc = nv.EventSetCreate(&set); rc != kSuccess) {
     return absl::UnavailableError(nv.Error("nvmlEventSetCreate", rc));

@@ -198,16 +198,21 @@ struct NvmlSource::Api {
     return call + ": " + (text != nullptr ? text : "NVML error") + " (" + std::to_string(rc) + ")";
   }
 
-  // Initialises NVML for one change of MIG instances (end it with a ShutdownOnExit):
-  // FailedPrecondition when the library lacks the MIG functions, Unavailable when nvmlInit fails.
-  absl::Status InitForMig() const {
-    if (!missing_mig.empty()) {
-      return absl::FailedPreconditionError("the NVML library lacks " + missing_mig.front());
-    }
+  // Initialises NVML (end it with a ShutdownOnExit: NVML is reference counted, so every
+  // successful init needs its shutdown, whatever fails after it): Unavailable when it fails.
+  absl::Status InitNvml() const {
     if (nvmlReturn_t rc = Init(); rc != nvml_internal::kSuccess) {
       return absl::UnavailableError(Error("nvmlInit_v2", rc));
     }
     return absl::OkStatus();
+  }
+  // The same for one change of MIG instances: FailedPrecondition first when the library lacks
+  // the MIG functions.
+  absl::Status InitForMig() const {
+    if (!missing_mig.empty()) {
+      return absl::FailedPreconditionError("the NVML library lacks " + missing_mig.front());
+    }
+    return InitNvml();
   }
   struct ShutdownOnExit {
     const Api& nv;

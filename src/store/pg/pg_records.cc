@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/pg/pg_store.h"
+#include "store/pg/pg_store_internal.h"
 #include "store/pg/queries.h"
 #include "store/pg/text.h"
 #include "store/pg/with_connection.h"
@@ -22,22 +23,7 @@ namespace {
 // wrote nothing (writes commit theirs with the write, in qm_write_batch).
 void InsertAudit(pqxx::work& tx, const std::vector<AuditRecord>& records) {
   std::vector<std::string> cols[13];
-  for (const AuditRecord& r : records) {
-    nlohmann::json groups = r.groups;
-    cols[0].push_back(std::to_string(Micros(r.time)));
-    cols[1].push_back(r.request_id);
-    cols[2].push_back(r.user);
-    cols[3].push_back(groups.dump());
-    cols[4].push_back(r.verb);
-    cols[5].push_back(r.api_group);
-    cols[6].push_back(r.resource);
-    cols[7].push_back(r.subresource);
-    cols[8].push_back(r.namespace_);
-    cols[9].push_back(r.name);
-    cols[10].push_back(std::to_string(r.code));
-    cols[11].push_back(r.source);
-    cols[12].push_back(r.user_agent);
-  }
+  for (const AuditRecord& r : records) pg_internal::AppendAuditColumns(r, cols);
   tx.exec_prepared("insert_audit", TextArray(cols[0]), TextArray(cols[1]), TextArray(cols[2]),
                    TextArray(cols[3]), TextArray(cols[4]), TextArray(cols[5]), TextArray(cols[6]),
                    TextArray(cols[7]), TextArray(cols[8]), TextArray(cols[9]), TextArray(cols[10]),
@@ -221,4 +207,23 @@ absl::StatusOr<std::map<std::string, std::chrono::system_clock::time_point>> PgS
   });
 }
 
+namespace pg_internal {
+
+void AppendAuditColumns(const AuditRecord& r, std::vector<std::string>* cols) {
+  cols[0].push_back(std::to_string(Micros(r.time)));
+  cols[1].push_back(r.request_id);
+  cols[2].push_back(r.user);
+  cols[3].push_back(nlohmann::json(r.groups).dump());
+  cols[4].push_back(r.verb);
+  cols[5].push_back(r.api_group);
+  cols[6].push_back(r.resource);
+  cols[7].push_back(r.subresource);
+  cols[8].push_back(r.namespace_);
+  cols[9].push_back(r.name);
+  cols[10].push_back(std::to_string(r.code));
+  cols[11].push_back(r.source);
+  cols[12].push_back(r.user_agent);
+}
+
+}  // namespace pg_internal
 }  // namespace qm::store::pg

@@ -32,6 +32,10 @@ void DecodeColumns(const std::string& labels, const std::string& meta_text,
 // The object in the 13 columns of kSelectColumns, starting at column `at`.
 model::Object DecodeRow(const pqxx::row& r, int at = 0);
 
+// The audit record's 13 columns, as insert_audit and qm_write_batch take them, appended to
+// cols[0] .. cols[12].
+void AppendAuditColumns(const AuditRecord& r, std::vector<std::string>* cols);
+
 }  // namespace pg_internal
 
 // One queued write and the caller waiting for its outcome.

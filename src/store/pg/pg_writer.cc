@@ -230,19 +230,7 @@ class BatchCall {
 
   void AddAudit(int group, const AuditRecord& r) {
     a_[0].push_back(std::to_string(group));
-    a_[1].push_back(std::to_string(Micros(r.time)));
-    a_[2].push_back(r.request_id);
-    a_[3].push_back(r.user);
-    a_[4].push_back(json(r.groups).dump());
-    a_[5].push_back(r.verb);
-    a_[6].push_back(r.api_group);
-    a_[7].push_back(r.resource);
-    a_[8].push_back(r.subresource);
-    a_[9].push_back(r.namespace_);
-    a_[10].push_back(r.name);
-    a_[11].push_back(std::to_string(r.code));
-    a_[12].push_back(r.source);
-    a_[13].push_back(r.user_agent);
+    AppendAuditColumns(r, &a_[1]);
   }
 
   // What a write stored: the written object at its new revision, or for a delete (`obj` null)
