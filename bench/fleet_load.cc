@@ -33,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -563,6 +564,12 @@ void PrintPercentiles(const char* what, std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The driver's streams are synchronous: between two beats no thread of this process reads a
+  // channel's socket, only gRPC's backup poller (every 5 s by default), which under load
+  // answered the server's keepalive pings (every 30 s, 10 s to answer) too late: the server
+  // closed the connection and all its streams ended CANCELLED. qm-agent always has a thread
+  // in its WatchAssignments read, so its channel is read all the time. Read before gRPC starts.
+  setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "500", /*overwrite=*/0);
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
