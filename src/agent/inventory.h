@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,25 @@ struct Inventory {
   std::map<std::string, std::string> node_labels;
   std::map<std::string, std::string> node_capacity;
 };
+
+// What GPU Feature Discovery's node labels are made of, as NVML reports it (or a simulate file
+// describes it): the first GPU's memory, architecture and compute capability stand for all.
+struct GpuLabelFacts {
+  int64_t count = 0;               // whole GPUs
+  std::set<std::string> products;  // product names ("NVIDIA H100 80GB HBM3")
+  int64_t first_memory_mib = 0;
+  std::string first_architecture;            // "Hopper"
+  std::string compute_major, compute_minor;  // "9", "0"
+  std::string driver_version;                // "550.54.15"
+  std::string cuda_major, cuda_minor;        // the CUDA driver API version: "12", "4"
+  bool mig_capable = false;
+  bool any_mig = false;  // some GPU has MIG mode on
+};
+
+// Sets inv->node_labels as GPU Feature Discovery does (nvidia.com/gpu.product, .count, .memory,
+// .family, .compute.*, cuda.driver.*, cuda.runtime.*, mig.capable, mig.strategy; no gpu.*
+// label without a GPU) and the node's "nvidia.com/gpu" capacity.
+void SetGpuFeatureLabels(const GpuLabelFacts& facts, Inventory* inv);
 
 // A device event as the driver reports it (NVML's nvmlEventData_t): what happened to which GPU,
 // and, for a MIG device, which GPU and compute instance. health.h decides what it means.

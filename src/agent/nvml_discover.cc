@@ -430,29 +430,19 @@ absl::StatusOr<Inventory> NvmlSource::Discover() {
   }
 
   // GPU Feature Discovery's labels.
-  auto& l = inv.node_labels;
-  if (count > 0) {
-    std::string product = products.size() == 1 ? *products.begin() : "mixed";
-    std::replace(product.begin(), product.end(), ' ', '-');
-    l["nvidia.com/gpu.present"] = "true";
-    l["nvidia.com/gpu.product"] = product;
-    l["nvidia.com/gpu.count"] = std::to_string(count);
-    l["nvidia.com/gpu.memory"] = std::to_string(first_memory_mib);
-    std::string family = absl::AsciiStrToLower(first_arch);
-    std::replace(family.begin(), family.end(), ' ', '-');
-    l["nvidia.com/gpu.family"] = family;
-    l["nvidia.com/gpu.compute.major"] = std::to_string(first_cc_major);
-    l["nvidia.com/gpu.compute.minor"] = std::to_string(first_cc_minor);
-  }
-  std::vector<std::string> dv = absl::StrSplit(driver_text, '.');
-  l["nvidia.com/cuda.driver.major"] = dv[0];
-  l["nvidia.com/cuda.driver.minor"] = dv.size() > 1 ? dv[1] : "0";
-  l["nvidia.com/cuda.driver.rev"] = dv.size() > 2 ? dv[2] : "0";
-  l["nvidia.com/cuda.runtime.major"] = std::to_string(cuda / 1000);
-  l["nvidia.com/cuda.runtime.minor"] = std::to_string(cuda % 1000 / 10);
-  l["nvidia.com/mig.capable"] = mig_capable ? "true" : "false";
-  if (any_mig) l["nvidia.com/mig.strategy"] = "mixed";
-  inv.node_capacity["nvidia.com/gpu"] = std::to_string(count);
+  GpuLabelFacts facts;
+  facts.count = count;
+  facts.products = std::move(products);
+  facts.first_memory_mib = static_cast<int64_t>(first_memory_mib);
+  facts.first_architecture = first_arch;
+  facts.compute_major = std::to_string(first_cc_major);
+  facts.compute_minor = std::to_string(first_cc_minor);
+  facts.driver_version = driver_text;
+  facts.cuda_major = std::to_string(cuda / 1000);
+  facts.cuda_minor = std::to_string(cuda % 1000 / 10);
+  facts.mig_capable = mig_capable;
+  facts.any_mig = any_mig;
+  SetGpuFeatureLabels(facts, &inv);
   return inv;
 }
 

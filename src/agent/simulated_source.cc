@@ -349,29 +349,21 @@ absl::StatusOr<Inventory> BuildInventory(const Simulation& sim, const std::strin
     }
   }
   // GPU Feature Discovery's labels.
-  auto& l = inv.node_labels;
-  std::string product = models.size() == 1 ? *models.begin() : "mixed";
-  std::replace(product.begin(), product.end(), ' ', '-');
-  l["nvidia.com/gpu.present"] = "true";
-  l["nvidia.com/gpu.product"] = product;
-  l["nvidia.com/gpu.count"] = std::to_string(index);
-  l["nvidia.com/gpu.memory"] = std::to_string(first_memory_mib);
-  std::string family = absl::AsciiStrToLower(first_arch);
-  std::replace(family.begin(), family.end(), ' ', '-');
-  l["nvidia.com/gpu.family"] = family;
+  GpuLabelFacts facts;
+  facts.count = index;
+  facts.products = std::move(models);
+  facts.first_memory_mib = first_memory_mib;
+  facts.first_architecture = first_arch;
   std::vector<std::string> cc_parts = absl::StrSplit(first_cc, '.');
-  l["nvidia.com/gpu.compute.major"] = cc_parts[0];
-  l["nvidia.com/gpu.compute.minor"] = cc_parts.size() > 1 ? cc_parts[1] : "0";
-  std::vector<std::string> dv = absl::StrSplit(sim.driver_version, '.');
-  l["nvidia.com/cuda.driver.major"] = dv[0];
-  l["nvidia.com/cuda.driver.minor"] = dv.size() > 1 ? dv[1] : "0";
-  l["nvidia.com/cuda.driver.rev"] = dv.size() > 2 ? dv[2] : "0";
+  facts.compute_major = cc_parts[0];
+  facts.compute_minor = cc_parts.size() > 1 ? cc_parts[1] : "0";
+  facts.driver_version = sim.driver_version;
   std::vector<std::string> cv = absl::StrSplit(sim.cuda_driver_version, '.');
-  l["nvidia.com/cuda.runtime.major"] = cv[0];
-  l["nvidia.com/cuda.runtime.minor"] = cv.size() > 1 ? cv[1] : "0";
-  l["nvidia.com/mig.capable"] = mig_capable ? "true" : "false";
-  if (any_mig) l["nvidia.com/mig.strategy"] = "mixed";
-  inv.node_capacity["nvidia.com/gpu"] = std::to_string(index);
+  facts.cuda_major = cv[0];
+  facts.cuda_minor = cv.size() > 1 ? cv[1] : "0";
+  facts.mig_capable = mig_capable;
+  facts.any_mig = any_mig;
+  SetGpuFeatureLabels(facts, &inv);
   return inv;
 }
 
