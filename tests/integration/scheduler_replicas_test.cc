@@ -23,6 +23,7 @@
 #include "service/scheduler.h"
 #include "service/watch_hub.h"
 #include "store/pg/pg_store.h"
+#include "stored_objects.h"
 #include "test_objects.h"
 
 namespace qm {
@@ -50,16 +51,7 @@ class SchedulerReplicasTest : public ::testing::Test {
  protected:
   void Put(store::Store& store, const std::string& resource, const std::string& ns,
            const std::string& name, const json& body) {
-    model::Object o;
-    o.resource = resource;
-    o.meta.namespace_ = ns;
-    o.meta.name = name;
-    o.meta.uid = ids_.NewUid();
-    o.meta.generation = 1;
-    o.meta.creation_timestamp = clock_.Now();
-    o.body = body.dump();
-    auto created = store.Create(o);
-    ASSERT_TRUE(created.ok()) << created.status();
+    testing::PutObject(store, ids_, clock_, resource, ns, name, body);
   }
 
   // Three replicas, each with a store (its own connections) on the test database, reset.

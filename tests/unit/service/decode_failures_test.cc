@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "service/scheduler.h"
 #include "store/memory_store.h"
+#include "stored_objects.h"
 
 namespace qm::service {
 namespace {
@@ -77,18 +78,8 @@ class DecodeFailuresTest : public ::testing::Test {
   // Stores `body` as it is: no codec, no validation.
   model::Object Put(const std::string& resource, const std::string& ns, const std::string& name,
                     const json& body, std::map<std::string, std::string> labels = {}) {
-    model::Object o;
-    o.resource = resource;
-    o.meta.namespace_ = ns;
-    o.meta.name = name;
-    o.meta.uid = ids_.NewUid();
-    o.meta.generation = 1;
-    o.meta.creation_timestamp = clock_.Now();
-    o.meta.labels = std::move(labels);
-    o.body = body.dump();
-    auto created = store_.Create(o);
-    EXPECT_TRUE(created.ok()) << created.status();
-    return *created;
+    return qm::testing::PutObject(store_, ids_, clock_, resource, ns, name, body,
+                                  std::move(labels));
   }
 
   void Slice(int devices) {

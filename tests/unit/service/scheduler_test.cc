@@ -3,6 +3,7 @@
 // and an Event, and release on pod deletion followed by scheduling of the waiting pod.
 
 #include "service/scheduler.h"
+#include "stored_objects.h"
 
 #include <future>
 #include <thread>
@@ -45,24 +46,7 @@ class CountingIds final : public IdGenerator {
 
 constexpr char kClaims[] = "resourceclaims.resource.k8s.io";
 
-// Creates an object in `store` with what the object service fills in (uid, generation,
-// creation time).
-model::Object PutObject(store::Store& store, IdGenerator& ids, const Clock& clock,
-                        const std::string& resource, const std::string& ns, const std::string& name,
-                        const json& body, std::map<std::string, std::string> labels = {}) {
-  model::Object o;
-  o.resource = resource;
-  o.meta.namespace_ = ns;
-  o.meta.name = name;
-  o.meta.uid = ids.NewUid();
-  o.meta.generation = 1;
-  o.meta.creation_timestamp = clock.Now();
-  o.meta.labels = std::move(labels);
-  o.body = body.dump();
-  auto created = store.Create(o);
-  EXPECT_TRUE(created.ok()) << created.status();
-  return created.ok() ? *created : o;
-}
+using qm::testing::PutObject;
 
 // The body of a node's ResourceSlice with `devices` plain devices gpu-0, gpu-1, ...
 json NodeSliceBody(const std::string& node, int devices) {
