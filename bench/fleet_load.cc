@@ -722,18 +722,21 @@ int main(int argc, char** argv) {
       // Let the last reports land before reading the agents' times.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       auto times = fleet.times();
-      std::vector<double> to_assigned, to_cdi, to_ready;
+      std::vector<double> to_assigned, to_cdi, to_acked, to_ready;
       for (const auto& [uid, b] : bound) {
         auto t = times.find(uid);
         if (t != times.end()) {
           to_assigned.push_back(Ms(t->second.received - b));
           to_cdi.push_back(Ms(t->second.cdi_written - b));
+          if (t->second.reported != Clock::time_point{})
+            to_acked.push_back(Ms(t->second.reported - b));
         }
         auto r = ready.find(uid);
         if (r != ready.end()) to_ready.push_back(Ms(r->second - b));
       }
       PrintPercentiles("bind -> assignment at the agent", to_assigned);
       PrintPercentiles("bind -> CDI spec written", to_cdi);
+      PrintPercentiles("bind -> ReportPrepared answered", to_acked);
       PrintPercentiles("bind -> claim Ready (seen on a watch)", to_ready);
       std::printf("ReportPrepared failures: %d\n", fleet.report_failures_.load());
       fleet.CloseFeeds();

@@ -109,13 +109,17 @@ void AssignmentFeed::OfferLocked(const v1::Assignment* full, const v1::ClaimRef&
   }
 }
 
-bool AssignmentFeed::BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now) {
+std::optional<AssignmentFeed::BookmarkCheck> AssignmentFeed::Bookmark(
+    int64_t rv, std::chrono::steady_clock::time_point now) {
   qm::MutexLock lock(&mu_);
-  if (ended_.has_value() || closed_ || !queue_.empty() || rv <= last_rv_) return false;
-  if (now - last_sent_ < router_->options_.bookmark_interval) return false;
+  if (ended_.has_value() || closed_) return std::nullopt;
+  const auto interval = router_->options_.bookmark_interval;
+  if (now - last_sent_ < interval) return BookmarkCheck{false, last_sent_ + interval};
+  // Something unsent is queued (it carries a revision), or nothing newer happened.
+  if (!queue_.empty() || rv <= last_rv_) return BookmarkCheck{false, now + interval};
   queue_.emplace_back().set_resource_version(rv);
   tail_open_ = true;
-  return true;
+  return BookmarkCheck{true, now + interval};
 }
 
 void AssignmentFeed::EndLocked(absl::Status status) {
@@ -169,6 +173,7 @@ AssignmentRouter::~AssignmentRouter() { Stop(); }
 absl::Status AssignmentRouter::Start() {
   if (auto st = Load(); !st.ok()) return st;
   reload_thread_ = std::thread([this] { ReloadLoop(); });
+  bookmark_thread_ = std::thread([this] { BookmarkLoop(); });
   return absl::OkStatus();
 }
 
@@ -186,9 +191,11 @@ void AssignmentRouter::Stop() {
   }
   changed_.SignalAll();
   reload_wanted_.SignalAll();
+  bookmark_wanted_.SignalAll();
   if (watcher) watcher->Detach();
   for (auto& f : touched) f->Notify();
   if (reload_thread_.joinable()) reload_thread_.join();
+  if (bookmark_thread_.joinable()) bookmark_thread_.join();
 }
 
 absl::Status AssignmentRouter::Load() {
@@ -322,21 +329,57 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
 }
 
 void AssignmentRouter::OnTick(int64_t rv) {
-  std::vector<std::shared_ptr<AssignmentFeed>> touched;
   bool wake = false;
   {
     qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, rv);
-    const auto now = std::chrono::steady_clock::now();
-    // Only the streams that got a bookmark are woken: a tick comes every second, and waking
-    // every stream took a lock round and a reactor wake-up per connected agent each time.
-    for (auto& [node, feed] : feeds_) {
-      if (feed->BookmarkLocked(rv_, now)) touched.push_back(feed);
-    }
     wake = open_waiters_ > 0;
   }
   if (wake) changed_.SignalAll();
-  for (auto& f : touched) f->Notify();
+}
+
+void AssignmentRouter::BookmarkLoop() {
+  // Passes come at most this often, each taking every feed then due: thousands of feeds fall
+  // due at scattered times, and a wake-up for each was a context switch per bookmark.
+  const auto pass_interval = std::min<std::chrono::steady_clock::duration>(
+      options_.bookmark_interval / 10, std::chrono::milliseconds(250));
+  auto next_pass = std::chrono::steady_clock::now();
+  qm::MutexLock lock(&mu_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (bookmarks_.empty()) {
+      bookmark_wanted_.Wait(&mu_);
+      continue;
+    }
+    if (bookmarks_.top().due > now || next_pass > now) {
+      bookmark_wanted_.WaitUntil(&mu_, std::max(bookmarks_.top().due, next_pass));
+      continue;
+    }
+    next_pass = now + pass_interval;
+    std::vector<BookmarkDue> due;
+    while (!bookmarks_.empty() && bookmarks_.top().due <= now) {
+      due.push_back(bookmarks_.top());
+      bookmarks_.pop();
+    }
+    // Every change up to rv_ has been offered to the feeds (OnEvent moves rv_ after applying).
+    const int64_t rv = rv_;
+    mu_.Unlock();
+    for (auto& d : due) {
+      std::shared_ptr<AssignmentFeed> feed = d.feed.lock();
+      std::optional<AssignmentFeed::BookmarkCheck> check;
+      if (feed != nullptr) check = feed->Bookmark(rv, now);
+      if (!check.has_value()) {
+        d.feed.reset();  // closed or ended: out of the schedule
+        continue;
+      }
+      if (check->queued) feed->Notify();
+      d.due = check->next;
+    }
+    mu_.Lock();
+    for (auto& d : due) {
+      if (!d.feed.expired()) bookmarks_.push(std::move(d));
+    }
+  }
 }
 
 void AssignmentRouter::OnExpired() {
@@ -411,6 +454,8 @@ absl::StatusOr<std::shared_ptr<AssignmentFeed>> AssignmentRouter::Open(
     feed->tail_open_ = true;
   }
   feeds_.emplace(node, feed);
+  bookmarks_.push(BookmarkDue{std::chrono::steady_clock::now() + options_.bookmark_interval, feed});
+  bookmark_wanted_.Signal();
   return feed;
 }
 

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 #include <string>
 #include <thread>
@@ -69,8 +70,15 @@ class AssignmentFeed {
   // Queue operations, called by the router with its lock held; the caller notifies afterwards.
   // `full` has every driver's devices; the feed keeps what its drivers need.
   void OfferLocked(const v1::Assignment* full, const v1::ClaimRef& claim, int64_t rv);
-  // True when it queued one (the stream then needs a wake-up).
-  bool BookmarkLocked(int64_t rv, std::chrono::steady_clock::time_point now);
+  // Queues a bookmark at `rv` when the stream has been idle for the bookmark interval. nullopt
+  // once the feed has ended or closed (it leaves the schedule); else when to ask again and
+  // whether one was queued (the stream then needs a wake-up). Takes only the feed's lock: `rv`
+  // is a revision whose changes the router has already offered.
+  struct BookmarkCheck {
+    bool queued = false;
+    std::chrono::steady_clock::time_point next;
+  };
+  std::optional<BookmarkCheck> Bookmark(int64_t rv, std::chrono::steady_clock::time_point now);
   void EndLocked(absl::Status status);
   // Appends to the unsent last message unless it already names `uid` (order within a message:
   // unprepare before prepare, so one claim appears once per message).
@@ -156,6 +164,10 @@ class AssignmentRouter {
   void OnExpired();
   void Remove(AssignmentFeed* feed);
   void ReloadLoop();
+  // The bookmark thread: visits each feed when its bookmark falls due, not every feed on every
+  // tick (at 5,000 agents a pass over all feeds held the router's lock for milliseconds, and
+  // the claim changes queued behind it on the hub's delivery thread).
+  void BookmarkLoop();
 
   service::ObjectService& objects_;
   service::WatchHub& hub_;
@@ -177,6 +189,17 @@ class AssignmentRouter {
   bool reload_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<HubWatcher> watcher_ ABSL_GUARDED_BY(mu_);
   std::thread reload_thread_;
+
+  struct BookmarkDue {
+    std::chrono::steady_clock::time_point due;
+    std::weak_ptr<AssignmentFeed> feed;
+    bool operator>(const BookmarkDue& o) const { return due > o.due; }
+  };
+  qm::CondVar bookmark_wanted_;  // the bookmark thread's: a feed opened, or stopping
+  // One entry per open feed, the soonest due on top.
+  std::priority_queue<BookmarkDue, std::vector<BookmarkDue>, std::greater<>> bookmarks_
+      ABSL_GUARDED_BY(mu_);
+  std::thread bookmark_thread_;
 };
 
 }  // namespace qm::api::nodeapi
