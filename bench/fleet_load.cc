@@ -618,8 +618,14 @@ int main(int argc, char** argv) {
   std::atomic<int> failed{0};
   const auto t0 = Clock::now();
   ParallelFor(a.concurrency, a.nodes, [&](int n) {
-    grpc::Status st = fleet.Register(n);
-    if (st.ok()) st = fleet.Publish(n);
+    grpc::Status st;
+    // As qm-agent, retry what is UNAVAILABLE (a channel whose first connection attempt failed).
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      st = fleet.Register(n);
+      if (st.ok()) st = fleet.Publish(n);
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 << attempt));
+    }
     if (!st.ok()) {
       if (failed++ < 5)
         std::fprintf(stderr, "%s: %s\n", NodeName(n).c_str(), st.error_message().c_str());

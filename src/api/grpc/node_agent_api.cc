@@ -328,12 +328,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
       }
       if (absl::IsAlreadyExists(created.status()) && attempt + 1 < kMaxAttempts) continue;
       QM_RETURN_IF_ERROR(created.status());
-      {
-        qm::MutexLock lock(&mu_);
-        ready_written_[node] = std::chrono::steady_clock::now();
-        last_heard_[node] = clock_.Now();
-        if (leases_kept_) unflushed_[node] = last_heard_[node];
-      }
+      NoteRegistered(node);
       v1::RegisterResponse resp;
       resp.set_node_uid(created->meta.uid);
       resp.set_resource_version(created->meta.resource_version);
@@ -348,12 +343,7 @@ absl::StatusOr<v1::RegisterResponse> NodeAgentApi::Register(const Caller& caller
     auto written = WriteChange(objects_, caller.user, type, existing->Key(), Scope::kObject, apply);
     if (absl::IsNotFound(written.status()) && attempt + 1 < kMaxAttempts) continue;
     QM_RETURN_IF_ERROR(written.status());
-    {
-      qm::MutexLock lock(&mu_);
-      ready_written_[node] = std::chrono::steady_clock::now();
-      last_heard_[node] = clock_.Now();
-      if (leases_kept_) unflushed_[node] = last_heard_[node];
-    }
+    NoteRegistered(node);
     const model::Object& now = written->has_value() ? **written : *existing;
     v1::RegisterResponse resp;
     resp.set_node_uid(now.meta.uid);

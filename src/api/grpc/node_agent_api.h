@@ -14,8 +14,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -173,17 +176,26 @@ class NodeAgentApi {
   const NodeAgentApiOptions options_;
 
   qm::Mutex mu_;
-  // When each node's Ready condition was last written by a heartbeat.
-  std::map<std::string, std::chrono::steady_clock::time_point> ready_written_ ABSL_GUARDED_BY(mu_);
-  // When each node was last heard from (Register, Heartbeat), or first seen by the monitor.
-  std::map<std::string, std::chrono::system_clock::time_point> last_heard_ ABSL_GUARDED_BY(mu_);
-  // Heard since the last FlushHeartbeats: the node leases to renew.
-  std::map<std::string, std::chrono::system_clock::time_point> unflushed_ ABSL_GUARDED_BY(mu_);
+  // What this server knows of each node's heartbeats, in one entry per node so that a beat
+  // costs one lookup.
+  struct NodeBeats {
+    // When the node was last heard from (Register, Heartbeat), or first seen by the monitor;
+    // unset before either.
+    std::optional<std::chrono::system_clock::time_point> last_heard;
+    // Heard since the last FlushHeartbeats (the name is then in unflushed_).
+    bool unflushed = false;
+    // When a heartbeat or Register last wrote the Node's Ready condition.
+    std::optional<std::chrono::steady_clock::time_point> ready_written;
+    // The Ready status the cached Node had at ready_seen_rv (0: not read yet), so that a
+    // heartbeat decodes a Node only when it changed.
+    int64_t ready_seen_rv = 0;
+    bool ready_seen = false;
+  };
+  std::unordered_map<std::string, NodeBeats> beats_ ABSL_GUARDED_BY(mu_);
+  // The nodes heard since the last FlushHeartbeats: the node leases to renew.
+  std::vector<std::string> unflushed_ ABSL_GUARDED_BY(mu_);
   // Whether the store keeps node leases (false after it answered Unimplemented).
   bool leases_kept_ ABSL_GUARDED_BY(mu_) = true;
-  // The Ready status each node's cached object had at a resourceVersion, so that a heartbeat
-  // decodes a Node only when it changed.
-  std::map<std::string, std::pair<int64_t, bool>> ready_seen_ ABSL_GUARDED_BY(mu_);
   // What the node monitor read of each node at a resourceVersion (its Ready condition and how
   // many unreachable taints it has), so that a pass decodes only the nodes that changed.
   struct MonitoredNode {
@@ -192,7 +204,10 @@ class NodeAgentApi {
     int tainted = 0;
   };
   std::map<std::string, MonitoredNode> monitored_ ABSL_GUARDED_BY(mu_);
-  void NoteHeard(const std::string& node);
+  // Records that `node` was heard from at `at`; returns its entry.
+  NodeBeats& NoteHeardLocked(const std::string& node, std::chrono::system_clock::time_point at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteRegistered(const std::string& node);
 
   qm::CondVar monitor_wake_;
   bool monitor_stopping_ ABSL_GUARDED_BY(mu_) = false;

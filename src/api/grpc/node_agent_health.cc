@@ -249,24 +249,25 @@ absl::Status NodeAgentApi::CheckHeartbeat(const Caller& caller, const std::strin
 }
 
 bool NodeAgentApi::NoteHeartbeat(const std::string& node) {
-  NoteHeard(node);
+  const auto heard = clock_.Now();
   const auto now = std::chrono::steady_clock::now();
+  int64_t seen_rv = 0;
+  bool seen_ready = false;
   {
     qm::MutexLock lock(&mu_);
-    auto it = ready_written_.find(node);
-    if (it == ready_written_.end() || now - it->second >= options_.heartbeat_write_interval) {
+    const NodeBeats& beats = NoteHeardLocked(node, heard);
+    if (!beats.ready_written.has_value() ||
+        now - *beats.ready_written >= options_.heartbeat_write_interval) {
       return true;
     }
+    seen_rv = beats.ready_seen_rv;
+    seen_ready = beats.ready_seen;
   }
   // Recently written: write again only if someone (a node monitor, an admin) changed Ready.
   const model::ResourceKey key{"nodes", "", node};
   auto rv = hub_.ResourceVersionOf(key);
   if (!rv.has_value()) return true;
-  {
-    qm::MutexLock lock(&mu_);
-    auto it = ready_seen_.find(node);
-    if (it != ready_seen_.end() && it->second.first == *rv) return !it->second.second;
-  }
+  if (seen_rv != 0 && seen_rv == *rv) return !seen_ready;
   auto cached = hub_.Find(key);
   if (!cached.has_value()) return true;
   json body = json::parse(cached->body, nullptr, false);
@@ -276,7 +277,10 @@ bool NodeAgentApi::NoteHeartbeat(const std::string& node) {
     if (Str(conditions[i], "type") == "Ready") ready = Str(conditions[i], "status") == "True";
   }
   qm::MutexLock lock(&mu_);
-  ready_seen_[node] = {cached->meta.resource_version, ready};
+  if (auto it = beats_.find(node); it != beats_.end()) {
+    it->second.ready_seen_rv = cached->meta.resource_version;
+    it->second.ready_seen = ready;
+  }
   return !ready;
 }
 
@@ -292,7 +296,7 @@ absl::Status NodeAgentApi::WriteHeartbeat(const Caller& caller, const std::strin
   store::AuditScope scope(&record);
   QM_RETURN_IF_ERROR(WriteRegisteredNode(objects_, caller.user, node, Scope::kStatus, change));
   qm::MutexLock lock(&mu_);
-  ready_written_[node] = now;
+  beats_[node].ready_written = now;
   return absl::OkStatus();
 }
 
@@ -319,32 +323,55 @@ void NodeAgentApi::StopNodeMonitor() {
   if (monitor_.joinable()) monitor_.join();
 }
 
-void NodeAgentApi::NoteHeard(const std::string& node) {
-  const auto now = clock_.Now();
+NodeAgentApi::NodeBeats& NodeAgentApi::NoteHeardLocked(const std::string& node,
+                                                       std::chrono::system_clock::time_point at) {
+  auto it = beats_.find(node);
+  if (it == beats_.end()) it = beats_.try_emplace(node).first;
+  NodeBeats& beats = it->second;
+  beats.last_heard = at;
+  if (leases_kept_ && !beats.unflushed) {
+    beats.unflushed = true;
+    unflushed_.push_back(node);
+  }
+  return beats;
+}
+
+void NodeAgentApi::NoteRegistered(const std::string& node) {
+  const auto heard = clock_.Now();
   qm::MutexLock lock(&mu_);
-  last_heard_[node] = now;
-  if (leases_kept_) unflushed_[node] = now;
+  NoteHeardLocked(node, heard).ready_written = std::chrono::steady_clock::now();
 }
 
 absl::Status NodeAgentApi::FlushHeartbeats() {
   std::map<std::string, std::chrono::system_clock::time_point> batch;
   {
     qm::MutexLock lock(&mu_);
-    batch.swap(unflushed_);
+    for (std::string& node : unflushed_) {
+      auto it = beats_.find(node);
+      if (it == beats_.end() || !it->second.unflushed) continue;  // forgotten since
+      it->second.unflushed = false;
+      if (it->second.last_heard.has_value()) batch.emplace(std::move(node), *it->second.last_heard);
+    }
+    unflushed_.clear();
   }
   if (batch.empty()) return absl::OkStatus();
   absl::Status st = objects_.store().RenewNodeLeases(batch);
   qm::MutexLock lock(&mu_);
   if (absl::IsUnimplemented(st)) {
     leases_kept_ = false;  // this server alone hears its nodes
+    for (const std::string& node : unflushed_) {
+      if (auto it = beats_.find(node); it != beats_.end()) it->second.unflushed = false;
+    }
     unflushed_.clear();
     return absl::OkStatus();
   }
   if (!st.ok()) {
-    // Kept for the next flush (a later heartbeat of the same node wins).
-    for (auto& [node, at] : batch) {
-      auto [it, inserted] = unflushed_.try_emplace(node, at);
-      if (!inserted) it->second = std::max(it->second, at);
+    // Kept for the next flush, which writes the newest beat heard by then.
+    for (const auto& [node, at] : batch) {
+      auto it = beats_.find(node);
+      if (it == beats_.end() || it->second.unflushed) continue;
+      it->second.unflushed = true;
+      unflushed_.push_back(node);
     }
   }
   return st;
@@ -462,8 +489,9 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
     std::chrono::system_clock::time_point heard;
     {
       qm::MutexLock lock(&mu_);
-      auto [it, inserted] = last_heard_.try_emplace(name, now);
-      heard = it->second;
+      NodeBeats& beats = beats_[name];
+      if (!beats.last_heard.has_value()) beats.last_heard = now;  // first seen
+      heard = *beats.last_heard;
     }
     if (auto lease = leases.find(name); lease != leases.end()) {
       heard = std::max(heard, lease->second);
@@ -535,8 +563,21 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
     }
   }
   qm::MutexLock lock(&mu_);
-  std::erase_if(last_heard_, [&](const auto& e) { return !present.contains(e.first); });
-  std::erase_if(ready_seen_, [&](const auto& e) { return !present.contains(e.first); });
+  // A node missing from the cache was deleted, or registered a moment ago and not cached yet:
+  // forget what the monitor and the Ready check keep, but not a recent Ready write (which
+  // spares a new node's next beat a second write), nor a beat still to be flushed.
+  const auto steady_now = std::chrono::steady_clock::now();
+  for (auto it = beats_.begin(); it != beats_.end();) {
+    NodeBeats& beats = it->second;
+    if (present.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    beats.ready_seen_rv = 0;
+    const bool recent = beats.ready_written.has_value() &&
+                        steady_now - *beats.ready_written < options_.heartbeat_write_interval;
+    it = recent || beats.unflushed ? std::next(it) : beats_.erase(it);
+  }
   std::erase_if(monitored_, [&](const auto& e) { return !present.contains(e.first); });
   return changed;
 }
