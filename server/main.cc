@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
       *sa_key, [&clock] { return clock.Now(); },
       [&hub](const std::string& ns, const std::string& name) -> std::optional<std::string> {
         auto sa = hub.Find(qm::model::ResourceKey{"serviceaccounts", ns, name});
-        if (!sa.has_value()) return std::nullopt;
+        if (sa == nullptr) return std::nullopt;
         return sa->meta.uid;
       });
   qm::auth::UnionAuthenticator authenticator(std::move(tokens), {std::move(sa_verifier)});

@@ -34,14 +34,17 @@ absl::Status ObjectService::CheckNamespace(const std::string& ns) {
   const model::ResourceKey key{"namespaces", "", ns};
   // Like the apiserver's namespace lifecycle check: trust the cache when it knows the
   // namespace, ask the store when it does not (it may have been created a moment ago).
-  std::optional<model::Object> cached;
+  std::shared_ptr<const model::Object> cached;
   if (hub_ != nullptr) cached = hub_->Find(key);
-  auto got = cached ? absl::StatusOr<model::Object>(*std::move(cached)) : store_.Get(key);
-  if (absl::IsNotFound(got.status())) {
-    return absl::NotFoundError("namespaces \"" + ns + "\" not found");
+  if (cached == nullptr) {
+    auto got = store_.Get(key);
+    if (absl::IsNotFound(got.status())) {
+      return absl::NotFoundError("namespaces \"" + ns + "\" not found");
+    }
+    if (!got.ok()) return got.status();
+    cached = std::make_shared<const model::Object>(*std::move(got));
   }
-  if (!got.ok()) return got.status();
-  if (got->meta.deletion_timestamp.has_value()) {
+  if (cached->meta.deletion_timestamp.has_value()) {
     return absl::PermissionDeniedError("unable to create new content in namespace " + ns +
                                        " because it is being terminated");
   }
@@ -225,12 +228,12 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
   // being deleted) is always given from the store's copy. Namespaces are read from the store.
   bool try_cache = hub_ != nullptr && !options.dry_run && key.resource != "namespaces";
   for (int attempt = 0;; ++attempt) {
-    std::optional<model::Object> cached = try_cache ? hub_->Find(key) : std::nullopt;
+    std::shared_ptr<const model::Object> cached = try_cache ? hub_->Find(key) : nullptr;
     try_cache = false;
-    const bool from_cache = cached.has_value();
+    const bool from_cache = cached != nullptr;
     model::Object current;
     if (from_cache) {
-      current = *std::move(cached);
+      current = *cached;
     } else {
       QM_ASSIGN_OR_RETURN(current, store_.Get(key));
     }
@@ -325,7 +328,7 @@ absl::Status ObjectService::FinishNamespaceIfEmpty(const model::ResourceKey& del
   // its mark (Delete), and finds this object gone.
   if (hub_ != nullptr) {
     auto cached = hub_->FindCurrent(ns_key, deleted_rv, std::chrono::milliseconds(5));
-    if (cached.ok() && (!cached->has_value() || !(*cached)->meta.deletion_timestamp.has_value() ||
+    if (cached.ok() && (*cached == nullptr || !(*cached)->meta.deletion_timestamp.has_value() ||
                         !(*cached)->meta.finalizers.empty())) {
       return absl::OkStatus();
     }
@@ -421,9 +424,9 @@ absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) 
 
 absl::StatusOr<model::Object> ObjectService::GetForWrite(const model::ResourceKey& key,
                                                          bool* from_cache) {
-  std::optional<model::Object> cached = hub_ != nullptr ? hub_->Find(key) : std::nullopt;
-  *from_cache = cached.has_value();
-  if (cached.has_value()) return *std::move(cached);
+  std::shared_ptr<const model::Object> cached = hub_ != nullptr ? hub_->Find(key) : nullptr;
+  *from_cache = cached != nullptr;
+  if (cached != nullptr) return *cached;
   return store_.Get(key);
 }
 

@@ -69,12 +69,13 @@ void WatchHub::Reload(const absl::Status& expired) {
   // The store is read without the lock: lists and subscriptions go on meanwhile, and whoever
   // subscribes before the new snapshot is installed is ended below with the others.
   auto all = store_.ListAll();
-  std::map<model::ResourceKey, model::Object> fresh;
+  std::map<model::ResourceKey, std::shared_ptr<const model::Object>> fresh;
   int64_t rv = 0;
   if (all.ok()) {
     for (auto& obj : all->items) {
       model::ResourceKey key = obj.Key();
-      fresh.emplace(std::move(key), std::move(obj));
+      obj.parsed.reset();
+      fresh.emplace(std::move(key), std::make_shared<const model::Object>(std::move(obj)));
     }
     rv = all->resource_version;
   } else {
@@ -222,17 +223,16 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   return absl::OkStatus();
 }
 
-std::optional<model::Object> WatchHub::Find(const model::ResourceKey& key) {
+std::shared_ptr<const model::Object> WatchHub::Find(const model::ResourceKey& key) {
   qm::MutexLock lock(&mu_);
-  if (!cache_ready_) return std::nullopt;
+  if (!cache_ready_) return nullptr;
   auto it = cache_.find(key);
-  if (it == cache_.end()) return std::nullopt;
+  if (it == cache_.end()) return nullptr;
   return it->second;
 }
 
-absl::StatusOr<std::optional<model::Object>> WatchHub::FindCurrent(const model::ResourceKey& key,
-                                                                   int64_t min_rv,
-                                                                   std::chrono::milliseconds wait) {
+absl::StatusOr<std::shared_ptr<const model::Object>> WatchHub::FindCurrent(
+    const model::ResourceKey& key, int64_t min_rv, std::chrono::milliseconds wait) {
   qm::MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (last_rv_.load() < min_rv && cache_ready_ && dispatched_.WaitUntil(&mu_, deadline)) {
@@ -241,8 +241,8 @@ absl::StatusOr<std::optional<model::Object>> WatchHub::FindCurrent(const model::
     return absl::UnavailableError("object cache is behind the store");
   }
   auto it = cache_.find(key);
-  if (it == cache_.end()) return std::optional<model::Object>();
-  return std::optional<model::Object>(it->second);
+  if (it == cache_.end()) return std::shared_ptr<const model::Object>();
+  return it->second;
 }
 
 std::optional<int64_t> WatchHub::ResourceVersionOf(const model::ResourceKey& key) {
@@ -250,7 +250,7 @@ std::optional<int64_t> WatchHub::ResourceVersionOf(const model::ResourceKey& key
   if (!cache_ready_) return std::nullopt;
   auto it = cache_.find(key);
   if (it == cache_.end()) return std::nullopt;
-  return it->second.meta.resource_version;
+  return it->second->meta.resource_version;
 }
 
 absl::Status WatchHub::AwaitLocked(int64_t min_rv) {
@@ -284,7 +284,7 @@ absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> WatchHub::Ve
   std::vector<std::pair<model::ResourceKey, int64_t>> out;
   for (auto it = cache_.lower_bound(model::ResourceKey{resource, "", ""});
        it != cache_.end() && it->first.resource == resource; ++it) {
-    out.emplace_back(it->first, it->second.meta.resource_version);
+    out.emplace_back(it->first, it->second->meta.resource_version);
   }
   return out;
 }
@@ -301,12 +301,12 @@ absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int
         it->first.name == o.after_name) {
       continue;
     }
-    if (!request.Matches(it->second)) continue;
+    if (!request.Matches(*it->second)) continue;
     if (o.limit > 0 && static_cast<int64_t>(result.items.size()) == o.limit) {
       result.more = true;
       break;
     }
-    result.items.push_back(it->second);
+    result.items.push_back(*it->second);
   }
   return result;
 }
@@ -359,15 +359,26 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     }
     if (post) Post(e);
   }
+  // The cache's copies, made before the lock is taken.
+  std::vector<std::shared_ptr<const model::Object>> copies;
+  copies.reserve(shared.size());
+  for (const auto& ev : shared) {
+    if (ev->type == model::EventType::kDeleted) {
+      copies.emplace_back();
+      continue;
+    }
+    auto copy = std::make_shared<model::Object>(ev->object);
+    copy->parsed.reset();  // a tree is several times its text: the cache keeps the text only
+    copies.push_back(std::move(copy));
+  }
   // Only now do lists see the changes (synchronous watchers have them already).
   qm::MutexLock lock(&mu_);
-  for (const auto& ev : shared) {
+  for (size_t i = 0; i < shared.size(); ++i) {
+    const auto& ev = shared[i];
     if (ev->type == model::EventType::kDeleted) {
       cache_.erase(ev->object.Key());
     } else {
-      model::Object& cached = cache_[ev->object.Key()];
-      cached = ev->object;
-      cached.parsed.reset();  // a tree is several times its text: the cache keeps the text only
+      cache_.insert_or_assign(ev->object.Key(), std::move(copies[i]));
     }
     const std::string& resource = ev->object.resource;
     if (auto it = last_change_.find(resource); it != last_change_.end()) {
@@ -386,13 +397,13 @@ void WatchHub::AttachPreviousLocked(std::vector<model::WatchEvent>& events) {
   for (auto& ev : events) {
     model::ResourceKey key = ev.object.Key();
     if (ev.type == model::EventType::kModified) {
-      const model::Object* before = nullptr;
       if (auto b = in_batch.find(key); b != in_batch.end()) {
-        before = b->second;
+        auto before = std::make_shared<model::Object>(*b->second);
+        before->parsed.reset();
+        ev.previous = std::move(before);
       } else if (auto c = cache_.find(key); c != cache_.end()) {
-        before = &c->second;
+        ev.previous = c->second;  // shared, not copied
       }
-      if (before != nullptr) ev.previous = std::make_shared<const model::Object>(*before);
     }
     in_batch[std::move(key)] = &ev.object;
   }

@@ -90,16 +90,18 @@ class WatchHub {
   absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> Versions(
       const std::string& resource, int64_t min_rv);
 
-  // The cached object at `key`, if the cache has one (it may lag the store by a few ms).
-  std::optional<model::Object> Find(const model::ResourceKey& key);
+  // The cached object at `key` (null when the cache has none; it may lag the store by a few
+  // ms). Cached objects are immutable and shared: a change replaces the pointer, never the
+  // object, so the caller may keep it as long as it likes without a copy.
+  std::shared_ptr<const model::Object> Find(const model::ResourceKey& key);
   // Its resourceVersion only (no copy of the object).
   std::optional<int64_t> ResourceVersionOf(const model::ResourceKey& key);
-  // The object at `key` as the store held it at `min_rv` or later (nullopt inside: none), once
+  // The object at `key` as the store held it at `min_rv` or later (null inside: none), once
   // the cache has applied every change up to `min_rv`; Unavailable when it has not within
   // `wait` (or holds no objects).
-  absl::StatusOr<std::optional<model::Object>> FindCurrent(const model::ResourceKey& key,
-                                                           int64_t min_rv,
-                                                           std::chrono::milliseconds wait);
+  absl::StatusOr<std::shared_ptr<const model::Object>> FindCurrent(const model::ResourceKey& key,
+                                                                   int64_t min_rv,
+                                                                   std::chrono::milliseconds wait);
 
   // For each of `resources`, the revision of the newest change to one of its objects that the
   // cache shows (a create, update or delete; the revision the cache was loaded at when none came
@@ -155,7 +157,9 @@ class WatchHub {
   qm::Mutex mu_;
   qm::CondVar dispatched_;
   std::vector<EntryPtr> watchers_ ABSL_GUARDED_BY(mu_);
-  std::map<model::ResourceKey, model::Object> cache_ ABSL_GUARDED_BY(mu_);
+  // Immutable objects without their parsed trees (a tree is several times its text), shared
+  // with Find's callers and with WatchEvent::previous.
+  std::map<model::ResourceKey, std::shared_ptr<const model::Object>> cache_ ABSL_GUARDED_BY(mu_);
   // The newest change per resource since the cache was loaded (at loaded_rv_).
   std::map<std::string, int64_t, std::less<>> last_change_ ABSL_GUARDED_BY(mu_);
   int64_t loaded_rv_ ABSL_GUARDED_BY(mu_) = 0;

@@ -269,7 +269,7 @@ bool NodeAgentApi::NoteHeartbeat(const std::string& node) {
   if (!rv.has_value()) return true;
   if (seen_rv != 0 && seen_rv == *rv) return !seen_ready;
   auto cached = hub_.Find(key);
-  if (!cached.has_value()) return true;
+  if (cached == nullptr) return true;
   json body = json::parse(cached->body, nullptr, false);
   const json& conditions = At(At(body, "status"), "conditions");
   bool ready = false;
@@ -460,13 +460,13 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
       }
     }
     if (!known) {
-      std::optional<model::Object> node;
+      std::shared_ptr<const model::Object> node;
       if (auto f = fetched.find(name); f != fetched.end()) {
-        node = std::move(f->second);
+        node = std::make_shared<const model::Object>(std::move(f->second));
       } else {
         node = hub_.Find(key);
       }
-      if (!node.has_value()) continue;  // deleted since
+      if (node == nullptr) continue;  // deleted since
       const json obj = FromObject(NodeType(), *node);
       seen.resource_version = node->meta.resource_version;
       const json& conditions = At(At(obj, "status"), "conditions");

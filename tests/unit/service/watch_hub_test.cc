@@ -171,6 +171,33 @@ TEST_F(WatchHubTest, LastChangesMoveOnlyForTheResourceThatChanged) {
   hub.Stop();
 }
 
+// The cache hands out its objects without copying them: the same pointer until the object
+// changes, and a change makes a new object instead of editing the one a caller holds.
+TEST_F(WatchHubTest, CachedObjectsAreSharedAndNeverChangeUnderTheirHolder) {
+  const int64_t first = Put("a");
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  const model::ResourceKey a{"things", "", "a"};
+  auto found = hub.FindCurrent(a, first, kPrompt);
+  ASSERT_TRUE(found.ok()) << found.status();
+  std::shared_ptr<const model::Object> held = *found;
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(hub.Find(a), held);
+  model::Object next = *held;
+  next.body = R"({"spec":{"size":2}})";
+  auto updated = store_.Update(next, first);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  auto after = hub.FindCurrent(a, updated->meta.resource_version, kPrompt);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_NE(*after, nullptr);
+  EXPECT_NE(*after, held);
+  EXPECT_EQ((*after)->meta.resource_version, updated->meta.resource_version);
+  EXPECT_EQ((*after)->body, R"({"spec":{"size":2}})");
+  EXPECT_EQ(held->meta.resource_version, first);
+  EXPECT_EQ(held->body, "{}");
+  hub.Stop();
+}
+
 TEST_F(WatchHubTest, FindCurrentAnswersOnlyOnceTheCacheHasAppliedTheRevision) {
   Put("a");
   WatchHub hub(store_, WatchHubOptions{});
@@ -182,13 +209,13 @@ TEST_F(WatchHubTest, FindCurrentAnswersOnlyOnceTheCacheHasAppliedTheRevision) {
   // Waits for the follower to apply the create of "b", then answers from the cache.
   auto found = hub.FindCurrent(model::ResourceKey{"things", "", "b"}, b, kPrompt);
   ASSERT_TRUE(found.ok()) << found.status();
-  ASSERT_TRUE(found->has_value());
+  ASSERT_NE(*found, nullptr);
   EXPECT_EQ((*found)->meta.resource_version, b);
   auto deleted = store_.Delete(a, 0);
   ASSERT_TRUE(deleted.ok());
   auto gone = hub.FindCurrent(a, deleted->meta.resource_version, kPrompt);
   ASSERT_TRUE(gone.ok()) << gone.status();
-  EXPECT_FALSE(gone->has_value());
+  EXPECT_EQ(*gone, nullptr);
   // A revision the store has not reached: the cache cannot have applied it.
   const int64_t future = deleted->meta.resource_version + 100;
   const auto start = std::chrono::steady_clock::now();
@@ -218,7 +245,7 @@ TEST_F(WatchHubTest, AResumingWatchStuckReadingHistoryStallsNoOne) {
   auto listed = ListLater(hub);
   ASSERT_EQ(listed.wait_for(kPrompt), std::future_status::ready);
   EXPECT_EQ(listed.get(), 3u);
-  EXPECT_TRUE(hub.Find(model::ResourceKey{"things", "", "c"}).has_value());
+  EXPECT_NE(hub.Find(model::ResourceKey{"things", "", "c"}), nullptr);
   auto another = std::make_shared<RecordingWatcher>();
   ASSERT_TRUE(hub.Subscribe(another, hub.last_dispatched()).ok());
   Put("d");
