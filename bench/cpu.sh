@@ -21,3 +21,23 @@ memory_report() {
        END {printf "memory: server resident %d MiB, peak %d MiB\n", rss / 1024, hwm / 1024}' \
     "/proc/$1/status"
 }
+# wal_lsn DATA_DIR: the embedded PostgreSQL's current WAL position (pg_current_wal_lsn), or
+# nothing when it cannot be asked.
+wal_lsn() {
+  local psql
+  psql=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | head -1)
+  [ -n "$psql" ] || return 0
+  PGPASSWORD=$(cat "$1/postgres.password") "$psql" -XAtq \
+    "host=$1/postgres port=5432 user=quartermaster dbname=postgres" \
+    -c "select pg_current_wal_lsn()" 2>/dev/null || true
+}
+# wal_report DATA_DIR LSN0: the WAL PostgreSQL wrote since LSN0.
+wal_report() {
+  local lsn1 psql
+  lsn1=$(wal_lsn "$1")
+  [ -n "$2" ] && [ -n "$lsn1" ] || return 0
+  psql=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | head -1)
+  echo "postgres WAL written: $(PGPASSWORD=$(cat "$1/postgres.password") "$psql" -XAtq \
+    "host=$1/postgres port=5432 user=quartermaster dbname=postgres" \
+    -c "select pg_wal_lsn_diff('$lsn1', '$2')::bigint / 1024") KiB"
+}
