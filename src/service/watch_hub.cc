@@ -1,6 +1,8 @@
 #include "service/watch_hub.h"
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -60,6 +62,17 @@ struct WatchHub::Entry {
   }
 };
 
+namespace {
+
+// The cache's own copy. Allocated apart from its reference count (not make_shared): an Object
+// is just under one of the allocator's size classes, and the count on top of it would take the
+// next one.
+std::shared_ptr<const model::Object> Immutable(model::Object obj) {
+  return std::shared_ptr<const model::Object>(std::make_unique<model::Object>(std::move(obj)));
+}
+
+}  // namespace
+
 WatchHub::WatchHub(store::Store& store, WatchHubOptions options)
     : store_(store), options_(options) {}
 
@@ -69,13 +82,13 @@ void WatchHub::Reload(const absl::Status& expired) {
   // The store is read without the lock: lists and subscriptions go on meanwhile, and whoever
   // subscribes before the new snapshot is installed is ended below with the others.
   auto all = store_.ListAll();
-  std::map<model::ResourceKey, std::shared_ptr<const model::Object>> fresh;
+  Cache fresh;
   int64_t rv = 0;
   if (all.ok()) {
     for (auto& obj : all->items) {
-      model::ResourceKey key = obj.Key();
       obj.parsed.reset();
-      fresh.emplace(std::move(key), std::make_shared<const model::Object>(std::move(obj)));
+      std::shared_ptr<const model::Object> cached = Immutable(std::move(obj));
+      fresh.emplace(CacheKey::Of(*cached), std::move(cached));
     }
     rv = all->resource_version;
   } else {
@@ -284,7 +297,10 @@ absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> WatchHub::Ve
   std::vector<std::pair<model::ResourceKey, int64_t>> out;
   for (auto it = cache_.lower_bound(model::ResourceKey{resource, "", ""});
        it != cache_.end() && it->first.resource == resource; ++it) {
-    out.emplace_back(it->first, it->second->meta.resource_version);
+    out.emplace_back(
+        model::ResourceKey{std::string(it->first.resource), std::string(it->first.namespace_),
+                           std::string(it->first.name)},
+        it->second->meta.resource_version);
   }
   return out;
 }
@@ -367,18 +383,26 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
       copies.emplace_back();
       continue;
     }
-    auto copy = std::make_shared<model::Object>(ev->object);
-    copy->parsed.reset();  // a tree is several times its text: the cache keeps the text only
-    copies.push_back(std::move(copy));
+    model::Object copy = ev->object;
+    copy.parsed.reset();  // a tree is several times its text: the cache keeps the text only
+    copies.push_back(Immutable(std::move(copy)));
   }
   // Only now do lists see the changes (synchronous watchers have them already).
   qm::MutexLock lock(&mu_);
   for (size_t i = 0; i < shared.size(); ++i) {
     const auto& ev = shared[i];
+    auto it = cache_.find(CacheKey::Of(ev->object));
     if (ev->type == model::EventType::kDeleted) {
-      cache_.erase(ev->object.Key());
+      if (it != cache_.end()) cache_.erase(it);
+    } else if (it == cache_.end()) {
+      cache_.emplace(CacheKey::Of(*copies[i]), std::move(copies[i]));
     } else {
-      cache_.insert_or_assign(ev->object.Key(), std::move(copies[i]));
+      // The key views the object it holds: both are replaced together.
+      auto next = std::next(it);
+      auto node = cache_.extract(it);
+      node.key() = CacheKey::Of(*copies[i]);
+      node.mapped() = std::move(copies[i]);
+      cache_.insert(next, std::move(node));
     }
     const std::string& resource = ev->object.resource;
     if (auto it = last_change_.find(resource); it != last_change_.end()) {

@@ -6,7 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -158,8 +160,27 @@ class WatchHub {
   qm::CondVar dispatched_;
   std::vector<EntryPtr> watchers_ ABSL_GUARDED_BY(mu_);
   // Immutable objects without their parsed trees (a tree is several times its text), shared
-  // with Find's callers and with WatchEvent::previous.
-  std::map<model::ResourceKey, std::shared_ptr<const model::Object>> cache_ ABSL_GUARDED_BY(mu_);
+  // with Find's callers and with WatchEvent::previous. Keyed by views of each object's own
+  // resource, namespace and name (the entry holds the object), so a key costs no strings of its
+  // own; ordered as model::ResourceKey, which looks entries up too.
+  struct CacheKey {
+    std::string_view resource, namespace_, name;
+    static CacheKey Of(const model::Object& o) {
+      return {o.resource, o.meta.namespace_, o.meta.name};
+    }
+  };
+  struct CacheKeyLess {
+    using is_transparent = void;
+    using Parts = std::tuple<std::string_view, std::string_view, std::string_view>;
+    static Parts PartsOf(const CacheKey& k) { return {k.resource, k.namespace_, k.name}; }
+    static Parts PartsOf(const model::ResourceKey& k) { return {k.resource, k.namespace_, k.name}; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return PartsOf(a) < PartsOf(b);
+    }
+  };
+  using Cache = std::map<CacheKey, std::shared_ptr<const model::Object>, CacheKeyLess>;
+  Cache cache_ ABSL_GUARDED_BY(mu_);
   // The newest change per resource since the cache was loaded (at loaded_rv_).
   std::map<std::string, int64_t, std::less<>> last_change_ ABSL_GUARDED_BY(mu_);
   int64_t loaded_rv_ ABSL_GUARDED_BY(mu_) = 0;
