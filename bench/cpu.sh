@@ -21,23 +21,22 @@ memory_report() {
        END {printf "memory: server resident %d MiB, peak %d MiB\n", rss / 1024, hwm / 1024}' \
     "/proc/$1/status"
 }
-# wal_lsn DATA_DIR: the embedded PostgreSQL's current WAL position (pg_current_wal_lsn), or
-# nothing when it cannot be asked.
-wal_lsn() {
+# embedded_sql DATA_DIR SQL: runs SQL on the embedded PostgreSQL of a server's data directory
+# (through its socket, with its password file) and prints the answer; nothing when it cannot.
+embedded_sql() {
   local psql
   psql=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | head -1)
   [ -n "$psql" ] || return 0
   PGPASSWORD=$(cat "$1/postgres.password") "$psql" -XAtq \
-    "host=$1/postgres port=5432 user=quartermaster dbname=postgres" \
-    -c "select pg_current_wal_lsn()" 2>/dev/null || true
+    "host=$1/postgres port=5432 user=quartermaster dbname=postgres" -c "$2" 2>/dev/null || true
 }
+# wal_lsn DATA_DIR: the embedded PostgreSQL's current WAL position (pg_current_wal_lsn).
+wal_lsn() { embedded_sql "$1" "select pg_current_wal_lsn()"; }
 # wal_report DATA_DIR LSN0: the WAL PostgreSQL wrote since LSN0.
 wal_report() {
-  local lsn1 psql
+  local lsn1
   lsn1=$(wal_lsn "$1")
   [ -n "$2" ] && [ -n "$lsn1" ] || return 0
-  psql=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | head -1)
-  echo "postgres WAL written: $(PGPASSWORD=$(cat "$1/postgres.password") "$psql" -XAtq \
-    "host=$1/postgres port=5432 user=quartermaster dbname=postgres" \
-    -c "select pg_wal_lsn_diff('$lsn1', '$2')::bigint / 1024") KiB"
+  echo "postgres WAL written: $(embedded_sql "$1" \
+    "select pg_wal_lsn_diff('$lsn1', '$2')::bigint / 1024") KiB"
 }

@@ -64,10 +64,12 @@ struct WatchHub::Entry {
 
 namespace {
 
-// The cache's own copy. Allocated apart from its reference count (not make_shared): an Object
-// is just under one of the allocator's size classes, and the count on top of it would take the
-// next one.
+// The cache's own copy of an object, without its parsed tree (a tree is several times its
+// text: the cache keeps the text only). Allocated apart from its reference count (not
+// make_shared): an Object is just under one of the allocator's size classes, and the count on
+// top of it would take the next one.
 std::shared_ptr<const model::Object> Immutable(model::Object obj) {
+  obj.parsed.reset();
   return std::shared_ptr<const model::Object>(std::make_unique<model::Object>(std::move(obj)));
 }
 
@@ -86,7 +88,6 @@ void WatchHub::Reload(const absl::Status& expired) {
   int64_t rv = 0;
   if (all.ok()) {
     for (auto& obj : all->items) {
-      obj.parsed.reset();
       std::shared_ptr<const model::Object> cached = Immutable(std::move(obj));
       fresh.emplace(CacheKey::Of(*cached), std::move(cached));
     }
@@ -297,10 +298,7 @@ absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> WatchHub::Ve
   std::vector<std::pair<model::ResourceKey, int64_t>> out;
   for (auto it = cache_.lower_bound(model::ResourceKey{resource, "", ""});
        it != cache_.end() && it->first.resource == resource; ++it) {
-    out.emplace_back(
-        model::ResourceKey{std::string(it->first.resource), std::string(it->first.namespace_),
-                           std::string(it->first.name)},
-        it->second->meta.resource_version);
+    out.emplace_back(it->second->Key(), it->second->meta.resource_version);
   }
   return out;
 }
@@ -379,13 +377,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
   std::vector<std::shared_ptr<const model::Object>> copies;
   copies.reserve(shared.size());
   for (const auto& ev : shared) {
-    if (ev->type == model::EventType::kDeleted) {
-      copies.emplace_back();
-      continue;
-    }
-    model::Object copy = ev->object;
-    copy.parsed.reset();  // a tree is several times its text: the cache keeps the text only
-    copies.push_back(Immutable(std::move(copy)));
+    copies.push_back(ev->type == model::EventType::kDeleted ? nullptr : Immutable(ev->object));
   }
   // Only now do lists see the changes (synchronous watchers have them already).
   qm::MutexLock lock(&mu_);
@@ -422,9 +414,7 @@ void WatchHub::AttachPreviousLocked(std::vector<model::WatchEvent>& events) {
     model::ResourceKey key = ev.object.Key();
     if (ev.type == model::EventType::kModified) {
       if (auto b = in_batch.find(key); b != in_batch.end()) {
-        auto before = std::make_shared<model::Object>(*b->second);
-        before->parsed.reset();
-        ev.previous = std::move(before);
+        ev.previous = Immutable(*b->second);
       } else if (auto c = cache_.find(key); c != cache_.end()) {
         ev.previous = c->second;  // shared, not copied
       }

@@ -325,9 +325,7 @@ void NodeAgentApi::StopNodeMonitor() {
 
 NodeAgentApi::NodeBeats& NodeAgentApi::NoteHeardLocked(const std::string& node,
                                                        std::chrono::system_clock::time_point at) {
-  auto it = beats_.find(node);
-  if (it == beats_.end()) it = beats_.try_emplace(node).first;
-  NodeBeats& beats = it->second;
+  NodeBeats& beats = beats_.try_emplace(node).first->second;
   beats.last_heard = at;
   if (leases_kept_ && !beats.unflushed) {
     beats.unflushed = true;
