@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <stdexcept>
+#include <utility>
 
 namespace qm::model {
 
@@ -13,6 +14,8 @@ constexpr std::string_view kSpecDigestPrefix = "sha256:";
 bool IsHashed(const std::string& digest) { return digest.starts_with(kSpecDigestPrefix); }
 
 }  // namespace
+
+ObjectPtr Share(Object obj) { return ObjectPtr(std::make_unique<Object>(std::move(obj))); }
 
 std::string SpecDigest(std::string_view canonical_spec) {
   unsigned char md[EVP_MAX_MD_SIZE];

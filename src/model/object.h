@@ -72,6 +72,15 @@ struct Object {
   ResourceKey Key() const { return ResourceKey{resource, meta.namespace_, meta.name}; }
 };
 
+// An object no one changes any more, shared by whoever holds it: the watch cache's entries and
+// the items of a list are these, so that a list hands out pointers instead of copies.
+using ObjectPtr = std::shared_ptr<const Object>;
+
+// `obj` as an ObjectPtr. Allocated apart from its reference count (not make_shared): an Object
+// is just under one of the allocator's size classes, and the count on top of it would take the
+// next one.
+ObjectPtr Share(Object obj);
+
 // The spec digest of a spec whose canonical JSON text (keys sorted, no spaces) is
 // `canonical_spec`: "sha256:" and 64 hex digits, so that an object keeps (and the store writes)
 // 71 bytes instead of a second copy of its spec.
@@ -95,7 +104,7 @@ struct WatchEvent {
   // some watcher asked for it (Watcher::WantsPrevious); null otherwise (changes replayed from
   // the store's log carry none). A watch with a selector needs it to turn a change that makes
   // an object stop (or start) matching into DELETED (ADDED), as Kubernetes' watch cache does.
-  std::shared_ptr<const Object> previous;
+  ObjectPtr previous;
 };
 
 }  // namespace qm::model

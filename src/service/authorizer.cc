@@ -610,7 +610,7 @@ absl::Status Authorizer::Impl::FollowLocked(WatchHub& hub) {
     }
     from = from.has_value() ? std::min(*from, listed->resource_version) : listed->resource_version;
     qm::MutexLock lock(&mu_);
-    for (const auto& obj : listed->items) PutLocked(false, obj);
+    for (const auto& obj : listed->items) PutLocked(false, *obj);
   }
   if (auto st = hub.Subscribe(feed, from.value_or(0)); !st.ok()) {
     feed->Detach();

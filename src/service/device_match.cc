@@ -21,7 +21,8 @@ constexpr size_t kMaxExpressionBytes = 10 * 1024;
 constexpr uint64_t kCostLimit = 1'000'000;
 constexpr size_t kMaxEvaluationErrors = 20;
 
-absl::StatusOr<std::vector<model::Object>> ListAll(ObjectService& objects, const char* resource) {
+absl::StatusOr<std::vector<model::ObjectPtr>> ListAll(ObjectService& objects,
+                                                      const char* resource) {
   ListRequest request;
   request.store.resource = resource;
   auto listed = objects.ListCached(request);
@@ -71,13 +72,13 @@ std::vector<DeviceMatchIssue> CheckSelector(const std::string& expression,
 
 // driver/pool/device -> "namespace/name" of each claim whose allocation holds it.
 std::unordered_map<std::string, std::vector<std::string>> AllocatedDevices(
-    const std::vector<model::Object>& claims) {
+    const std::vector<model::ObjectPtr>& claims) {
   std::unordered_map<std::string, std::vector<std::string>> out;
   for (const auto& claim : claims) {
-    for (const auto& r : model::json::ReadAllocatedRefs(claim.body).results) {
+    for (const auto& r : model::json::ReadAllocatedRefs(claim->body).results) {
       if (r.admin_access) continue;  // blocks nothing
-      out[absl::StrCat(r.driver, "/", r.pool, "/", r.device)].push_back(claim.meta.namespace_ +
-                                                                        "/" + claim.meta.name);
+      out[absl::StrCat(r.driver, "/", r.pool, "/", r.device)].push_back(claim->meta.namespace_ +
+                                                                        "/" + claim->meta.name);
     }
   }
   return out;

@@ -83,7 +83,7 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
   // `revisions` were read before the listing below: a change in between leaves them older than
   // the snapshot, and the next Get lists again.
   const std::vector<int64_t> seen = revisions.ok() ? *revisions : std::vector<int64_t>{};
-  std::vector<model::Object> listed[3];
+  std::vector<model::ObjectPtr> listed[3];
   uint64_t fingerprint = 0;
   for (int k = 0; k < 3; ++k) {
     ListRequest request;
@@ -92,9 +92,9 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
     if (!r.ok()) return r.status();
     fingerprint = Mix(fingerprint, 0x51ed27 + k + r->items.size());
     for (const auto& o : r->items) {
-      fingerprint = Mix(fingerprint, std::hash<std::string>{}(o.meta.namespace_));
-      fingerprint = Mix(fingerprint, std::hash<std::string>{}(o.meta.name));
-      fingerprint = Mix(fingerprint, static_cast<uint64_t>(o.meta.resource_version));
+      fingerprint = Mix(fingerprint, std::hash<std::string>{}(o->meta.namespace_));
+      fingerprint = Mix(fingerprint, std::hash<std::string>{}(o->meta.name));
+      fingerprint = Mix(fingerprint, static_cast<uint64_t>(o->meta.resource_version));
     }
     listed[k] = std::move(r->items);
   }
@@ -109,7 +109,8 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
   // Objects that do not decode are reported by the scheduler (DecodeFailed); the admin views
   // treat them as it does: slices and classes left out, a taint rule's fail-safe taint shown.
   std::map<model::ResourceKey, std::pair<int64_t, allocator::SharedSlice>> slices;
-  for (const auto& o : listed[0]) {
+  for (const auto& listed_obj : listed[0]) {
+    const model::Object& o = *listed_obj;
     model::ResourceKey key = o.Key();
     auto before = slices_.find(key);
     if (before != slices_.end() && before->second.first == o.meta.resource_version) {
@@ -123,13 +124,15 @@ absl::StatusOr<std::shared_ptr<const InventorySnapshot>> InventoryCache::Refresh
       slices.emplace(std::move(key), std::make_pair(o.meta.resource_version, std::move(shared)));
     }
   }
-  for (const auto& o : listed[1]) {
+  for (const auto& listed_obj : listed[1]) {
+    const model::Object& o = *listed_obj;
     if (auto c = model::json::DecodeDeviceClass(o); c.ok()) {
       snapshot->class_names.push_back(o.meta.name);
       input.classes.push_back(std::move(*c));
     }
   }
-  for (const auto& o : listed[2]) {
+  for (const auto& listed_obj : listed[2]) {
+    const model::Object& o = *listed_obj;
     if (auto r = model::json::DecodeDeviceTaintRule(o); r.ok()) {
       input.taint_rules.push_back(std::move(*r));
     } else {

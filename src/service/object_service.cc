@@ -34,7 +34,7 @@ absl::Status ObjectService::CheckNamespace(const std::string& ns) {
   const model::ResourceKey key{"namespaces", "", ns};
   // Like the apiserver's namespace lifecycle check: trust the cache when it knows the
   // namespace, ask the store when it does not (it may have been created a moment ago).
-  std::shared_ptr<const model::Object> cached;
+  model::ObjectPtr cached;
   if (hub_ != nullptr) cached = hub_->Find(key);
   if (cached == nullptr) {
     auto got = store_.Get(key);
@@ -72,7 +72,7 @@ absl::StatusOr<model::Object> ObjectService::Create(model::Object obj, bool dry_
   }
   if (hub_ == nullptr) return CreateWithinQuota(store_, obj);
   return CreateWithinQuota(
-      store_, obj, [this](const std::string& ns) -> absl::StatusOr<std::vector<model::Object>> {
+      store_, obj, [this](const std::string& ns) -> absl::StatusOr<std::vector<model::ObjectPtr>> {
         ListRequest request;
         request.store.resource = "resourcequotas";
         request.store.namespace_ = ns;
@@ -91,8 +91,15 @@ absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(
   if (!pools.empty()) {
     ListRequest request;
     request.store.resource = "resourceslices.resource.k8s.io";
+    if (pools.size() == 1) {
+      // The usual case: the list holds only that pool's slices, not every slice there is.
+      QM_ASSIGN_OR_RETURN(request.fields,
+                          model::FieldSelector::Parse("spec.pool.name=" + pools.begin()->second,
+                                                      {"spec.pool.name"}));
+    }
     QM_ASSIGN_OR_RETURN(store::ListResult listed, ListCached(request));
-    for (const auto& obj : listed.items) {
+    for (const auto& listed_obj : listed.items) {
+      const model::Object& obj = *listed_obj;
       auto driver = obj.fields.find("spec.driver");
       auto pool = obj.fields.find("spec.pool.name");
       if (driver == obj.fields.end() || pool == obj.fields.end() ||
@@ -213,7 +220,7 @@ absl::Status ObjectService::DeleteNamespaceContents(const std::string& ns) {
     opts.namespace_ = ns;
     QM_ASSIGN_OR_RETURN(store::ListResult items, store_.List(opts));
     for (const auto& obj : items.items) {
-      auto r = Delete(obj.Key(), DeleteOptions{});
+      auto r = Delete(obj->Key(), DeleteOptions{});
       if (!r.ok() && !absl::IsNotFound(r.status())) return r.status();
     }
   }
@@ -228,7 +235,7 @@ absl::StatusOr<DeleteResult> ObjectService::Delete(const model::ResourceKey& key
   // being deleted) is always given from the store's copy. Namespaces are read from the store.
   bool try_cache = hub_ != nullptr && !options.dry_run && key.resource != "namespaces";
   for (int attempt = 0;; ++attempt) {
-    std::shared_ptr<const model::Object> cached = try_cache ? hub_->Find(key) : nullptr;
+    model::ObjectPtr cached = try_cache ? hub_->Find(key) : nullptr;
     try_cache = false;
     const bool from_cache = cached != nullptr;
     model::Object current;
@@ -424,7 +431,7 @@ absl::StatusOr<model::Object> ObjectService::Get(const model::ResourceKey& key) 
 
 absl::StatusOr<model::Object> ObjectService::GetForWrite(const model::ResourceKey& key,
                                                          bool* from_cache) {
-  std::shared_ptr<const model::Object> cached = hub_ != nullptr ? hub_->Find(key) : nullptr;
+  model::ObjectPtr cached = hub_ != nullptr ? hub_->Find(key) : nullptr;
   *from_cache = cached != nullptr;
   if (cached != nullptr) return *cached;
   return store_.Get(key);
@@ -463,14 +470,14 @@ absl::StatusOr<store::ListResult> ObjectService::List(const ListRequest& request
     QM_ASSIGN_OR_RETURN(store::ListResult page, store_.List(opts));
     if (out.resource_version == 0) out.resource_version = page.resource_version;
     if (page.items.empty()) return out;
-    opts.after_namespace = page.items.back().meta.namespace_;
-    opts.after_name = page.items.back().meta.name;
+    opts.after_namespace = page.items.back()->meta.namespace_;
+    opts.after_name = page.items.back()->meta.name;
     for (auto& obj : page.items) {
       if (want > 0 && static_cast<int64_t>(out.items.size()) == want) {
         out.more = true;
         return out;
       }
-      if (request.Matches(obj)) {
+      if (request.Matches(*obj)) {
         out.items.push_back(std::move(obj));
       }
     }

@@ -35,11 +35,11 @@ QuotaAmounts QuotaHard(const model::Object& quota) {
   return out;
 }
 
-absl::Status CheckQuota(const model::Object& obj, const std::vector<model::Object>& quotas,
+absl::Status CheckQuota(const model::Object& obj, const std::vector<model::ObjectPtr>& quotas,
                         const QuotaAmounts& used) {
   const QuotaAmounts requested = QuotaUsage(obj);
   for (const auto& quota : quotas) {
-    const model::QuotaHard hard = model::json::DecodeQuotaHard(quota);
+    const model::QuotaHard hard = model::json::DecodeQuotaHard(*quota);
     std::vector<std::string> requested_s, used_s, limited_s;
     bool exceeded = false;
     for (const auto& [key, amount] : requested) {
@@ -55,7 +55,7 @@ absl::Status CheckQuota(const model::Object& obj, const std::vector<model::Objec
     }
     if (exceeded) {
       return absl::PermissionDeniedError(obj.resource + " \"" + obj.meta.name +
-                                         "\" is forbidden: exceeded quota: " + quota.meta.name +
+                                         "\" is forbidden: exceeded quota: " + quota->meta.name +
                                          ", requested: " + absl::StrJoin(requested_s, ",") +
                                          ", used: " + absl::StrJoin(used_s, ",") +
                                          ", limited: " + absl::StrJoin(limited_s, ","));
@@ -72,10 +72,10 @@ namespace {
 
 // QuotaChecks of an object that counts `requested`.
 std::vector<store::QuotaCheck> ChecksOf(const model::Object& obj, const QuotaAmounts& requested,
-                                        const std::vector<model::Object>& quotas) {
+                                        const std::vector<model::ObjectPtr>& quotas) {
   std::vector<store::QuotaCheck> out;
   for (const auto& quota : quotas) {
-    const model::QuotaHard hard = model::json::DecodeQuotaHard(quota);
+    const model::QuotaHard hard = model::json::DecodeQuotaHard(*quota);
     for (const auto& [key, amount] : requested) {
       if (amount <= 0) continue;
       auto limit = HardLimit(hard, key);
@@ -96,7 +96,7 @@ std::vector<store::QuotaCheck> ChecksOf(const model::Object& obj, const QuotaAmo
 }  // namespace
 
 std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
-                                           const std::vector<model::Object>& quotas) {
+                                           const std::vector<model::ObjectPtr>& quotas) {
   if (quotas.empty()) return {};
   return ChecksOf(obj, QuotaUsage(obj), quotas);
 }
@@ -104,7 +104,7 @@ std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
 namespace {
 
 // The quotas of `ns`, read from the store: admission must not pass because a cache lags.
-absl::StatusOr<std::vector<model::Object>> QuotasOf(store::Store& store, const std::string& ns) {
+absl::StatusOr<std::vector<model::ObjectPtr>> QuotasOf(store::Store& store, const std::string& ns) {
   store::ListOptions options;
   options.resource = "resourcequotas";
   options.namespace_ = ns;
@@ -120,9 +120,9 @@ bool Counted(const QuotaAmounts& usage) {
 }
 
 // What the transaction saw of the quotas of `ns`.
-store::QuotaSetCheck SetOf(const std::string& ns, const std::vector<model::Object>& quotas) {
+store::QuotaSetCheck SetOf(const std::string& ns, const std::vector<model::ObjectPtr>& quotas) {
   store::QuotaSetCheck set{ns, static_cast<int64_t>(quotas.size()), 0};
-  for (const auto& q : quotas) set.newest = std::max(set.newest, q.meta.resource_version);
+  for (const auto& q : quotas) set.newest = std::max(set.newest, q->meta.resource_version);
   return set;
 }
 
@@ -142,7 +142,7 @@ absl::StatusOr<model::Object> CreateWithinQuota(store::Store& store, const model
   if (!Counted(usage)) return store.Create(obj);
   const std::string& ns = obj.meta.namespace_;
   bool from_cache = cached != nullptr;
-  std::vector<model::Object> quotas;
+  std::vector<model::ObjectPtr> quotas;
   store::Transaction txn;
   // Reads the quotas (again) and computes what the transaction checks; false when nothing is
   // to be checked (read from the store, no quota limits `obj`): a plain create then.

@@ -39,7 +39,7 @@ QuotaAmounts QuotaHard(const model::Object& quota);
 // OK, or PermissionDenied with Kubernetes' message (`pods "p" is forbidden: exceeded quota: q,
 // requested: pods=1, used: pods=2, limited: pods=2`) when creating `obj` would take a key of one
 // of `quotas` past its hard limit. `used` is the namespace's usage without `obj`.
-absl::Status CheckQuota(const model::Object& obj, const std::vector<model::Object>& quotas,
+absl::Status CheckQuota(const model::Object& obj, const std::vector<model::ObjectPtr>& quotas,
                         const QuotaAmounts& used);
 
 // The body of `quota` with status.hard = spec.hard and status.used = `used` for every hard key
@@ -52,11 +52,11 @@ std::string QuotaStatusBody(const model::Object& quota, const QuotaAmounts& used
 // quota's limit (in whole units: a fractional limit is rounded down, no count reaches its
 // fraction). Empty when no quota limits anything `obj` requests.
 std::vector<store::QuotaCheck> QuotaChecks(const model::Object& obj,
-                                           const std::vector<model::Object>& quotas);
+                                           const std::vector<model::ObjectPtr>& quotas);
 
 // Lists the ResourceQuotas of a namespace from a cache (ObjectService::ListCached).
 using CachedQuotas =
-    std::function<absl::StatusOr<std::vector<model::Object>>(const std::string& ns)>;
+    std::function<absl::StatusOr<std::vector<model::ObjectPtr>>(const std::string& ns)>;
 
 // Quota admission of a create, atomic with the write and failing closed, for every API path:
 // stores `obj` (metadata complete) unless that would pass a hard limit of a ResourceQuota in its

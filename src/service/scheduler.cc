@@ -197,8 +197,8 @@ absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
     request.store.resource = resource;
     QM_ASSIGN_OR_RETURN(auto listed, hub_.List(request, std::max(from, min_rv)));
     listed_rv = std::max(listed_rv, listed.resource_version);
-    for (auto& o : listed.items) {
-      st.Apply(model::WatchEvent{model::EventType::kAdded, std::move(o)}, dirty);
+    for (const auto& o : listed.items) {
+      st.Apply(model::WatchEvent{model::EventType::kAdded, *o}, dirty);
     }
   }
   // Each kind was listed at its own revision: a claim listed after its pod was created may be

@@ -278,10 +278,10 @@ model::Object Scheduler::PassRun::NewObject(const char* resource, const std::str
   return o;
 }
 
-std::vector<model::Object> Scheduler::PassRun::QuotasIn(const std::string& ns) {
-  std::vector<model::Object> out;
+std::vector<model::ObjectPtr> Scheduler::PassRun::QuotasIn(const std::string& ns) {
+  std::vector<model::ObjectPtr> out;
   for (const auto& [key, q] : st_.Others(kQuotas)) {
-    if (key.namespace_ == ns) out.push_back(q);
+    if (key.namespace_ == ns) out.push_back(model::Share(q));
   }
   return out;
 }

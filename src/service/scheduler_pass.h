@@ -470,7 +470,7 @@ class Scheduler::PassRun {
 
   // ResourceQuota: the quotas of a namespace, and its usage by the pods and claims in the views
   // (claims this pass generates included), computed on first need.
-  std::vector<model::Object> QuotasIn(const std::string& ns);
+  std::vector<model::ObjectPtr> QuotasIn(const std::string& ns);
   QuotaAmounts& UsedIn(const std::string& ns);
 
   // A claim generated for `pod`, named <pod><infix><random suffix>, owned by the pod; it joins

@@ -65,12 +65,10 @@ struct WatchHub::Entry {
 namespace {
 
 // The cache's own copy of an object, without its parsed tree (a tree is several times its
-// text: the cache keeps the text only). Allocated apart from its reference count (not
-// make_shared): an Object is just under one of the allocator's size classes, and the count on
-// top of it would take the next one.
-std::shared_ptr<const model::Object> Immutable(model::Object obj) {
+// text: the cache keeps the text only).
+model::ObjectPtr Immutable(model::Object obj) {
   obj.parsed.reset();
-  return std::shared_ptr<const model::Object>(std::make_unique<model::Object>(std::move(obj)));
+  return model::Share(std::move(obj));
 }
 
 }  // namespace
@@ -87,8 +85,9 @@ void WatchHub::Reload(const absl::Status& expired) {
   Cache fresh;
   int64_t rv = 0;
   if (all.ok()) {
-    for (auto& obj : all->items) {
-      std::shared_ptr<const model::Object> cached = Immutable(std::move(obj));
+    for (auto& listed : all->items) {
+      // Objects read from PostgreSQL carry no parsed tree; the in-memory store's may.
+      model::ObjectPtr cached = listed->parsed ? Immutable(*listed) : std::move(listed);
       fresh.emplace(CacheKey::Of(*cached), std::move(cached));
     }
     rv = all->resource_version;
@@ -237,7 +236,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
   return absl::OkStatus();
 }
 
-std::shared_ptr<const model::Object> WatchHub::Find(const model::ResourceKey& key) {
+model::ObjectPtr WatchHub::Find(const model::ResourceKey& key) {
   qm::MutexLock lock(&mu_);
   if (!cache_ready_) return nullptr;
   auto it = cache_.find(key);
@@ -245,8 +244,9 @@ std::shared_ptr<const model::Object> WatchHub::Find(const model::ResourceKey& ke
   return it->second;
 }
 
-absl::StatusOr<std::shared_ptr<const model::Object>> WatchHub::FindCurrent(
-    const model::ResourceKey& key, int64_t min_rv, std::chrono::milliseconds wait) {
+absl::StatusOr<model::ObjectPtr> WatchHub::FindCurrent(const model::ResourceKey& key,
+                                                       int64_t min_rv,
+                                                       std::chrono::milliseconds wait) {
   qm::MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (last_rv_.load() < min_rv && cache_ready_ && dispatched_.WaitUntil(&mu_, deadline)) {
@@ -255,7 +255,7 @@ absl::StatusOr<std::shared_ptr<const model::Object>> WatchHub::FindCurrent(
     return absl::UnavailableError("object cache is behind the store");
   }
   auto it = cache_.find(key);
-  if (it == cache_.end()) return std::shared_ptr<const model::Object>();
+  if (it == cache_.end()) return model::ObjectPtr();
   return it->second;
 }
 
@@ -320,7 +320,7 @@ absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int
       result.more = true;
       break;
     }
-    result.items.push_back(*it->second);
+    result.items.push_back(it->second);
   }
   return result;
 }
@@ -374,7 +374,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     if (post) Post(e);
   }
   // The cache's copies, made before the lock is taken.
-  std::vector<std::shared_ptr<const model::Object>> copies;
+  std::vector<model::ObjectPtr> copies;
   copies.reserve(shared.size());
   for (const auto& ev : shared) {
     copies.push_back(ev->type == model::EventType::kDeleted ? nullptr : Immutable(ev->object));

@@ -95,15 +95,14 @@ class WatchHub {
   // The cached object at `key` (null when the cache has none; it may lag the store by a few
   // ms). Cached objects are immutable and shared: a change replaces the pointer, never the
   // object, so the caller may keep it as long as it likes without a copy.
-  std::shared_ptr<const model::Object> Find(const model::ResourceKey& key);
+  model::ObjectPtr Find(const model::ResourceKey& key);
   // Its resourceVersion only (no copy of the object).
   std::optional<int64_t> ResourceVersionOf(const model::ResourceKey& key);
   // The object at `key` as the store held it at `min_rv` or later (null inside: none), once
   // the cache has applied every change up to `min_rv`; Unavailable when it has not within
   // `wait` (or holds no objects).
-  absl::StatusOr<std::shared_ptr<const model::Object>> FindCurrent(const model::ResourceKey& key,
-                                                                   int64_t min_rv,
-                                                                   std::chrono::milliseconds wait);
+  absl::StatusOr<model::ObjectPtr> FindCurrent(const model::ResourceKey& key, int64_t min_rv,
+                                               std::chrono::milliseconds wait);
 
   // For each of `resources`, the revision of the newest change to one of its objects that the
   // cache shows (a create, update or delete; the revision the cache was loaded at when none came
@@ -179,7 +178,7 @@ class WatchHub {
       return PartsOf(a) < PartsOf(b);
     }
   };
-  using Cache = std::map<CacheKey, std::shared_ptr<const model::Object>, CacheKeyLess>;
+  using Cache = std::map<CacheKey, model::ObjectPtr, CacheKeyLess>;
   Cache cache_ ABSL_GUARDED_BY(mu_);
   // The newest change per resource since the cache was loaded (at loaded_rv_).
   std::map<std::string, int64_t, std::less<>> last_change_ ABSL_GUARDED_BY(mu_);

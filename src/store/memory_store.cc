@@ -424,7 +424,7 @@ absl::StatusOr<ListResult> MemoryStore::List(const ListOptions& options) {
       result.more = true;
       break;
     }
-    result.items.push_back(it->second);
+    result.items.push_back(model::Share(it->second));
   }
   return result;
 }
@@ -434,7 +434,7 @@ absl::StatusOr<ListResult> MemoryStore::ListAll() {
   ListResult result;
   result.resource_version = revision_;
   result.items.reserve(objects_.size());
-  for (const auto& [key, obj] : objects_) result.items.push_back(obj);
+  for (const auto& [key, obj] : objects_) result.items.push_back(model::Share(obj));
   return result;
 }
 

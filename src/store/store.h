@@ -24,9 +24,9 @@ struct ListOptions {
 };
 
 struct ListResult {
-  std::vector<model::Object> items;  // ordered by (namespace, name)
-  int64_t resource_version = 0;      // the store revision the list reflects
-  bool more = false;                 // more items exist past the last one returned
+  std::vector<model::ObjectPtr> items;  // ordered by (namespace, name); shared, never changed
+  int64_t resource_version = 0;         // the store revision the list reflects
+  bool more = false;                    // more items exist past the last one returned
 };
 
 // What one ledger row takes from a limit that the store enforces, as the ResourceSlice that

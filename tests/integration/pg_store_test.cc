@@ -734,7 +734,7 @@ TEST(PgStoreTest, OneBatchCommitsEachWriteOnItsOwn) {
   auto listed = (*reader)->List(ListOptions{"things"});
   ASSERT_TRUE(listed.ok()) << listed.status();
   std::vector<std::string> names;
-  for (const auto& o : listed->items) names.push_back(o.meta.name);
+  for (const auto& o : listed->items) names.push_back(o->meta.name);
   EXPECT_EQ(names, (std::vector<std::string>{"b", "d", "first"}));
   auto log = (*reader)->ChangesSince(made["c"].meta.resource_version, 0);
   ASSERT_TRUE(log.ok()) << log.status();

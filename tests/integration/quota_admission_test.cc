@@ -145,7 +145,7 @@ class QuotaAdmissionTest : public ::testing::Test {
         store::ListOptions{"resourceclaims.resource.k8s.io", "team", "", "", 0});
     ASSERT_TRUE(listed.ok());
     for (int i = 0; i < 3; ++i) {
-      auto r = Call(i, "DELETE", std::string(kClaims) + "/" + listed->items[i].meta.name);
+      auto r = Call(i, "DELETE", std::string(kClaims) + "/" + listed->items[i]->meta.name);
       ASSERT_EQ(r.code, 200) << r.body;
     }
     const Outcome second = CreateConcurrently(20, "d");
@@ -160,7 +160,7 @@ class QuotaAdmissionTest : public ::testing::Test {
         store::ListOptions{"resourceclaims.resource.k8s.io", "team", "", "", 0});
     ASSERT_TRUE(listed.ok());
     for (size_t i = 0; i < listed->items.size(); ++i) {
-      auto r = Call(i, "DELETE", std::string(kClaims) + "/" + listed->items[i].meta.name);
+      auto r = Call(i, "DELETE", std::string(kClaims) + "/" + listed->items[i]->meta.name);
       ASSERT_EQ(r.code, 200) << r.body;
     }
     EXPECT_EQ(StoredClaims(), 0);

@@ -92,7 +92,8 @@ class SchedulerReplicasTest : public ::testing::Test {
   static int BoundPods(store::Store& store) {
     auto pods = store.List(store::ListOptions{"pods", "default", "", "", 0});
     int bound = 0;
-    for (const auto& p : pods->items) {
+    for (const auto& p_ptr : pods->items) {
+      const model::Object& p = *p_ptr;
       bound += json::parse(p.body)["spec"].contains("nodeName") ? 1 : 0;
     }
     return bound;
@@ -143,7 +144,8 @@ class SchedulerReplicasTest : public ::testing::Test {
   static std::vector<json> AllocationResults(store::Store& store) {
     std::vector<json> out;
     auto claims = store.List(store::ListOptions{kClaims, "default", "", "", 0});
-    for (const auto& c : claims->items) {
+    for (const auto& c_ptr : claims->items) {
+      const model::Object& c = *c_ptr;
       json body = json::parse(c.body);
       if (!body.contains("status") || !body["status"].contains("allocation")) continue;
       for (const auto& r : body["status"]["allocation"]["devices"]["results"]) out.push_back(r);
@@ -162,7 +164,8 @@ class SchedulerReplicasTest : public ::testing::Test {
     auto claims = store.List(store::ListOptions{kClaims, "default", "", "", 0});
     EXPECT_TRUE(claims.ok());
     std::map<std::string, std::string> claim_node;
-    for (const auto& c : claims->items) {
+    for (const auto& c_ptr : claims->items) {
+      const model::Object& c = *c_ptr;
       json body = json::parse(c.body);
       if (!body.contains("status") || !body["status"].contains("allocation")) continue;
       for (const auto& r : body["status"]["allocation"]["devices"]["results"]) {
@@ -175,7 +178,8 @@ class SchedulerReplicasTest : public ::testing::Test {
       EXPECT_EQ(body["status"]["reservedFor"].size(), 1u) << c.meta.name;
     }
     auto pods = store.List(store::ListOptions{"pods", "default", "", "", 0});
-    for (const auto& p : pods->items) {
+    for (const auto& p_ptr : pods->items) {
+      const model::Object& p = *p_ptr;
       json body = json::parse(p.body);
       if (!body["spec"].contains("nodeName")) continue;
       EXPECT_TRUE(claim_node.contains(p.meta.name)) << p.meta.name << " is bound without devices";
@@ -280,7 +284,8 @@ TEST_F(SchedulerReplicasTest, ThreeReplicasNeverGiveADeviceToTwoClaims) {
   ASSERT_TRUE(claims.ok());
   std::map<std::string, std::string> holder;  // device -> claim uid
   std::map<std::string, std::string> claim_node;
-  for (const auto& c : claims->items) {
+  for (const auto& c_ptr : claims->items) {
+    const model::Object& c = *c_ptr;
     json body = json::parse(c.body);
     if (!body.contains("status") || !body["status"].contains("allocation")) continue;
     const auto& results = body["status"]["allocation"]["devices"]["results"];
@@ -305,7 +310,8 @@ TEST_F(SchedulerReplicasTest, ThreeReplicasNeverGiveADeviceToTwoClaims) {
   EXPECT_EQ(rows, holder) << "the ledger and the claims disagree";
 
   auto pods = setup.List(store::ListOptions{"pods", "default", "", "", 0});
-  for (const auto& p : pods->items) {
+  for (const auto& p_ptr : pods->items) {
+    const model::Object& p = *p_ptr;
     json body = json::parse(p.body);
     if (!body["spec"].contains("nodeName")) continue;
     ASSERT_TRUE(claim_node.contains(p.meta.name)) << p.meta.name << " is bound without devices";

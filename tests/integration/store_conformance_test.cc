@@ -138,7 +138,7 @@ TYPED_TEST(StoreConformanceTest, ListOrdersByKeyFiltersNamespaceAndPages) {
   auto list = this->store_->List(all);
   ASSERT_TRUE(list.ok()) << list.status();
   std::vector<std::string> names;
-  for (const auto& o : list->items) names.push_back(o.meta.namespace_ + "/" + o.meta.name);
+  for (const auto& o : list->items) names.push_back(o->meta.namespace_ + "/" + o->meta.name);
   EXPECT_EQ(names, (std::vector<std::string>{"a/y", "a/z", "b/x", "c/w"}));
   EXPECT_FALSE(list->more);
   auto rev = this->store_->CurrentRevision();
@@ -154,11 +154,11 @@ TYPED_TEST(StoreConformanceTest, ListOrdersByKeyFiltersNamespaceAndPages) {
   auto p1 = this->store_->List(page);
   ASSERT_EQ(p1->items.size(), 3u);
   EXPECT_TRUE(p1->more);
-  page.after_namespace = p1->items.back().meta.namespace_;
-  page.after_name = p1->items.back().meta.name;
+  page.after_namespace = p1->items.back()->meta.namespace_;
+  page.after_name = p1->items.back()->meta.name;
   auto p2 = this->store_->List(page);
   ASSERT_EQ(p2->items.size(), 1u);
-  EXPECT_EQ(p2->items[0].meta.name, "w");
+  EXPECT_EQ(p2->items[0]->meta.name, "w");
   EXPECT_FALSE(p2->more);
 }
 

@@ -218,7 +218,8 @@ absl::Status AssignmentRouter::Load() {
     if (stopping_) return absl::UnavailableError("stopping");
     const int64_t rv = list->resource_version;
     std::set<std::string> listed;
-    for (const auto& obj : list->items) {
+    for (const auto& listed_obj : list->items) {
+      const model::Object& obj = *listed_obj;
       listed.insert(obj.meta.uid);
       std::optional<ClaimAssignment> assignment;
       if (MayHaveAssignment(obj.body)) {

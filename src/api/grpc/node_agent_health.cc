@@ -172,12 +172,13 @@ absl::Status NodeAgentApi::SyncHealthTaints(
   list_request.store.resource = type.GroupResource();
   QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(list_request));
   std::map<std::string, model::Object> existing;  // ours for this node and driver, by name
-  for (auto& o : list.items) {
+  for (const auto& listed : list.items) {
+    const model::Object& o = *listed;
     auto it = o.meta.labels.find(kHealthNodeLabel);
     if (it == o.meta.labels.end() || it->second != node) continue;
     const json body = json::parse(o.body, nullptr, false);
     if (Str(At(At(body, "spec"), "deviceSelector"), "driver") != driver) continue;
-    existing.emplace(o.meta.name, std::move(o));
+    existing.emplace(o.meta.name, o);
   }
   std::set<std::string> wanted;
   for (const auto& [key, where] : unhealthy) {
@@ -429,9 +430,9 @@ absl::StatusOr<int> NodeAgentApi::MonitorNodesOnce() {
     service::ListRequest request;
     request.store.resource = "nodes";
     QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(request));
-    for (auto& o : list.items) {
-      versions.emplace_back(o.Key(), o.meta.resource_version);
-      fetched.emplace(o.meta.name, std::move(o));
+    for (const auto& o : list.items) {
+      versions.emplace_back(o->Key(), o->meta.resource_version);
+      fetched.emplace(o->meta.name, *o);
     }
   }
   const auto now = clock_.Now();

@@ -66,7 +66,8 @@ absl::StatusOr<v1::PublishResourcesResponse> NodeAgentApi::PublishResources(
     QM_ASSIGN_OR_RETURN(store::ListResult list, objects_.List(list_request));
     std::map<std::string, std::pair<const model::Object*, json>> existing;  // this driver's
     std::map<std::string, int64_t> stored_generation;                       // by pool
-    for (const auto& obj : list.items) {
+    for (const auto& listed : list.items) {
+      const model::Object& obj = *listed;
       auto it = obj.fields.find("spec.driver");
       if (it == obj.fields.end() || it->second != driver) continue;
       json hub = FromObject(type, obj);

@@ -448,7 +448,7 @@ HttpResponse AdminApi::DeviceAllocationHistoryReview(const json& body) {
     list.store.namespace_ = ns;
     auto claims = objects_.List(list);
     if (!claims.ok()) return Error(ToHttpError(claims.status(), StatusDetails{}));
-    for (const auto& c : claims->items) names[c.meta.uid] = c.meta.name;
+    for (const auto& c : claims->items) names[c->meta.uid] = c->meta.name;
   }
   auto claim_ref = [&](const store::AllocationRecord& r) {
     json ref = {{"namespace", r.claim_namespace}, {"uid", r.claim_uid}};

@@ -75,10 +75,10 @@ class NodeTally final : public service::Watcher {
   bool Synchronous() const override { return true; }
 
   // From a list of the nodes at `rv` and the kinds' last changes then.
-  void Load(const std::vector<model::Object>& nodes, int64_t rv,
+  void Load(const std::vector<model::ObjectPtr>& nodes, int64_t rv,
             const std::map<std::string, int64_t>& last_changes) {
     qm::MutexLock lock(&mu_);
-    for (const auto& n : nodes) Add(n.meta.name, StateOf(n));
+    for (const auto& n : nodes) Add(n->meta.name, StateOf(*n));
     state_.last_changes = last_changes;
     state_.resource_version = rv;
     for (const auto& [plural, v] : last_changes) {

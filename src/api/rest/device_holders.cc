@@ -169,9 +169,10 @@ class HolderIndex final : public service::Watcher {
 
   bool Synchronous() const override { return true; }
 
-  void Load(const std::vector<model::Object>& claims) {
+  void Load(const std::vector<model::ObjectPtr>& claims) {
     qm::MutexLock lock(&mu_);
-    for (const auto& c : claims) {
+    for (const auto& claim : claims) {
+      const model::Object& c = *claim;
       Parsed parsed = Parse(c, nullptr);
       Put(Key(c), c.meta.uid, std::move(parsed.classes), std::move(parsed.holds));
     }

@@ -404,14 +404,14 @@ HttpResponse RestApi::ResourceRequest::List() {
   if (!list.ok()) return Fail(list.status());
   std::string cont;
   if (list->more && !list->items.empty()) {
-    cont = EncodeContinue(list->items.back().meta.namespace_, list->items.back().meta.name);
+    cont = EncodeContinue(list->items.back()->meta.namespace_, list->items.back()->meta.name);
   }
   const std::string rv = std::to_string(list->resource_version);
   if (WantsTable(req_)) {
     json rows = json::array();
     auto now = api_.clock_.Now();
     for (const auto& o : list->items) {
-      rows.push_back(TableRow(type_, EncodeFor(type_, version_, o), now));
+      rows.push_back(TableRow(type_, EncodeFor(type_, version_, *o), now));
     }
     return Ok(200, MakeTable(type_, std::move(rows), rv, cont, true));
   }
@@ -422,7 +422,7 @@ HttpResponse RestApi::ResourceRequest::List() {
                      R"(,"items":[)";
   for (size_t i = 0; i < list->items.size(); ++i) {
     if (i) text += ',';
-    text += EncodeObjectText(type_, version_, list->items[i]);
+    text += EncodeObjectText(type_, version_, *list->items[i]);
   }
   text += "]}";
   HttpResponse r = TextResponse(200, std::move(text));
@@ -610,11 +610,11 @@ HttpResponse RestApi::ResourceRequest::Delete() {
   auto list = api_.objects_.List(*lr);
   if (!list.ok()) return Fail(list.status());
   for (const auto& o : list->items) {
-    if (auto st = AdmitDelete(o); !st.ok()) return Fail(st);
+    if (auto st = AdmitDelete(*o); !st.ok()) return Fail(st);
   }
   json items = json::array();
   for (const auto& o : list->items) {
-    auto result = api_.objects_.Delete(o.Key(), *options);
+    auto result = api_.objects_.Delete(o->Key(), *options);
     if (absl::IsNotFound(result.status())) continue;
     if (!result.ok()) return Fail(result.status());
     items.push_back(EncodeFor(type_, version_, result->object));

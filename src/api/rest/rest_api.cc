@@ -395,7 +395,7 @@ std::optional<HttpResponse> RestApi::StartWatch(const HttpRequest& req,
     if (!list.ok()) return ErrorResponse(ToHttpError(list.status(), Details(type, "")));
     sink->Begin(warnings);
     for (const auto& o : list->items) {
-      if (!watcher->Send("ADDED", EncodeFor(type, t.version, o))) return std::nullopt;
+      if (!watcher->Send("ADDED", EncodeFor(type, t.version, *o))) return std::nullopt;
     }
     from_rv = list->resource_version;
   } else {

@@ -150,9 +150,10 @@ absl::StatusOr<ListResult> PgStore::List(const ListOptions& options) {
     result.resource_version = rows.at(0)[0].as<int64_t>();
     result.items.reserve(rows.size());
     for (const auto& row : rows) {
-      if (!row[1].is_null()) result.items.push_back(DecodeRow(row, 1));  // NULL: no match
+      if (!row[1].is_null())
+        result.items.push_back(model::Share(DecodeRow(row, 1)));  // NULL: no match
     }
-    auto key = [](const model::Object& o) { return std::tie(o.meta.namespace_, o.meta.name); };
+    auto key = [](const model::ObjectPtr& o) { return std::tie(o->meta.namespace_, o->meta.name); };
     if (!std::is_sorted(result.items.begin(), result.items.end(),
                         [&](const auto& a, const auto& b) { return key(a) < key(b); })) {
       std::sort(result.items.begin(), result.items.end(),
@@ -173,7 +174,7 @@ absl::StatusOr<ListResult> PgStore::ListAll() {
     result.resource_version = tx.exec_prepared1("current_revision")[0].as<int64_t>();
     auto rows = tx.exec(std::string(queries::kSelectColumns) + queries::kListAllOrder);
     result.items.reserve(rows.size());
-    for (const auto& row : rows) result.items.push_back(DecodeRow(row));
+    for (const auto& row : rows) result.items.push_back(model::Share(DecodeRow(row)));
     return result;
   });
 }

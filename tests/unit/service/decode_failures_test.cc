@@ -123,7 +123,8 @@ class DecodeFailuresTest : public ::testing::Test {
     std::vector<json> out;
     auto listed = store_.List(store::ListOptions{"events", "", "", "", 0});
     EXPECT_TRUE(listed.ok());
-    for (const auto& e : listed->items) {
+    for (const auto& e_ptr : listed->items) {
+      const model::Object& e = *e_ptr;
       json body = json::parse(e.body);
       if (body["reason"] == "DecodeFailed" && body["involvedObject"]["name"] == name) {
         out.push_back(body);
@@ -141,7 +142,8 @@ class DecodeFailuresTest : public ::testing::Test {
   std::set<std::string> AllocatedDevices() {
     std::set<std::string> out;
     auto listed = store_.List(store::ListOptions{kClaims, "", "", "", 0});
-    for (const auto& c : listed->items) {
+    for (const auto& c_ptr : listed->items) {
+      const model::Object& c = *c_ptr;
       json body = json::parse(c.body);
       const json& results = body["status"]["allocation"]["devices"]["results"];
       if (c.meta.name == "broken" || !results.is_array()) continue;

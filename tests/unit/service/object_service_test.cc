@@ -342,8 +342,8 @@ TEST_F(ObjectServiceTest, ListAppliesSelectorsAndCountsLimitOnMatches) {
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->items.size(), 3u);
   EXPECT_TRUE(page->more);
-  for (const auto& o : page->items) EXPECT_EQ(o.meta.labels.at("parity"), "odd");
-  req.store.after_name = page->items.back().meta.name;
+  for (const auto& o : page->items) EXPECT_EQ(o->meta.labels.at("parity"), "odd");
+  req.store.after_name = page->items.back()->meta.name;
   auto rest = service_.List(req);
   ASSERT_EQ(rest->items.size(), 2u);
   EXPECT_FALSE(rest->more);

@@ -55,9 +55,9 @@ TEST(QuotaTest, AdmissionRefusesWhatWouldPassAHardLimit) {
   const auto claim = Obj(kClaims, "two",
                          R"({"spec":{"devices":{"requests":[
                              {"name":"a","exactly":{"deviceClassName":"gpu","count":2}}]}}})");
-  const std::vector<model::Object> quotas = {
-      Obj("resourcequotas", "gpus",
-          R"({"spec":{"hard":{"gpu.deviceclass.resource.k8s.io/devices":"3"}}})")};
+  const std::vector<model::ObjectPtr> quotas = {
+      model::Share(Obj("resourcequotas", "gpus",
+                       R"({"spec":{"hard":{"gpu.deviceclass.resource.k8s.io/devices":"3"}}})"))};
   EXPECT_TRUE(CheckQuota(claim, quotas, {{"gpu.deviceclass.resource.k8s.io/devices", 1}}).ok());
   const absl::Status refused =
       CheckQuota(claim, quotas, {{"gpu.deviceclass.resource.k8s.io/devices", 2}});
@@ -91,13 +91,14 @@ TEST(QuotaTest, ChecksCoverEveryLimitedKeyTheObjectRequests) {
                              {"name":"a","exactly":{"deviceClassName":"gpu","count":2}},
                              {"name":"b","exactly":{"deviceClassName":"nic","allocationMode":"All"}}
                              ]}}})");
-  const std::vector<model::Object> quotas = {
-      Obj("resourcequotas", "gpus",
-          R"({"spec":{"hard":{"gpu.deviceclass.resource.k8s.io/devices":"3","pods":"1",)"
-          R"("nic.deviceclass.resource.k8s.io/devices":"0"}}})"),
-      Obj("resourcequotas", "claims",
-          R"({"spec":{"hard":{"count/resourceclaims.resource.k8s.io":"2500m",)"
-          R"("gpu.deviceclass.resource.k8s.io/devices":"1k"}}})")};
+  const std::vector<model::ObjectPtr> quotas = {
+      model::Share(
+          Obj("resourcequotas", "gpus",
+              R"({"spec":{"hard":{"gpu.deviceclass.resource.k8s.io/devices":"3","pods":"1",)"
+              R"("nic.deviceclass.resource.k8s.io/devices":"0"}}})")),
+      model::Share(Obj("resourcequotas", "claims",
+                       R"({"spec":{"hard":{"count/resourceclaims.resource.k8s.io":"2500m",)"
+                       R"("gpu.deviceclass.resource.k8s.io/devices":"1k"}}})"))};
   // Nothing for pods (not requested) or nic (requested 0); a fractional limit rounds down.
   EXPECT_EQ(
       QuotaChecks(claim, quotas),
@@ -117,11 +118,11 @@ TEST(QuotaTest, ACreateIsCheckedAgainstTheStoresQuotasWhenTheCacheLags) {
   auto quota = store.Create(Obj("resourcequotas", "one-pod", R"({"spec":{"hard":{"pods":"1"}}})"));
   ASSERT_TRUE(quota.ok());
   int asked = 0;
-  std::vector<model::Object> shown;  // what the cache shows
+  std::vector<model::ObjectPtr> shown;  // what the cache shows
   const CachedQuotas cached = [&](const std::string& ns) {
     EXPECT_EQ(ns, "team");
     ++asked;
-    return absl::StatusOr<std::vector<model::Object>>(shown);
+    return absl::StatusOr<std::vector<model::ObjectPtr>>(shown);
   };
   // The cache shows no quota yet: the store's one is found and applied all the same.
   EXPECT_TRUE(CreateWithinQuota(store, Obj("pods", "a", "{}"), cached).ok());
@@ -131,7 +132,7 @@ TEST(QuotaTest, ACreateIsCheckedAgainstTheStoresQuotasWhenTheCacheLags) {
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("exceeded quota: one-pod"));
   EXPECT_EQ(store.Get(Obj("pods", "b", "").Key()).status().code(), absl::StatusCode::kNotFound);
   // The cache caught up: refused from what it shows.
-  shown = {*quota};
+  shown = {model::Share(*quota)};
   EXPECT_TRUE(
       absl::IsPermissionDenied(CreateWithinQuota(store, Obj("pods", "b", "{}"), cached).status()));
   // The cache still shows a quota the store no longer holds: the create is not refused by it.

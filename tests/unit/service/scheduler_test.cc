@@ -106,7 +106,11 @@ class SchedulerTest : public ::testing::Test {
 
   std::vector<model::Object> List(const std::string& resource) {
     auto r = store_.List(store::ListOptions{resource, "", "", "", 0});
-    return r.ok() ? r->items : std::vector<model::Object>{};
+    std::vector<model::Object> out;
+    if (r.ok()) {
+      for (const auto& o : r->items) out.push_back(*o);
+    }
+    return out;
   }
 
   store::MemoryStore store_;

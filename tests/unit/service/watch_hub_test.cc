@@ -198,6 +198,34 @@ TEST_F(WatchHubTest, CachedObjectsAreSharedAndNeverChangeUnderTheirHolder) {
   hub.Stop();
 }
 
+TEST_F(WatchHubTest, ListsHandOutTheCachedObjectsThemselves) {
+  Put("a");
+  const int64_t last = Put("b");
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  ListRequest request;
+  request.store.resource = "things";
+  auto listed = hub.List(request, last);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->items.size(), 2u);
+  // No copies: each item is the cached object that Find hands out.
+  EXPECT_EQ(listed->items[0], hub.Find(model::ResourceKey{"things", "", "a"}));
+  EXPECT_EQ(listed->items[1], hub.Find(model::ResourceKey{"things", "", "b"}));
+  // A later change replaces the cached object; the list keeps what it was given.
+  model::Object next = *listed->items[0];
+  next.body = R"({"spec":{"size":3}})";
+  auto updated = store_.Update(next, listed->items[0]->meta.resource_version);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  auto after = hub.List(request, updated->meta.resource_version);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->items.size(), 2u);
+  EXPECT_NE(after->items[0], listed->items[0]);
+  EXPECT_EQ(after->items[0]->body, R"({"spec":{"size":3}})");
+  EXPECT_EQ(listed->items[0]->body, "{}");
+  EXPECT_EQ(after->items[1], listed->items[1]);
+  hub.Stop();
+}
+
 TEST_F(WatchHubTest, FindCurrentAnswersOnlyOnceTheCacheHasAppliedTheRevision) {
   Put("a");
   WatchHub hub(store_, WatchHubOptions{});
