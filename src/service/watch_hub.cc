@@ -73,6 +73,48 @@ model::ObjectPtr Immutable(model::Object obj) {
 
 }  // namespace
 
+int WatchHub::NodeIndex::Of(std::string_view resource) {
+  if (resource == "pods") return 0;
+  if (resource == "resourceslices.resource.k8s.io") return 1;
+  return -1;
+}
+
+const std::string* WatchHub::NodeIndex::NodeOf(const model::Object& obj) {
+  auto it = obj.fields.find("spec.nodeName");
+  return it == obj.fields.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+void WatchHub::NodeIndex::Add(const model::ObjectPtr& obj) {
+  const int of = Of(obj->resource);
+  if (of < 0) return;
+  if (const std::string* node = NodeOf(*obj)) by_node_[of].emplace(*node, obj);
+}
+
+void WatchHub::NodeIndex::Remove(const model::Object& obj) {
+  const int of = Of(obj.resource);
+  if (of < 0) return;
+  const std::string* node = NodeOf(obj);
+  if (node == nullptr) return;
+  auto [first, last] = by_node_[of].equal_range(*node);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.get() == &obj) {
+      by_node_[of].erase(it);
+      return;
+    }
+  }
+}
+
+void WatchHub::NodeIndex::Clear() {
+  for (auto& m : by_node_) m.clear();
+}
+
+std::vector<model::ObjectPtr> WatchHub::NodeIndex::On(int of, const std::string& node) const {
+  std::vector<model::ObjectPtr> out;
+  auto [first, last] = by_node_[of].equal_range(node);
+  for (auto it = first; it != last; ++it) out.push_back(it->second);
+  return out;
+}
+
 WatchHub::WatchHub(store::Store& store, WatchHubOptions options)
     : store_(store), options_(options) {}
 
@@ -101,6 +143,8 @@ void WatchHub::Reload(const absl::Status& expired) {
   {
     qm::MutexLock lock(&mu_);
     cache_.swap(fresh);
+    node_index_.Clear();
+    for (const auto& [key, obj] : cache_) node_index_.Add(obj);
     cache_ready_ = all.ok();
     last_change_.clear();
     loaded_rv_ = rv;
@@ -303,9 +347,41 @@ absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> WatchHub::Ve
   return out;
 }
 
+std::optional<store::ListResult> WatchHub::ListByNodeLocked(const ListRequest& request) {
+  const store::ListOptions& o = request.store;
+  const int of = NodeIndex::Of(o.resource);
+  if (of < 0) return std::nullopt;
+  const std::string* node = nullptr;
+  for (const auto& r : request.fields.requirements()) {
+    if (r.equals && r.field == "spec.nodeName" && !r.value.empty()) node = &r.value;
+  }
+  if (node == nullptr) return std::nullopt;
+  std::vector<model::ObjectPtr> on = node_index_.On(of, *node);
+  auto key = [](const model::ObjectPtr& p) { return std::tie(p->meta.namespace_, p->meta.name); };
+  std::sort(on.begin(), on.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  store::ListResult result;
+  result.resource_version = last_rv_.load();
+  const auto after = std::tie(o.after_namespace, o.after_name);
+  for (auto& obj : on) {
+    // Past the continue point, as the scan below goes.
+    if (!o.after_name.empty() ? !(key(obj) > after)
+                              : !o.after_namespace.empty() && key(obj) < after) {
+      continue;
+    }
+    if (!request.Matches(*obj)) continue;
+    if (o.limit > 0 && static_cast<int64_t>(result.items.size()) == o.limit) {
+      result.more = true;
+      break;
+    }
+    result.items.push_back(std::move(obj));
+  }
+  return result;
+}
+
 absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
   qm::MutexLock lock(&mu_);
   QM_RETURN_IF_ERROR(AwaitLocked(min_rv));
+  if (auto by_node = ListByNodeLocked(request)) return *std::move(by_node);
   store::ListResult result;
   result.resource_version = last_rv_.load();
   const store::ListOptions& o = request.store;
@@ -384,12 +460,15 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
   for (size_t i = 0; i < shared.size(); ++i) {
     const auto& ev = shared[i];
     auto it = cache_.find(CacheKey::Of(ev->object));
+    if (it != cache_.end()) node_index_.Remove(*it->second);
     if (ev->type == model::EventType::kDeleted) {
       if (it != cache_.end()) cache_.erase(it);
     } else if (it == cache_.end()) {
+      node_index_.Add(copies[i]);
       cache_.emplace(CacheKey::Of(*copies[i]), std::move(copies[i]));
     } else {
       // The key views the object it holds: both are replaced together.
+      node_index_.Add(copies[i]);
       auto next = std::next(it);
       auto node = cache_.extract(it);
       node.key() = CacheKey::Of(*copies[i]);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -180,6 +181,28 @@ class WatchHub {
   };
   using Cache = std::map<CacheKey, model::ObjectPtr, CacheKeyLess>;
   Cache cache_ ABSL_GUARDED_BY(mu_);
+  // The cached pods and ResourceSlices by spec.nodeName, the field a node's agent (and a
+  // kubelet) lists and watches by, so that such a list visits that node's objects only, not
+  // every object of the resource. Keyed by a view of the value in the object's own fields;
+  // objects without a node are not in it. Kept with cache_.
+  class NodeIndex {
+   public:
+    // The index of `resource`'s objects; null when the resource has none.
+    static int Of(std::string_view resource);
+    void Add(const model::ObjectPtr& obj);
+    void Remove(const model::Object& obj);
+    void Clear();
+    // The objects of index `of` on `node`, in no order.
+    std::vector<model::ObjectPtr> On(int of, const std::string& node) const;
+
+   private:
+    static const std::string* NodeOf(const model::Object& obj);
+    std::unordered_multimap<std::string_view, model::ObjectPtr> by_node_[2];
+  };
+  NodeIndex node_index_ ABSL_GUARDED_BY(mu_);
+  // The list of `request` through node_index_, when it selects one node of an indexed resource.
+  std::optional<store::ListResult> ListByNodeLocked(const ListRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The newest change per resource since the cache was loaded (at loaded_rv_).
   std::map<std::string, int64_t, std::less<>> last_change_ ABSL_GUARDED_BY(mu_);
   int64_t loaded_rv_ ABSL_GUARDED_BY(mu_) = 0;

@@ -226,6 +226,73 @@ TEST_F(WatchHubTest, ListsHandOutTheCachedObjectsThemselves) {
   hub.Stop();
 }
 
+// Lists by spec.nodeName (what a node's agent asks for) go through the hub's index of pods and
+// slices by node; they must answer exactly what a scan of every object would.
+TEST_F(WatchHubTest, ListsByNodeAnswerWhatAScanWould) {
+  auto pod = [](const std::string& ns, const std::string& name, const std::string& node) {
+    model::Object o;
+    o.resource = "pods";
+    o.meta.namespace_ = ns;
+    o.meta.name = name;
+    o.meta.uid = "uid-" + ns + "-" + name;
+    o.body = "{}";
+    if (!node.empty()) o.fields["spec.nodeName"] = node;
+    return o;
+  };
+  ASSERT_TRUE(store_.Create(pod("b", "p1", "n1")).ok());
+  ASSERT_TRUE(store_.Create(pod("a", "p2", "n1")).ok());
+  ASSERT_TRUE(store_.Create(pod("a", "p3", "n2")).ok());
+  ASSERT_TRUE(store_.Create(pod("a", "p4", "")).ok());
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  // Loaded with the cache, then kept with it: a pod that joins, one that moves, one that goes.
+  ASSERT_TRUE(store_.Create(pod("a", "p0", "n1")).ok());
+  auto p3 = store_.Get(model::ResourceKey{"pods", "a", "p3"});
+  ASSERT_TRUE(p3.ok());
+  p3->fields["spec.nodeName"] = "n1";
+  ASSERT_TRUE(store_.Update(*p3, p3->meta.resource_version).ok());
+  auto gone = store_.Delete(model::ResourceKey{"pods", "b", "p1"}, 0);
+  ASSERT_TRUE(gone.ok());
+  const int64_t now = gone->meta.resource_version;
+
+  auto names = [&](const std::string& selector, const std::string& ns, int64_t limit,
+                   const std::string& after_ns, const std::string& after_name, bool* more) {
+    ListRequest request;
+    request.store.resource = "pods";
+    request.store.namespace_ = ns;
+    request.store.limit = limit;
+    request.store.after_namespace = after_ns;
+    request.store.after_name = after_name;
+    auto fields = model::FieldSelector::Parse(selector, {"spec.nodeName"});
+    EXPECT_TRUE(fields.ok()) << fields.status();
+    if (fields.ok()) request.fields = *fields;
+    auto listed = hub.List(request, now);
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    std::vector<std::string> out;
+    if (!listed.ok()) return out;
+    for (const auto& o : listed->items) out.push_back(o->meta.namespace_ + "/" + o->meta.name);
+    if (more != nullptr) *more = listed->more;
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  bool more = true;
+  EXPECT_EQ(names("spec.nodeName=n1", "", 0, "", "", &more), (Names{"a/p0", "a/p2", "a/p3"}));
+  EXPECT_FALSE(more);
+  EXPECT_EQ(names("spec.nodeName=n2", "", 0, "", "", nullptr), Names{});
+  EXPECT_EQ(names("spec.nodeName=n1,metadata.name!=p2", "", 0, "", "", nullptr),
+            (Names{"a/p0", "a/p3"}));
+  EXPECT_EQ(names("spec.nodeName=n1", "b", 0, "", "", nullptr), Names{});
+  // Pages: a limit, then the rest after the last one returned.
+  EXPECT_EQ(names("spec.nodeName=n1", "", 2, "", "", &more), (Names{"a/p0", "a/p2"}));
+  EXPECT_TRUE(more);
+  EXPECT_EQ(names("spec.nodeName=n1", "", 2, "a", "p2", &more), (Names{"a/p3"}));
+  EXPECT_FALSE(more);
+  // Selectors the index does not serve are scanned as before.
+  EXPECT_EQ(names("spec.nodeName=", "", 0, "", "", nullptr), (Names{"a/p4"}));
+  EXPECT_EQ(names("spec.nodeName!=n1", "", 0, "", "", nullptr), (Names{"a/p4"}));
+  hub.Stop();
+}
+
 TEST_F(WatchHubTest, FindCurrentAnswersOnlyOnceTheCacheHasAppliedTheRevision) {
   Put("a");
   WatchHub hub(store_, WatchHubOptions{});
