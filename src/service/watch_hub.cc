@@ -73,44 +73,63 @@ model::ObjectPtr Immutable(model::Object obj) {
 
 }  // namespace
 
-int WatchHub::NodeIndex::Of(std::string_view resource) {
-  if (resource == "pods") return 0;
-  if (resource == "resourceslices.resource.k8s.io") return 1;
+namespace {
+
+struct IndexedField {
+  std::string_view resource, field;
+};
+constexpr IndexedField kIndexedFields[] = {
+    {"pods", "spec.nodeName"},
+    {"resourceslices.resource.k8s.io", "spec.nodeName"},
+    {"resourceslices.resource.k8s.io", "spec.pool.name"},
+};
+
+}  // namespace
+
+int WatchHub::FieldIndex::Of(std::string_view resource, std::string_view field) {
+  static_assert(std::size(kIndexedFields) == kIndexes);
+  for (size_t i = 0; i < kIndexes; ++i) {
+    if (kIndexedFields[i].resource == resource && kIndexedFields[i].field == field) {
+      return static_cast<int>(i);
+    }
+  }
   return -1;
 }
 
-const std::string* WatchHub::NodeIndex::NodeOf(const model::Object& obj) {
-  auto it = obj.fields.find("spec.nodeName");
-  return it == obj.fields.end() || it->second.empty() ? nullptr : &it->second;
+void WatchHub::FieldIndex::Add(const model::ObjectPtr& obj) {
+  for (size_t i = 0; i < kIndexes; ++i) {
+    if (kIndexedFields[i].resource != obj->resource) continue;
+    auto it = obj->fields.find(std::string(kIndexedFields[i].field));
+    if (it != obj->fields.end() && !it->second.empty()) by_value_[i].emplace(it->second, obj);
+  }
 }
 
-void WatchHub::NodeIndex::Add(const model::ObjectPtr& obj) {
-  const int of = Of(obj->resource);
-  if (of < 0) return;
-  if (const std::string* node = NodeOf(*obj)) by_node_[of].emplace(*node, obj);
-}
-
-void WatchHub::NodeIndex::Remove(const model::Object& obj) {
-  const int of = Of(obj.resource);
-  if (of < 0) return;
-  const std::string* node = NodeOf(obj);
-  if (node == nullptr) return;
-  auto [first, last] = by_node_[of].equal_range(*node);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.get() == &obj) {
-      by_node_[of].erase(it);
-      return;
+void WatchHub::FieldIndex::Remove(const model::Object& obj) {
+  for (size_t i = 0; i < kIndexes; ++i) {
+    if (kIndexedFields[i].resource != obj.resource) continue;
+    auto field = obj.fields.find(std::string(kIndexedFields[i].field));
+    if (field == obj.fields.end() || field->second.empty()) continue;
+    auto [first, last] = by_value_[i].equal_range(field->second);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.get() == &obj) {
+        by_value_[i].erase(it);
+        break;
+      }
     }
   }
 }
 
-void WatchHub::NodeIndex::Clear() {
-  for (auto& m : by_node_) m.clear();
+void WatchHub::FieldIndex::Clear() {
+  for (auto& m : by_value_) m.clear();
 }
 
-std::vector<model::ObjectPtr> WatchHub::NodeIndex::On(int of, const std::string& node) const {
+size_t WatchHub::FieldIndex::Count(int of, const std::string& value) const {
+  return by_value_[of].count(value);
+}
+
+std::vector<model::ObjectPtr> WatchHub::FieldIndex::With(int of, const std::string& value) const {
   std::vector<model::ObjectPtr> out;
-  auto [first, last] = by_node_[of].equal_range(node);
+  auto [first, last] = by_value_[of].equal_range(value);
   for (auto it = first; it != last; ++it) out.push_back(it->second);
   return out;
 }
@@ -143,8 +162,8 @@ void WatchHub::Reload(const absl::Status& expired) {
   {
     qm::MutexLock lock(&mu_);
     cache_.swap(fresh);
-    node_index_.Clear();
-    for (const auto& [key, obj] : cache_) node_index_.Add(obj);
+    field_index_.Clear();
+    for (const auto& [key, obj] : cache_) field_index_.Add(obj);
     cache_ready_ = all.ok();
     last_change_.clear();
     loaded_rv_ = rv;
@@ -347,16 +366,25 @@ absl::StatusOr<std::vector<std::pair<model::ResourceKey, int64_t>>> WatchHub::Ve
   return out;
 }
 
-std::optional<store::ListResult> WatchHub::ListByNodeLocked(const ListRequest& request) {
+std::optional<store::ListResult> WatchHub::ListByFieldLocked(const ListRequest& request) {
   const store::ListOptions& o = request.store;
-  const int of = NodeIndex::Of(o.resource);
-  if (of < 0) return std::nullopt;
-  const std::string* node = nullptr;
+  // Of the requirements an index serves, the one with the fewest objects.
+  int best = -1;
+  const std::string* value = nullptr;
+  size_t fewest = 0;
   for (const auto& r : request.fields.requirements()) {
-    if (r.equals && r.field == "spec.nodeName" && !r.value.empty()) node = &r.value;
+    if (!r.equals || r.value.empty()) continue;
+    const int of = FieldIndex::Of(o.resource, r.field);
+    if (of < 0) continue;
+    const size_t n = field_index_.Count(of, r.value);
+    if (best < 0 || n < fewest) {
+      best = of;
+      value = &r.value;
+      fewest = n;
+    }
   }
-  if (node == nullptr) return std::nullopt;
-  std::vector<model::ObjectPtr> on = node_index_.On(of, *node);
+  if (best < 0) return std::nullopt;
+  std::vector<model::ObjectPtr> on = field_index_.With(best, *value);
   auto key = [](const model::ObjectPtr& p) { return std::tie(p->meta.namespace_, p->meta.name); };
   std::sort(on.begin(), on.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
   store::ListResult result;
@@ -381,7 +409,7 @@ std::optional<store::ListResult> WatchHub::ListByNodeLocked(const ListRequest& r
 absl::StatusOr<store::ListResult> WatchHub::List(const ListRequest& request, int64_t min_rv) {
   qm::MutexLock lock(&mu_);
   QM_RETURN_IF_ERROR(AwaitLocked(min_rv));
-  if (auto by_node = ListByNodeLocked(request)) return *std::move(by_node);
+  if (auto indexed = ListByFieldLocked(request)) return *std::move(indexed);
   store::ListResult result;
   result.resource_version = last_rv_.load();
   const store::ListOptions& o = request.store;
@@ -460,15 +488,15 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
   for (size_t i = 0; i < shared.size(); ++i) {
     const auto& ev = shared[i];
     auto it = cache_.find(CacheKey::Of(ev->object));
-    if (it != cache_.end()) node_index_.Remove(*it->second);
+    if (it != cache_.end()) field_index_.Remove(*it->second);
     if (ev->type == model::EventType::kDeleted) {
       if (it != cache_.end()) cache_.erase(it);
     } else if (it == cache_.end()) {
-      node_index_.Add(copies[i]);
+      field_index_.Add(copies[i]);
       cache_.emplace(CacheKey::Of(*copies[i]), std::move(copies[i]));
     } else {
       // The key views the object it holds: both are replaced together.
-      node_index_.Add(copies[i]);
+      field_index_.Add(copies[i]);
       auto next = std::next(it);
       auto node = cache_.extract(it);
       node.key() = CacheKey::Of(*copies[i]);

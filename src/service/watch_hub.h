@@ -181,27 +181,31 @@ class WatchHub {
   };
   using Cache = std::map<CacheKey, model::ObjectPtr, CacheKeyLess>;
   Cache cache_ ABSL_GUARDED_BY(mu_);
-  // The cached pods and ResourceSlices by spec.nodeName, the field a node's agent (and a
-  // kubelet) lists and watches by, so that such a list visits that node's objects only, not
-  // every object of the resource. Keyed by a view of the value in the object's own fields;
-  // objects without a node are not in it. Kept with cache_.
-  class NodeIndex {
+  // The cached objects by the values of the fields that lists select one value of often:
+  // pods and ResourceSlices by spec.nodeName (what a node's agent and a kubelet ask for), slices
+  // by spec.pool.name (a claim allocation written through REST looks up its pool's slices), so
+  // that such a list visits those objects only, not every object of the resource. Keyed by a
+  // view of the value in the object's own fields; objects without the field (or with "") are not
+  // in it. Kept with cache_.
+  class FieldIndex {
    public:
-    // The index of `resource`'s objects; null when the resource has none.
-    static int Of(std::string_view resource);
+    // The index of `field` of `resource`'s objects; -1 when there is none.
+    static int Of(std::string_view resource, std::string_view field);
     void Add(const model::ObjectPtr& obj);
     void Remove(const model::Object& obj);
     void Clear();
-    // The objects of index `of` on `node`, in no order.
-    std::vector<model::ObjectPtr> On(int of, const std::string& node) const;
+    // How many objects index `of` holds with `value`, and which (in no order).
+    size_t Count(int of, const std::string& value) const;
+    std::vector<model::ObjectPtr> With(int of, const std::string& value) const;
 
    private:
-    static const std::string* NodeOf(const model::Object& obj);
-    std::unordered_multimap<std::string_view, model::ObjectPtr> by_node_[2];
+    static constexpr size_t kIndexes = 3;
+    std::unordered_multimap<std::string_view, model::ObjectPtr> by_value_[kIndexes];
   };
-  NodeIndex node_index_ ABSL_GUARDED_BY(mu_);
-  // The list of `request` through node_index_, when it selects one node of an indexed resource.
-  std::optional<store::ListResult> ListByNodeLocked(const ListRequest& request)
+  FieldIndex field_index_ ABSL_GUARDED_BY(mu_);
+  // The list of `request` through field_index_, when its field selector asks for one value of
+  // an indexed field.
+  std::optional<store::ListResult> ListByFieldLocked(const ListRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The newest change per resource since the cache was loaded (at loaded_rv_).
   std::map<std::string, int64_t, std::less<>> last_change_ ABSL_GUARDED_BY(mu_);

@@ -293,6 +293,56 @@ TEST_F(WatchHubTest, ListsByNodeAnswerWhatAScanWould) {
   hub.Stop();
 }
 
+// Slices are indexed by node and by pool; a selector on both is served by one index and
+// filtered by the other requirement.
+TEST_F(WatchHubTest, ListsOfSlicesByPoolOrNodeAnswerWhatAScanWould) {
+  constexpr char kSlices[] = "resourceslices.resource.k8s.io";
+  auto slice = [&](const std::string& name, const std::string& node, const std::string& pool) {
+    model::Object o;
+    o.resource = kSlices;
+    o.meta.name = name;
+    o.meta.uid = "uid-" + name;
+    o.body = "{}";
+    if (!node.empty()) o.fields["spec.nodeName"] = node;
+    o.fields["spec.pool.name"] = pool;
+    return o;
+  };
+  ASSERT_TRUE(store_.Create(slice("s1", "n1", "pool-a")).ok());
+  ASSERT_TRUE(store_.Create(slice("s2", "n1", "pool-b")).ok());
+  ASSERT_TRUE(store_.Create(slice("s3", "", "pool-a")).ok());
+  WatchHub hub(store_, WatchHubOptions{});
+  hub.Start();
+  ASSERT_TRUE(store_.Create(slice("s4", "n2", "pool-b")).ok());
+  auto s1 = store_.Get(model::ResourceKey{kSlices, "", "s1"});
+  ASSERT_TRUE(s1.ok());
+  s1->fields["spec.pool.name"] = "pool-c";
+  auto moved = store_.Update(*s1, s1->meta.resource_version);
+  ASSERT_TRUE(moved.ok());
+  const int64_t now = moved->meta.resource_version;
+  auto names = [&](const std::string& selector) {
+    ListRequest request;
+    request.store.resource = kSlices;
+    auto fields = model::FieldSelector::Parse(selector, {"spec.nodeName", "spec.pool.name"});
+    EXPECT_TRUE(fields.ok()) << fields.status();
+    if (fields.ok()) request.fields = *fields;
+    auto listed = hub.List(request, now);
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    std::vector<std::string> out;
+    if (!listed.ok()) return out;
+    for (const auto& o : listed->items) out.push_back(o->meta.name);
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names("spec.pool.name=pool-a"), (Names{"s3"}));
+  EXPECT_EQ(names("spec.pool.name=pool-b"), (Names{"s2", "s4"}));
+  EXPECT_EQ(names("spec.pool.name=pool-c"), (Names{"s1"}));
+  EXPECT_EQ(names("spec.nodeName=n1"), (Names{"s1", "s2"}));
+  EXPECT_EQ(names("spec.nodeName=n1,spec.pool.name=pool-b"), (Names{"s2"}));
+  EXPECT_EQ(names("spec.pool.name=pool-b,spec.nodeName=n2"), (Names{"s4"}));
+  EXPECT_EQ(names("spec.pool.name=pool-a,spec.nodeName=n1"), Names{});
+  hub.Stop();
+}
+
 TEST_F(WatchHubTest, FindCurrentAnswersOnlyOnceTheCacheHasAppliedTheRevision) {
   Put("a");
   WatchHub hub(store_, WatchHubOptions{});
