@@ -71,10 +71,7 @@ model::ObjectPtr Immutable(model::Object obj) {
   return model::Share(std::move(obj));
 }
 
-}  // namespace
-
-namespace {
-
+// The fields FieldIndex holds, by index.
 struct IndexedField {
   std::string_view resource, field;
 };

@@ -150,8 +150,8 @@ absl::StatusOr<ListResult> PgStore::List(const ListOptions& options) {
     result.resource_version = rows.at(0)[0].as<int64_t>();
     result.items.reserve(rows.size());
     for (const auto& row : rows) {
-      if (!row[1].is_null())
-        result.items.push_back(model::Share(DecodeRow(row, 1)));  // NULL: no match
+      if (row[1].is_null()) continue;  // no match: the row carries only the revision
+      result.items.push_back(model::Share(DecodeRow(row, 1)));
     }
     auto key = [](const model::ObjectPtr& o) { return std::tie(o->meta.namespace_, o->meta.name); };
     if (!std::is_sorted(result.items.begin(), result.items.end(),

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -112,6 +113,17 @@ model::Object Thing(const std::string& name) {
   o.meta.name = name;
   o.meta.uid = "uid-" + name;
   o.body = "{}";
+  return o;
+}
+
+// An object of `resource` with selectable `fields` (what the hub's field index holds).
+model::Object WithFields(const std::string& resource, const std::string& ns,
+                         const std::string& name, std::map<std::string, std::string> fields) {
+  model::Object o = Thing(name);
+  o.resource = resource;
+  o.meta.namespace_ = ns;
+  o.meta.uid = "uid-" + ns + "-" + name;
+  o.fields = std::move(fields);
   return o;
 }
 
@@ -230,14 +242,9 @@ TEST_F(WatchHubTest, ListsHandOutTheCachedObjectsThemselves) {
 // slices by node; they must answer exactly what a scan of every object would.
 TEST_F(WatchHubTest, ListsByNodeAnswerWhatAScanWould) {
   auto pod = [](const std::string& ns, const std::string& name, const std::string& node) {
-    model::Object o;
-    o.resource = "pods";
-    o.meta.namespace_ = ns;
-    o.meta.name = name;
-    o.meta.uid = "uid-" + ns + "-" + name;
-    o.body = "{}";
-    if (!node.empty()) o.fields["spec.nodeName"] = node;
-    return o;
+    std::map<std::string, std::string> fields;
+    if (!node.empty()) fields["spec.nodeName"] = node;
+    return WithFields("pods", ns, name, std::move(fields));
   };
   ASSERT_TRUE(store_.Create(pod("b", "p1", "n1")).ok());
   ASSERT_TRUE(store_.Create(pod("a", "p2", "n1")).ok());
@@ -298,14 +305,9 @@ TEST_F(WatchHubTest, ListsByNodeAnswerWhatAScanWould) {
 TEST_F(WatchHubTest, ListsOfSlicesByPoolOrNodeAnswerWhatAScanWould) {
   constexpr char kSlices[] = "resourceslices.resource.k8s.io";
   auto slice = [&](const std::string& name, const std::string& node, const std::string& pool) {
-    model::Object o;
-    o.resource = kSlices;
-    o.meta.name = name;
-    o.meta.uid = "uid-" + name;
-    o.body = "{}";
-    if (!node.empty()) o.fields["spec.nodeName"] = node;
-    o.fields["spec.pool.name"] = pool;
-    return o;
+    std::map<std::string, std::string> fields = {{"spec.pool.name", pool}};
+    if (!node.empty()) fields["spec.nodeName"] = node;
+    return WithFields(kSlices, "", name, std::move(fields));
   };
   ASSERT_TRUE(store_.Create(slice("s1", "n1", "pool-a")).ok());
   ASSERT_TRUE(store_.Create(slice("s2", "n1", "pool-b")).ok());
