@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "model/json/stored.h"
 #include "model/resource_types.h"
+#include "service/decoded_slices.h"
 #include "service/graceful_deletion.h"
 #include "service/ledger.h"
 #include "service/quota.h"
@@ -88,27 +89,24 @@ absl::StatusOr<std::unique_ptr<SliceDevices>> ObjectService::SlicesOf(
     if (!r.admin_access) pools.insert({r.driver, r.pool});
   }
   std::vector<model::ResourceSlice> slices;
-  if (!pools.empty()) {
+  // One list per pool name, of that pool's slices only (the cache indexes them by pool).
+  std::set<std::string> pool_names;
+  for (const auto& [driver, pool] : pools) pool_names.insert(pool);
+  for (const std::string& pool_name : pool_names) {
     ListRequest request;
     request.store.resource = "resourceslices.resource.k8s.io";
-    if (pools.size() == 1) {
-      // The usual case: the list holds only that pool's slices, not every slice there is.
-      QM_ASSIGN_OR_RETURN(request.fields,
-                          model::FieldSelector::Parse("spec.pool.name=" + pools.begin()->second,
-                                                      {"spec.pool.name"}));
-    }
+    QM_ASSIGN_OR_RETURN(request.fields, model::FieldSelector::Parse("spec.pool.name=" + pool_name,
+                                                                    {"spec.pool.name"}));
     QM_ASSIGN_OR_RETURN(store::ListResult listed, ListCached(request));
     for (const auto& listed_obj : listed.items) {
       const model::Object& obj = *listed_obj;
       auto driver = obj.fields.find("spec.driver");
-      auto pool = obj.fields.find("spec.pool.name");
-      if (driver == obj.fields.end() || pool == obj.fields.end() ||
-          !pools.contains({driver->second, pool->second})) {
-        continue;
-      }
-      // A slice that does not decode publishes nothing the allocator would use either.
-      auto slice = model::json::DecodeResourceSlice(obj);
-      if (slice.ok()) slices.push_back(*std::move(slice));
+      if (driver == obj.fields.end() || !pools.contains({driver->second, pool_name})) continue;
+      // The scheduler holds this version decoded already (unless it is brand new): shared, not
+      // parsed again. A slice that does not decode publishes nothing the allocator would use.
+      auto slice =
+          DecodedSlices::Shared().Get(obj, [&] { return model::json::DecodeResourceSlice(obj); });
+      if (slice.ok()) slices.push_back(**slice);
     }
   }
   return std::make_unique<SliceDevices>(std::move(slices));
