@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -127,8 +128,37 @@ model::Object WithFields(const std::string& resource, const std::string& ns,
   return o;
 }
 
+// The objects a list from `hub` with field `selector` (over `supported` fields) returns, as
+// "namespace/name" ("name" when cluster-scoped); sets *more when given.
+std::vector<std::string> ListedNames(WatchHub& hub, ListRequest request,
+                                     const std::string& selector,
+                                     const std::vector<std::string>& supported, int64_t min_rv,
+                                     bool* more = nullptr) {
+  auto fields = model::FieldSelector::Parse(selector, supported);
+  EXPECT_TRUE(fields.ok()) << fields.status();
+  if (fields.ok()) request.fields = *fields;
+  auto listed = hub.List(request, min_rv);
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> out;
+  if (!listed.ok()) return out;
+  for (const auto& o : listed->items) {
+    out.push_back(o->meta.namespace_.empty() ? o->meta.name
+                                             : o->meta.namespace_ + "/" + o->meta.name);
+  }
+  if (more != nullptr) *more = listed->more;
+  return out;
+}
+
 class WatchHubTest : public ::testing::Test {
  protected:
+  // Creates `objects` in the store, in order.
+  void CreateAll(std::initializer_list<model::Object> objects) {
+    for (const auto& o : objects) {
+      auto created = store_.Create(o);
+      ASSERT_TRUE(created.ok()) << o.meta.name << ": " << created.status();
+    }
+  }
+
   int64_t Put(const std::string& name) {
     auto created = store_.Create(Thing(name));
     EXPECT_TRUE(created.ok()) << created.status();
@@ -246,10 +276,8 @@ TEST_F(WatchHubTest, ListsByNodeAnswerWhatAScanWould) {
     if (!node.empty()) fields["spec.nodeName"] = node;
     return WithFields("pods", ns, name, std::move(fields));
   };
-  ASSERT_TRUE(store_.Create(pod("b", "p1", "n1")).ok());
-  ASSERT_TRUE(store_.Create(pod("a", "p2", "n1")).ok());
-  ASSERT_TRUE(store_.Create(pod("a", "p3", "n2")).ok());
-  ASSERT_TRUE(store_.Create(pod("a", "p4", "")).ok());
+  CreateAll({pod("b", "p1", "n1"), pod("a", "p2", "n1"), pod("a", "p3", "n2"), pod("a", "p4", "")});
+  if (HasFatalFailure()) return;
   WatchHub hub(store_, WatchHubOptions{});
   hub.Start();
   // Loaded with the cache, then kept with it: a pod that joins, one that moves, one that goes.
@@ -270,16 +298,7 @@ TEST_F(WatchHubTest, ListsByNodeAnswerWhatAScanWould) {
     request.store.limit = limit;
     request.store.after_namespace = after_ns;
     request.store.after_name = after_name;
-    auto fields = model::FieldSelector::Parse(selector, {"spec.nodeName"});
-    EXPECT_TRUE(fields.ok()) << fields.status();
-    if (fields.ok()) request.fields = *fields;
-    auto listed = hub.List(request, now);
-    EXPECT_TRUE(listed.ok()) << listed.status();
-    std::vector<std::string> out;
-    if (!listed.ok()) return out;
-    for (const auto& o : listed->items) out.push_back(o->meta.namespace_ + "/" + o->meta.name);
-    if (more != nullptr) *more = listed->more;
-    return out;
+    return ListedNames(hub, request, selector, {"spec.nodeName"}, now, more);
   };
   using Names = std::vector<std::string>;
   bool more = true;
@@ -309,9 +328,8 @@ TEST_F(WatchHubTest, ListsOfSlicesByPoolOrNodeAnswerWhatAScanWould) {
     if (!node.empty()) fields["spec.nodeName"] = node;
     return WithFields(kSlices, "", name, std::move(fields));
   };
-  ASSERT_TRUE(store_.Create(slice("s1", "n1", "pool-a")).ok());
-  ASSERT_TRUE(store_.Create(slice("s2", "n1", "pool-b")).ok());
-  ASSERT_TRUE(store_.Create(slice("s3", "", "pool-a")).ok());
+  CreateAll({slice("s1", "n1", "pool-a"), slice("s2", "n1", "pool-b"), slice("s3", "", "pool-a")});
+  if (HasFatalFailure()) return;
   WatchHub hub(store_, WatchHubOptions{});
   hub.Start();
   ASSERT_TRUE(store_.Create(slice("s4", "n2", "pool-b")).ok());
@@ -324,15 +342,7 @@ TEST_F(WatchHubTest, ListsOfSlicesByPoolOrNodeAnswerWhatAScanWould) {
   auto names = [&](const std::string& selector) {
     ListRequest request;
     request.store.resource = kSlices;
-    auto fields = model::FieldSelector::Parse(selector, {"spec.nodeName", "spec.pool.name"});
-    EXPECT_TRUE(fields.ok()) << fields.status();
-    if (fields.ok()) request.fields = *fields;
-    auto listed = hub.List(request, now);
-    EXPECT_TRUE(listed.ok()) << listed.status();
-    std::vector<std::string> out;
-    if (!listed.ok()) return out;
-    for (const auto& o : listed->items) out.push_back(o->meta.name);
-    return out;
+    return ListedNames(hub, request, selector, {"spec.nodeName", "spec.pool.name"}, now);
   };
   using Names = std::vector<std::string>;
   EXPECT_EQ(names("spec.pool.name=pool-a"), (Names{"s3"}));
