@@ -45,10 +45,31 @@ std::string Uuid4(uint64_t hi, uint64_t lo) {
   return buf;
 }
 
+// A seed for a new thread's generator. std::random_device is opened once per process, not once
+// per thread: the gRPC sync server starts and ends threads with bursts of calls, and opening it
+// for each new thread cost about 2% of the server's CPU during a burst of ReportPrepared calls.
+class ThreadSeeds {
+ public:
+  ThreadSeeds() : rng_(std::random_device{}()) {}
+  uint64_t Next() {
+    qm::MutexLock lock(&mu_);
+    return rng_();
+  }
+
+ private:
+  qm::Mutex mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+};
+
+uint64_t NextThreadSeed() {
+  static ThreadSeeds* const seeds = new ThreadSeeds();
+  return seeds->Next();
+}
+
 }  // namespace
 
 std::string RandomUuid() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  thread_local std::mt19937_64 rng{NextThreadSeed()};
   const uint64_t hi = rng();
   return Uuid4(hi, rng());
 }

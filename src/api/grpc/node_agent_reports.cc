@@ -10,6 +10,7 @@
 #include "api/grpc/node_agent_internal.h"
 #include "api/rest/codec.h"
 #include "common/status.h"
+#include "model/json/document.h"
 #include "model/json/stored.h"
 #include "model/resource_types.h"
 #include "service/audit_log.h"
@@ -84,6 +85,15 @@ Prepared ClaimPrepared(const json& claim, std::string* message) {
     if (ready != "True") pending = true;
   }
   return pending ? Prepared::kPending : Prepared::kReady;
+}
+
+// ClaimPrepared of a stored claim. The claim that the same report just revised still holds the
+// tree its text was written from, which spares parsing it again.
+Prepared ClaimPrepared(const model::Object& claim, std::string* message) {
+  if (const model::json::SharedDocument* doc = model::json::ParsedBody(claim)) {
+    return ClaimPrepared((*doc)->value(), message);
+  }
+  return ClaimPrepared(json::parse(claim.body, nullptr, false), message);
 }
 
 }  // namespace
@@ -268,11 +278,12 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
     // lack the condition up to date.
     QM_ASSIGN_OR_RETURN(auto next, Revise(caller.user, type, *current, Scope::kStatus, change));
     bool unsure = cached && !next.has_value();  // no change, judged on a cached copy
-    const model::Object& reported = next.has_value() ? *next : *current;
     std::vector<service::BatchWrite> batch;
+    batch.reserve(1 + consumers.size());  // `reported` stays where it is
     if (next.has_value()) {
-      batch.push_back({service::BatchWrite::Kind::kUpdate, *next, *current});
+      batch.push_back({service::BatchWrite::Kind::kUpdate, std::move(*next), std::move(*current)});
     }
+    const model::Object& reported = batch.empty() ? *current : batch.front().object;
     for (const auto& name : consumers) {
       const model::ResourceKey pod_key{"pods", claim.namespace_(), name};
       bool pod_cached = false;
@@ -292,7 +303,8 @@ absl::StatusOr<v1::ReportPreparedResponse> NodeAgentApi::ReportPrepared(
         continue;
       }
       if (revised->has_value()) {
-        batch.push_back({service::BatchWrite::Kind::kUpdate, std::move(**revised), *pod});
+        batch.push_back(
+            {service::BatchWrite::Kind::kUpdate, std::move(**revised), std::move(*pod)});
       } else {
         unsure |= pod_cached;
       }
@@ -324,14 +336,15 @@ std::function<absl::StatusOr<bool>(json&)> NodeAgentApi::PodConditionChange(
     std::string failure;
     const auto claims = PodClaimNames(pod);
     for (const auto& claim_name : claims) {
-      absl::StatusOr<model::Object> claim = reported;
-      if (claim_name != reported.meta.name) {
-        claim =
-            objects_.Get(model::ResourceKey{claim_type.GroupResource(), namespace_, claim_name});
-      }
       std::string message;
-      Prepared p =
-          claim.ok() ? ClaimPrepared(FromObject(claim_type, *claim), &message) : Prepared::kPending;
+      Prepared p = Prepared::kPending;
+      if (claim_name == reported.meta.name) {
+        p = ClaimPrepared(reported, &message);
+      } else if (auto other = objects_.Get(
+                     model::ResourceKey{claim_type.GroupResource(), namespace_, claim_name});
+                 other.ok()) {
+        p = ClaimPrepared(*other, &message);
+      }
       if (p == Prepared::kReady) ++ready;
       if (p == Prepared::kPending) ++pending;
       if (p == Prepared::kFailed && failure.empty()) failure = claim_name + ": " + message;
