@@ -278,6 +278,13 @@ absl::StatusOr<Quantity> ParseQuantity(const std::string& text) {
   std::optional<absl::int128> nanos;
   if (suffix->base == 10) {
     nanos = ToNanos(digits, int64_t{suffix->exponent} - denom_len);
+  } else if (parts->denom.empty() && parts->num.size() <= 18) {
+    // A whole number with a binary suffix ("80Gi", nearly every capacity): shifted as an
+    // integer (below 10^18 * 2^60, well inside int128) instead of doubling its decimal text
+    // once per bit. Above int64's range it is clamped below, as the text path's result is.
+    const absl::int128 shifted = ParseDigits(parts->num) << suffix->exponent;
+    nanos = shifted > std::numeric_limits<int64_t>::max() ? MaxBinaryNanos()
+                                                          : shifted * Quantity::kNanosPerUnit;
   } else {
     nanos = ToNanos(ShiftLeftDecimal(digits, suffix->exponent), -denom_len);
   }

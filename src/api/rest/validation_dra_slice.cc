@@ -206,9 +206,15 @@ class ResourceSliceValidator : public DraValidator {
     if (attributes != nullptr) {
       for (const auto& [name, attribute] : attributes->items()) {
         size_t items = 0;
-        for (const char* key : {"bools", "ints", "strings", "versions"}) {
-          const json* list = Get(attribute, key);
-          if (list != nullptr && list->is_array()) items += list->size();
+        if (attribute.is_object()) {
+          // One pass over the attribute's members rather than a lookup of each list kind.
+          for (auto it = attribute.begin(); it != attribute.end(); ++it) {
+            const std::string& key = it.key();
+            if (it->is_array() &&
+                (key == "bools" || key == "ints" || key == "strings" || key == "versions")) {
+              items += it->size();
+            }
+          }
         }
         values += items == 0 ? 1 : items;
       }
@@ -294,6 +300,7 @@ class ResourceSliceValidator : public DraValidator {
   }
 
   void DeviceAttribute(const json& attribute, const Path& p) {
+    if (OneValidScalar(attribute)) return;
     const json& attr = Object(&attribute, p);
     int fields = 0;
     if (Get(attr, "bool") != nullptr) {
@@ -347,6 +354,32 @@ class ResourceSliceValidator : public DraValidator {
     } else if (fields > 1) {
       Add(model::Invalid(p.str(), Render(attr), "exactly one value must be specified"));
     }
+  }
+
+  // Whether `attribute` holds one scalar value (what nearly every device attribute is) that has
+  // its kind's type and passes its kind's checks, so that DeviceAttribute has nothing to report
+  // and need not look up each kind.
+  static bool OneValidScalar(const json& attribute) {
+    if (!attribute.is_object() || attribute.size() != 1) return false;
+    const auto it = attribute.begin();
+    const std::string& key = it.key();
+    const json& value = *it;
+    if (key == "bool") return value.is_boolean();
+    if (key == "int") {
+      return value.is_number_integer() &&
+             !(value.is_number_unsigned() &&
+               value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+    }
+    if (key == "string") {
+      return value.is_string() &&
+             value.get_ref<const std::string&>().size() <= kAttributeMaxValueLength;
+    }
+    if (key == "version") {
+      if (!value.is_string()) return false;
+      const std::string& v = value.get_ref<const std::string&>();
+      return v.size() <= kAttributeMaxValueLength && model::IsSemver(v);
+    }
+    return false;
   }
 
   void AttributeString(const std::string& value, const Path& p) {

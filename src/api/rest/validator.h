@@ -18,6 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,28 +37,65 @@ namespace qm::api::validation {
 using json = nlohmann::json;
 
 // A field path as Kubernetes prints it: "spec.devices[0].attributes[example.com/model]".
+//
+// Validation makes a path for every field it visits and prints one only for an error, so a path
+// is built in a buffer of its own (no allocation up to kInline characters; a longer one, rare,
+// goes to the heap) and becomes a string only when str() is asked for.
 class Path {
  public:
   Path() = default;
-  explicit Path(std::string s) : s_(std::move(s)) {}
-
-  // Each builds its text in one allocation (validation makes a path for every field it visits).
-  Path Child(std::string_view name) const {
-    return s_.empty() ? Path(std::string(name)) : Joined(".", name, "");
+  explicit Path(std::string_view s) { Set("", s, "", ""); }
+  Path(const Path& other) { Set(other.view(), "", "", ""); }
+  Path& operator=(const Path& other) {
+    if (this != &other) Set(other.view(), "", "", "");
+    return *this;
   }
-  Path Index(size_t i) const { return Joined("[", std::to_string(i), "]"); }
+
+  Path Child(std::string_view name) const {
+    return size_ == 0 ? Path(name) : Joined(".", name, "");
+  }
+  Path Index(size_t i) const {
+    char digits[24];
+    const int n = std::snprintf(digits, sizeof(digits), "%zu", i);
+    return Joined("[", std::string_view(digits, static_cast<size_t>(n)), "]");
+  }
   Path Key(std::string_view key) const { return Joined("[", key, "]"); }
-  const std::string& str() const { return s_; }
+  std::string str() const { return std::string(view()); }
+  std::string_view view() const {
+    return long_.empty() ? std::string_view(inline_, size_) : std::string_view(long_);
+  }
 
  private:
+  static constexpr size_t kInline = 120;
+
   Path Joined(std::string_view open, std::string_view part, std::string_view close) const {
+    Path out;
+    out.Set(view(), open, part, close);
+    return out;
+  }
+  // This path becomes a + b + c + d.
+  void Set(std::string_view a, std::string_view b, std::string_view c, std::string_view d) {
+    const size_t n = a.size() + b.size() + c.size() + d.size();
+    if (n <= kInline) {
+      char* out = inline_;
+      for (std::string_view part : {a, b, c, d}) {
+        if (!part.empty()) std::memcpy(out, part.data(), part.size());
+        out += part.size();
+      }
+      size_ = n;
+      long_.clear();
+      return;
+    }
     std::string s;
-    s.reserve(s_.size() + open.size() + part.size() + close.size());
-    s.append(s_).append(open).append(part).append(close);
-    return Path(std::move(s));
+    s.reserve(n);
+    s.append(a).append(b).append(c).append(d);
+    long_ = std::move(s);
+    size_ = n;
   }
 
-  std::string s_;
+  char inline_[kInline];
+  size_t size_ = 0;
+  std::string long_;  // the path when longer than kInline
 };
 
 // ---- helpers that read JSON without reporting anything -------------------------------------

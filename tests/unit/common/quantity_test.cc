@@ -73,6 +73,22 @@ TEST(QuantityTest, BinaryQuantitiesAreCappedAtInt64Units) {
   EXPECT_EQ(MustParse("-16Ei").nanos(), -Nanos(std::numeric_limits<int64_t>::max()));
 }
 
+// Whole numbers with a binary suffix are shifted as integers, the others through their decimal
+// text: both agree at the edges of int64 and of the integer path's 18 digits.
+TEST(QuantityTest, BinaryWholeNumbersAgreeWithTheDecimalPath) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  // 2^33 - 1 GiB is 2^63 - 2^30 bytes, just inside int64; 2^33 GiB is 2^63, clamped.
+  EXPECT_EQ(MustParse("8589934591Gi").nanos(), Nanos(kMax - (int64_t{1} << 30) + 1));
+  EXPECT_EQ(MustParse("8589934592Gi").nanos(), Nanos(kMax));
+  // 18 digits take the integer path, 19 the text path; both clamp alike.
+  EXPECT_EQ(MustParse("999999999999999999Ki").nanos(), Nanos(kMax));
+  EXPECT_EQ(MustParse("9999999999999999999Ki").nanos(), Nanos(kMax));
+  EXPECT_EQ(MustParse("000000000000000001Ki").nanos(), Nanos(1024));
+  EXPECT_EQ(MustParse("1.0Ki").nanos(), MustParse("1Ki").nanos());
+  EXPECT_EQ(MustParse("7Ei").nanos(), Nanos(int64_t{7} << 60));
+  EXPECT_EQ(MustParse("-3Mi").nanos(), -Nanos(int64_t{3} << 20));
+}
+
 TEST(QuantityTest, RejectsMalformedTextWithKubernetesErrors) {
   for (const char* text : {"", "1.5.5", "1Gx", " 1", "1 ", "abc", "1e3.5"}) {
     absl::StatusOr<Quantity> q = ParseQuantity(text);

@@ -642,6 +642,29 @@ TEST(ResourceSliceValidationTest, AttributeHoldsExactlyOneBoundedValue) {
                   "must be a string compatible with semver.org spec 2.0.0")}));
 }
 
+// One scalar of the wrong type, or an int beyond int64, is reported as the general path reports
+// it (a lone well-typed scalar skips that path).
+TEST(ResourceSliceValidationTest, AttributeScalarsOfTheWrongTypeAreReported) {
+  json obj = Slice();
+  obj["spec"]["devices"][0]["attributes"] = {{"a", {{"int", "1"}}},
+                                             {"b", {{"bool", 1}}},
+                                             {"c", {{"int", 18446744073709551615ULL}}},
+                                             {"d", {{"string", 5}}},
+                                             {"e", {{"version", true}}},
+                                             {"f", {{"other", 1}}},
+                                             {"g", {{"int", -9223372036854775807LL}}}};
+  const std::string a = "spec.devices[0].attributes";
+  EXPECT_EQ(Check(obj),
+            (Errors{Bad(a + "[a].int", "\"1\"", "must be of type integer"),
+                    Bad(a + "[b].bool", "1", "must be of type boolean"),
+                    Bad(a + "[c].int", "18446744073709551615", "must be of type integer"),
+                    Bad(a + "[d].string", "5", "must be of type string"),
+                    Bad(a + "[d]", "\"\"", "exactly one value must be specified"),
+                    Bad(a + "[e].version", "true", "must be of type string"),
+                    Bad(a + "[e]", "\"\"", "exactly one value must be specified"),
+                    Bad(a + "[f]", "\"\"", "exactly one value must be specified")}));
+}
+
 TEST(ResourceSliceValidationTest, AttributeNamesAreQualifiedNames) {
   json obj = Slice();
   const std::string long_id(33, 'a');
