@@ -2,6 +2,8 @@
 
 #include "service/scheduler_pass.h"
 
+#include <utility>
+
 namespace qm::service {
 
 void Scheduler::PassRun::SchedulePod(PodView& pod) {
@@ -47,7 +49,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
   if (std::any_of(pod_claims.begin(), pod_claims.end(),
                   [&](const ClaimView* c) { return busy_.contains(c); })) {
     ++stats_.conflicts;
-    CommitPodWork(pod, {}, {}, pod.status_body, nullptr);
+    CommitPodWork(pod, {}, {}, pod.status_body, nullptr, pod.status_pod);
     return;
   }
   PlacementRequest request;
@@ -185,6 +187,9 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   auto pbody = std::make_shared<Document>(pod.Current());
   model::json::SetNodeName(*pbody, placement.node);
   SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
+  // The binding decoded: the pod as it is now on its node (model::Pod keeps no conditions).
+  model::Pod bound_pod = pod.CurrentPod();
+  bound_pod.node_name = placement.node;
   // The next pods are placed against the devices this one takes while its commit runs (and the
   // verdicts of the node they are on, or of every node, are stale now).
   for (size_t i = 0; i < to_allocate.size(); ++i) {
@@ -212,7 +217,8 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
       c->allocation = updates[i].allocation;
     }
   };
-  CommitPodWork(pod, std::move(claim_writes), std::move(rows), std::move(pbody), std::move(bound));
+  CommitPodWork(pod, std::move(claim_writes), std::move(rows), std::move(pbody), std::move(bound),
+                std::move(bound_pod));
 }
 
 void Scheduler::PassRun::DropPodWork(PodView& pod) {
@@ -227,7 +233,7 @@ void Scheduler::PassRun::DropPodWork(PodView& pod) {
 
 void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> extra,
                                        std::vector<store::DeviceClaim> rows, Body pod_body,
-                                       Then then) {
+                                       Then then, std::optional<model::Pod> decoded) {
   store::Transaction txn;
   std::vector<ClaimView*> created = pod.new_claims;
   for (ClaimView* c : created) {
@@ -251,8 +257,8 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
     if (then) then(&none);
     return;
   }
-  commits_.Submit(std::move(txn), [this, created, writes_pod, pod_body, p = &pod,
-                                   then = std::move(then)](CommitResult committed) {
+  auto done = [this, created, writes_pod, pod_body, p = &pod, then = std::move(then),
+               decoded = std::move(decoded)](CommitResult committed) mutable {
     if (!committed.ok()) {
       ++stats_.conflicts;
       spdlog::info("writing pod {}/{} lost a race: {}", p->obj.meta.namespace_, p->obj.meta.name,
@@ -272,10 +278,11 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
     }
     if (writes_pod) {
       p->obj = std::move(committed->back());
-      p->SetBody(pod_body);
+      p->SetBody(pod_body, std::exchange(decoded, std::nullopt));
     }
     if (then) then(&*committed);
-  });
+  };
+  commits_.Submit(std::move(txn), std::move(done));
 }
 
 }  // namespace qm::service

@@ -224,7 +224,7 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
   }
   // A pod that will not be scheduled this pass gets its claims now.
   if (!pod.node_name.empty() && (!pod.new_claims.empty() || pod.status_body != nullptr)) {
-    CommitPodWork(pod, {}, {}, pod.status_body, nullptr);
+    CommitPodWork(pod, {}, {}, pod.status_body, nullptr, pod.status_pod);
   }
 }
 

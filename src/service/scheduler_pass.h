@@ -109,10 +109,11 @@ struct PodView {
     status_pod.reset();
     if (status_body != nullptr) status_pod = model::json::DecodePod(*status_body);
   }
-  // Replaces the stored body, as a commit of it does.
-  void SetBody(Body b) {
+  // Replaces the stored body, as a commit of it does. `decoded`, where the caller has it, is
+  // what DecodePod(*b) gives, which spares decoding the body again.
+  void SetBody(Body b, std::optional<model::Pod> decoded = std::nullopt) {
     body = std::move(b);
-    pod = model::json::DecodePod(*body);
+    pod = decoded.has_value() ? *std::move(decoded) : model::json::DecodePod(*body);
   }
   // Whether the pod waits for a node: not bound, not going, not finished.
   bool Unbound() const { return node_name.empty() && !deleting && !terminal; }
@@ -552,7 +553,8 @@ class Scheduler::PassRun {
   // of the new claims and the pod have been moved into their views by then (only the `extra`
   // writes' objects are left to read).
   void CommitPodWork(PodView& pod, std::vector<store::Write> extra,
-                     std::vector<store::DeviceClaim> rows, Body pod_body, Then then);
+                     std::vector<store::DeviceClaim> rows, Body pod_body, Then then,
+                     std::optional<model::Pod> decoded = std::nullopt);
 
   // Forgets the controller work of this pass for `pod` (its new claims, not in the store yet,
   // leave the views at the end of the pass): the next pass starts over.

@@ -20,7 +20,7 @@ void Scheduler::PassRun::Schedule() {
       ++stats_.backing_off;
       // Its claims are still created (and recorded) now.
       if (!p.new_claims.empty() || p.status_body != nullptr) {
-        CommitPodWork(p, {}, {}, p.status_body, nullptr);
+        CommitPodWork(p, {}, {}, p.status_body, nullptr, p.status_pod);
       }
       continue;
     }
