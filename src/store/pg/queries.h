@@ -35,7 +35,6 @@ SELECT r.rv, o.* FROM (SELECT COALESCE(MAX(rv), 0) AS rv FROM change_log) r LEFT
   ORDER BY namespace, name
   LIMIT $5) o ON true)sql";
 
-
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
 
 // One statement, so one snapshot: the compaction point and the first $2 changes after $1.
