@@ -139,9 +139,8 @@ class BatchCall {
     for (const AuditRecord& record : w->txn->audit) AddAudit(group, record);
   }
 
-  // Runs the call, which commits when it ends; one result per added write, in order. Sets
-  // `*before` to the change log's newest revision before the batch.
-  std::vector<absl::StatusOr<model::Object>> Run(pqxx::nontransaction& tx, int64_t* before) {
+  // Runs the call; one result per added write, in order.
+  std::vector<absl::StatusOr<model::Object>> Run(pqxx::work& tx) {
     auto rows = tx.exec_prepared(
         "write_batch", static_cast<int>(items_.size()), TextArray(w_[0]), TextArray(w_[1]),
         TextArray(w_[2]), TextArray(w_[3]), TextArray(w_[4]), TextArray(w_[5]), TextArray(w_[6]),
@@ -157,12 +156,7 @@ class BatchCall {
     std::vector<std::vector<const pqxx::row*>> written(items_.size());
     std::vector<std::optional<absl::Status>> failures(items_.size());
     std::vector<pqxx::row> kept(rows.begin(), rows.end());
-    *before = -1;
     for (const pqxx::row& row : kept) {
-      if (row[0].as<size_t>() == 0) {
-        *before = row[2].as<int64_t>();
-        continue;
-      }
       const size_t group = row[0].as<size_t>() - 1;
       const size_t ord = row[1].as<size_t>() - 1;
       if (row[3].is_null()) {
@@ -403,11 +397,15 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     const std::vector<PendingWrite*>& batch) {
   using Results = std::vector<absl::StatusOr<model::Object>>;
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Results> {
-    // One statement outside a transaction block (migrations/0016): it is the batch's
-    // transaction, and has committed when its rows arrive.
-    pqxx::nontransaction tx(c);
+    pqxx::work tx(c);  // read committed: qm_begin_writes reads the log after taking the lock
+    const int64_t before = tx.exec_prepared1("begin_writes")[0].as<int64_t>();
     BatchCall call;
     for (PendingWrite* w : batch) call.Add(w);
+    Results results = call.Run(tx);
+    int64_t newest = 0;
+    for (const auto& r : results) {
+      if (r.ok()) newest = std::max(newest, r->meta.resource_version);
+    }
     {
       qm::MutexLock lock(&own_mu_);
       committing_ = true;  // its notification may come before RememberOwnChanges is done
@@ -417,17 +415,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
       committing_ = false;
       own_cv_.SignalAll();
     };
-    int64_t before = -1;
-    Results results = call.Run(tx, &before);
-    if (before < 0) {
-      // Not to be retried write by write: the statement may have committed.
-      return absl::UnavailableError("commit outcome unknown: qm_write_batch_at returned no "
-                                    "starting revision");
-    }
-    int64_t newest = 0;
-    for (const auto& r : results) {
-      if (r.ok()) newest = std::max(newest, r->meta.resource_version);
-    }
+    tx.commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
     RememberOwnChanges(batch, results, before);
     return results;

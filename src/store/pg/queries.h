@@ -35,6 +35,10 @@ SELECT r.rv, o.* FROM (SELECT COALESCE(MAX(rv), 0) AS rv FROM change_log) r LEFT
   ORDER BY namespace, name
   LIMIT $5) o ON true)sql";
 
+// The writer's first statement of a batch (migrations/0014): takes the write lock and returns the
+// newest revision of the change log, read once the lock is held.
+inline constexpr char kBeginWrites[] = "SELECT qm_begin_writes()";
+
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
 
 // One statement, so one snapshot: the compaction point and the first $2 changes after $1.
@@ -72,8 +76,7 @@ inline constexpr char kLockMigrations[] = "SELECT pg_advisory_xact_lock(7236012)
 inline constexpr char kAppliedMigrations[] = "SELECT version FROM schema_migrations";
 inline constexpr char kRecordMigration[] = "INSERT INTO schema_migrations (version) VALUES ($1)";
 
-// A whole group commit in one statement, run outside a transaction block so that it commits
-// when it ends (migrations/0011, 0016): $1 the number of groups (independent
+// A whole group commit in one call (migrations/0011): $1 the number of groups (independent
 // writes and transactions), $2..$16 the object writes as parallel arrays (group, op 'c' create /
 // 'u' update / 'd' delete, resource, namespace, name, uid, generation, creation, deletion,
 // labels, meta, fields, spec digest, body, expected revision), $17..$25 the ledger rows (group,
@@ -83,13 +86,11 @@ inline constexpr char kRecordMigration[] = "INSERT INTO schema_migrations (versi
 // $36..$49 the audit rows (group, time in microseconds since the epoch, request id, user,
 // groups as a JSON array, verb, API group, resource, subresource, namespace, name, code, source,
 // user agent). A row per write of each group that succeeded (with a deleted object's last state)
-// and one per group that failed (its failure code and the part that failed), after a first row
-// of group 0 whose rv is the change log's newest revision before the batch (read under the write
-// lock the statement holds until it commits).
+// and one per group that failed (its failure code and the part that failed).
 inline constexpr char kWriteBatch[] = R"sql(
 SELECT grp, ord, rv, code, o_uid, o_generation, o_creation, o_deletion, o_labels, o_meta,
        o_fields, o_digest, o_body
-FROM qm_write_batch_at(
+FROM qm_write_batch(
   $1::integer, $2::integer[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
   $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[],
   $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::text[], $19::text[],
