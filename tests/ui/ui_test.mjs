@@ -646,7 +646,7 @@ spec:
 `);
   await nav('Pending');
   const row = page.locator('tr', { hasText: 'waits-for-gpus' });
-  await row.getByText('Unschedulable').waitFor();
+  await row.getByText('Unschedulable', { exact: true }).waitFor();
   const text = await row.locator('td').last().textContent();
   const reason = kubectl('get', 'pod', '-n', 'dra-test', 'waits-for-gpus', '-o',
     'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}');
@@ -781,7 +781,7 @@ spec:
 `);
   await nav('Pending');
   const row = page.locator('tr', { hasText: 'waits-for-label' });
-  await row.getByText('Unschedulable').waitFor();
+  await row.getByText('Unschedulable', { exact: true }).waitFor();
   await page.locator('tr', { hasText: 'waits-for-gpus' }).waitFor();
   kubectl('label', 'node', 'gpu-node-a', 'ui-test/placement=later');
   const bound = await eventually(() => kubectl('get', 'pod', '-n', 'dra-test', 'waits-for-label', '-o',
@@ -1622,7 +1622,7 @@ spec:
   await page.locator('tr[data-claim="dra-test/gpu-claim"]').getByText('shared by 2').waitFor();
   expect(JSON.stringify(await buttons()) === '["By claim","By device"]', `Assignments' buttons: ${await buttons()}`);
   await nav('Pending');
-  await page.locator('tr[data-pod="dra-test/waits-for-gpus"]').getByText('Unschedulable').waitFor();
+  await page.locator('tr[data-pod="dra-test/waits-for-gpus"]').getByText('Unschedulable', { exact: true }).waitFor();
   expect(JSON.stringify(await buttons()) === '[]', `Pending's buttons: ${await buttons()}`);
 });
 
