@@ -10,7 +10,7 @@
 #include "api/grpc/node_agent_internal.h"
 #include "api/rest/codec.h"
 #include "common/status.h"
-#include "model/json/document.h"
+#include "model/json/edits.h"
 #include "model/json/stored.h"
 #include "model/resource_types.h"
 #include "service/audit_log.h"
@@ -85,15 +85,6 @@ Prepared ClaimPrepared(const json& claim, std::string* message) {
     if (ready != "True") pending = true;
   }
   return pending ? Prepared::kPending : Prepared::kReady;
-}
-
-// ClaimPrepared of a stored claim. The claim that the same report just revised still holds the
-// tree its text was written from, which spares parsing it again.
-Prepared ClaimPrepared(const model::Object& claim, std::string* message) {
-  if (const model::json::SharedDocument* doc = model::json::ParsedBody(claim)) {
-    return ClaimPrepared((*doc)->value(), message);
-  }
-  return ClaimPrepared(json::parse(claim.body, nullptr, false), message);
 }
 
 }  // namespace
@@ -338,12 +329,14 @@ std::function<absl::StatusOr<bool>(json&)> NodeAgentApi::PodConditionChange(
     for (const auto& claim_name : claims) {
       std::string message;
       Prepared p = Prepared::kPending;
+      // BodyOf: the claim the same report just revised still holds the tree its text was
+      // written from, which spares parsing it again.
       if (claim_name == reported.meta.name) {
-        p = ClaimPrepared(reported, &message);
+        p = ClaimPrepared(model::json::BodyOf(reported)->value(), &message);
       } else if (auto other = objects_.Get(
                      model::ResourceKey{claim_type.GroupResource(), namespace_, claim_name});
                  other.ok()) {
-        p = ClaimPrepared(*other, &message);
+        p = ClaimPrepared(model::json::BodyOf(*other)->value(), &message);
       }
       if (p == Prepared::kReady) ++ready;
       if (p == Prepared::kPending) ++pending;

@@ -365,11 +365,7 @@ class ResourceSliceValidator : public DraValidator {
     const std::string& key = it.key();
     const json& value = *it;
     if (key == "bool") return value.is_boolean();
-    if (key == "int") {
-      return value.is_number_integer() &&
-             !(value.is_number_unsigned() &&
-               value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-    }
+    if (key == "int") return IsInt64(value);
     if (key == "string") {
       return value.is_string() &&
              value.get_ref<const std::string&>().size() <= kAttributeMaxValueLength;

@@ -34,6 +34,12 @@ const json& ObjectOrEmpty(const json* value) {
   return value != nullptr && value->is_object() ? *value : EmptyObject();
 }
 
+bool IsInt64(const json& v) {
+  return v.is_number_integer() &&
+         !(v.is_number_unsigned() &&
+           v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
 std::string KeyString(const json& obj, std::string_view key) {
   const json* v = Get(obj, key);
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
@@ -122,11 +128,7 @@ std::vector<std::string> Validator::StringList(const json& obj, std::string_view
 std::optional<int64_t> Validator::OptInt(const json& obj, std::string_view key, const Path& p) {
   const json* v = Get(obj, key);
   if (v == nullptr) return std::nullopt;
-  if (v->is_number_integer() &&
-      !(v->is_number_unsigned() &&
-        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-    return v->get<int64_t>();
-  }
+  if (IsInt64(*v)) return v->get<int64_t>();
   TypeError(*v, p, "integer");
   return std::nullopt;
 }

@@ -109,6 +109,9 @@ const json* Get(const json& obj, std::string_view key);
 // Stored values were validated when written: read them without reporting anything.
 const json& ObjectOrEmpty(const json* value);
 
+// Whether `v` is an integer that fits in int64 (what a Go int64 field takes).
+bool IsInt64(const json& v);
+
 // A string used as a list key; mistyped values are reported where the item is validated.
 std::string KeyString(const json& obj, std::string_view key);
 
