@@ -168,6 +168,10 @@ class Connection {
   }
 
   // Reads the next chunk of a chunked stream; false at the end.
+  // Ends the connection from another thread: a read blocked in NextChunk returns (as an I/O
+  // error, so use it with throw_on_io_error).
+  void Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
   bool NextChunk(std::string* chunk) {
     std::string line = ReadLine();
     size_t size = std::strtoul(line.c_str(), nullptr, 16);
