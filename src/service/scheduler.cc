@@ -247,6 +247,18 @@ PassStats Scheduler::PassRun::Run() {
     claims_.erase(it);
   }
   if (reset_allocated_) st_.ForgetAllocated();
+  // The views this pass looked at let go of the parsed bodies no pass is about to edit.
+  if (dirty_.all) {
+    for (auto& [uid, p] : pods_) p.Settle();
+    for (auto& [key, c] : claims_) c.Settle();
+  } else {
+    for (const auto& uid : dirty_.pods) {
+      if (auto it = pods_.find(uid); it != pods_.end()) it->second.Settle();
+    }
+    for (const auto& key : dirty_.claims) {
+      if (auto it = claims_.find(key); it != claims_.end()) it->second.Settle();
+    }
+  }
   spdlog::debug(
       "scheduler pass: {} pending, {} bound, {} unschedulable, {} backing off, {} conflicts; "
       "controllers {:.1f} ms, placement {:.1f} ms, total {:.1f} ms",

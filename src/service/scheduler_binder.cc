@@ -81,7 +81,7 @@ void Scheduler::PassRun::SchedulePod(PodView& pod) {
       if (selector.has_value()) request.pinned.push_back(*selector);
       continue;
     }
-    auto claim = model::json::DecodeResourceClaim(c->obj, *c->body);
+    auto claim = model::json::DecodeResourceClaim(c->obj, *c->Tree());
     if (!claim.ok()) {
       problem =
           absl::StrCat("resourceclaim \"", c->obj.meta.name, "\": ", claim.status().message());
@@ -153,7 +153,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   std::vector<ClaimUpdate> updates;  // existing claims, in write order
   for (size_t i = 0; i < to_allocate.size(); ++i) {
     ClaimView* c = to_allocate[i];
-    auto body = std::make_shared<Document>(*c->body);
+    auto body = std::make_shared<Document>(*c->Tree());
     model::json::SetAllocation(*body, placement.allocations[i], consumer);
     model::Object next = WithStatus(c->obj, Body(body));
     if (!HasFinalizer(next, kDeleteProtection)) next.meta.finalizers.push_back(kDeleteProtection);
@@ -176,7 +176,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
   }
   for (ClaimView* c : pod_claims) {
     if (std::find(to_allocate.begin(), to_allocate.end(), c) != to_allocate.end()) continue;
-    auto body = std::make_shared<Document>(*c->body);
+    auto body = std::make_shared<Document>(*c->Tree());
     model::json::ReserveFor(*body, consumer);
     claim_writes.push_back({store::Write::Kind::kUpdate,
                             WithStatus(c->obj, Body(body)),
@@ -184,7 +184,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
                             c->obj.meta.resource_version});
     updates.push_back({c, std::move(body), c->allocation});
   }
-  auto pbody = std::make_shared<Document>(pod.Current());
+  auto pbody = std::make_shared<Document>(*pod.Current());
   model::json::SetNodeName(*pbody, placement.node);
   SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
   // The binding decoded: the pod as it is now on its node (model::Pod keeps no conditions).
@@ -215,6 +215,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
       c->obj = std::move((*committed)[created + i]);
       c->SetBody(updates[i].body);
       c->allocation = updates[i].allocation;
+      c->Settle();
     }
   };
   CommitPodWork(pod, std::move(claim_writes), std::move(rows), std::move(pbody), std::move(bound),
@@ -281,6 +282,8 @@ void Scheduler::PassRun::CommitPodWork(PodView& pod, std::vector<store::Write> e
       p->SetBody(pod_body, std::exchange(decoded, std::nullopt));
     }
     if (then) then(&*committed);
+    p->Settle();
+    for (ClaimView* c : created) c->Settle();
   };
   commits_.Submit(std::move(txn), std::move(done));
 }

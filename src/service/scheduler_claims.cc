@@ -81,7 +81,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
   // for the claim any more (a terminating pod there goes after its grace period).
   if ((release || drop) && c.allocation->has_value() && c.status.prepared) {
     const std::string node =
-        model::AllocatedNode(model::json::NodeRelationsOf(*c.body)).value_or("");
+        model::AllocatedNode(model::json::NodeRelationsOf(*c.Tree())).value_or("");
     if (Reachable(node) || terminating_claims_.contains(key)) {
       release = false;
       drop = false;
@@ -97,7 +97,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
     finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), kDeleteProtection),
                      finalizers.end());
   }
-  auto body = std::make_shared<Document>(*c.body);
+  auto body = std::make_shared<Document>(*c.Tree());
   const bool remove = drop || (next.meta.deletion_timestamp.has_value() && finalizers.empty());
   // A claim that goes takes its ledger rows with it (the store releases them with the delete),
   // an allocation that does not decode included; one that stays gives them back here.
@@ -140,6 +140,7 @@ void Scheduler::PassRun::ReleaseClaim(const model::ResourceKey& key, ClaimView& 
         if (release) {
           c->allocation = std::make_shared<const std::optional<model::AllocationResult>>();
         }
+        c->Settle();
       });
 }
 
@@ -219,8 +220,16 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
   // Record the generated claims in the pod's status, in the transaction that creates them.
   std::optional<std::vector<model::PodResourceClaimStatus>> record_claims;
   if (statuses_known && !statuses.empty()) record_claims = std::move(statuses);
-  if (auto body = model::json::WithPodClaimStatuses(*pod.body, record_claims, extended_status)) {
-    pod.SetStatusBody(std::make_shared<const Document>(*std::move(body)));
+  // What the pod's status already records, decoded, spares parsing a settled pod's body on
+  // every sweep (Kubernetes' controller compares the typed status the same way).
+  const bool recorded = !extended_status.has_value() &&
+                        (!record_claims.has_value() ||
+                         *record_claims == pod.pod.resource_claim_statuses);
+  if (!recorded) {
+    if (auto body =
+            model::json::WithPodClaimStatuses(*pod.Tree(), record_claims, extended_status)) {
+      pod.SetStatusBody(std::make_shared<const Document>(*std::move(body)));
+    }
   }
   // A pod that will not be scheduled this pass gets its claims now.
   if (!pod.node_name.empty() && (!pod.new_claims.empty() || pod.status_body != nullptr)) {

@@ -63,7 +63,7 @@ bool Scheduler::PassRun::ClaimsKnown(const PodView& pod) const {
 
 void Scheduler::PassRun::Unschedulable(PodView& pod, const std::string& message) {
   ++stats_.unschedulable;
-  auto body = std::make_shared<Document>(pod.Current());
+  auto body = std::make_shared<Document>(*pod.Current());
   const bool condition_changed =
       SetCondition(*body, "PodScheduled", "False", "Unschedulable", message, now_);
   std::vector<store::Write> extra;

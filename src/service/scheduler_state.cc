@@ -218,7 +218,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     }
     // Devices in use changed by someone else (this replica's bindings are already counted).
     if (it == claims.end() ? view.Holds()
-                           : !model::json::SameAllocation(*it->second.body, *view.body)) {
+                           : it->second.allocation_text != view.allocation_text) {
       CountAllocated(view.obj.Key(), DevicesHeld(view));
     }
     for (const auto& owner : view.owners) d.pods.insert(owner);

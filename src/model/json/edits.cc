@@ -135,8 +135,9 @@ absl::StatusOr<ResourceClaim> DecodeResourceClaim(const Object& obj, const Docum
   return DecodeResourceClaim(whole);
 }
 
-bool SameAllocation(const Document& a, const Document& b) {
-  return At(At(a.value(), "status"), "allocation") == At(At(b.value(), "status"), "allocation");
+std::string AllocationText(const Document& claim) {
+  const json& allocation = At(At(claim.value(), "status"), "allocation");
+  return allocation.is_null() ? std::string() : allocation.dump();
 }
 
 bool SetCondition(Document& body, const std::string& type, const std::string& status,

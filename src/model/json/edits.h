@@ -47,8 +47,9 @@ StoredAllocation StoredAllocationOf(const Document& body);
 NodeRelations NodeRelationsOf(const Document& body);
 // A claim from its stored object's metadata and a body held for it.
 absl::StatusOr<ResourceClaim> DecodeResourceClaim(const Object& obj, const Document& body);
-// Whether two claim bodies hold the same status.allocation (both none included).
-bool SameAllocation(const Document& a, const Document& b);
+// A claim body's status.allocation as dump() writes it (so equal allocations give equal text),
+// "" without one (absent or null).
+std::string AllocationText(const Document& claim);
 
 // --- Status conditions (pods) ---
 

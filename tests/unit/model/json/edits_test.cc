@@ -190,13 +190,16 @@ TEST(EditsTest, KeepConsumersKeepsEntriesVerbatimByPosition) {
   EXPECT_FALSE(claim.value()["status"].contains("reservedFor"));
 }
 
-TEST(EditsTest, SameAllocationComparesOnlyTheAllocation) {
+TEST(EditsTest, AllocationTextIsOnlyTheAllocation) {
   const Document a = Doc(R"({"status":{"allocation":{"devices":{"results":[]}},"x":1}})");
-  const Document b = Doc(R"({"status":{"allocation":{"devices":{"results":[]}},"x":2}})");
-  const Document none = Doc(R"({"status":{}})");
-  EXPECT_TRUE(SameAllocation(a, b));
-  EXPECT_FALSE(SameAllocation(a, none));
-  EXPECT_TRUE(SameAllocation(none, Doc("{}")));
+  const Document b = Doc(R"({"status":{"x":2,"allocation":{"devices":{"results":[]}}}})");
+  const Document other = Doc(R"({"status":{"allocation":{"devices":{"results":[{}]}}}})");
+  EXPECT_EQ(AllocationText(a), R"({"devices":{"results":[]}})");
+  EXPECT_EQ(AllocationText(a), AllocationText(b));
+  EXPECT_NE(AllocationText(a), AllocationText(other));
+  EXPECT_EQ(AllocationText(Doc(R"({"status":{}})")), "");
+  EXPECT_EQ(AllocationText(Doc(R"({"status":{"allocation":null}})")), "");
+  EXPECT_EQ(AllocationText(Doc("{}")), "");
 }
 
 TEST(EditsTest, ClaimFromTemplateTakesTheSpecAndStringMetadata) {
