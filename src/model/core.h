@@ -100,8 +100,9 @@ struct Pod {
   std::vector<Toleration> tolerations;
   std::vector<PodResourceClaim> resource_claims;
   std::vector<PodResourceClaimStatus> resource_claim_statuses;
-  // status.extendedResourceClaimStatus.resourceClaimName
+  // status.extendedResourceClaimStatus.resourceClaimName and .requestMappings
   std::string extended_resource_claim_name;
+  std::vector<ContainerRequestMapping> extended_resource_request_mappings;
   std::vector<ContainerResources> containers;  // spec.containers, in order
   // The text of spec.nodeSelector, spec.affinity and spec.tolerations as stored: pods with the
   // same text are placed alike (the scheduler shares placement verdicts between them).

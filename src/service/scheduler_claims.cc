@@ -222,9 +222,11 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
   if (statuses_known && !statuses.empty()) record_claims = std::move(statuses);
   // What the pod's status already records, decoded, spares parsing a settled pod's body on
   // every sweep (Kubernetes' controller compares the typed status the same way).
-  const bool recorded = !extended_status.has_value() &&
-                        (!record_claims.has_value() ||
-                         *record_claims == pod.pod.resource_claim_statuses);
+  const bool recorded =
+      (!record_claims.has_value() || *record_claims == pod.pod.resource_claim_statuses) &&
+      (!extended_status.has_value() ||
+       (extended_status->resource_claim_name == pod.pod.extended_resource_claim_name &&
+        extended_status->request_mappings == pod.pod.extended_resource_request_mappings));
   if (!recorded) {
     if (auto body =
             model::json::WithPodClaimStatuses(*pod.Tree(), record_claims, extended_status)) {

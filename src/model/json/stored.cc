@@ -256,8 +256,12 @@ Pod DecodePod(const json& body) {
   ForEach(At(status, "resourceClaimStatuses"), [&](const json& s) {
     out.resource_claim_statuses.push_back({Str(s, "name"), Str(s, "resourceClaimName")});
   });
-  out.extended_resource_claim_name =
-      Str(At(status, "extendedResourceClaimStatus"), "resourceClaimName");
+  const json& extended = At(status, "extendedResourceClaimStatus");
+  out.extended_resource_claim_name = Str(extended, "resourceClaimName");
+  ForEach(At(extended, "requestMappings"), [&](const json& m) {
+    out.extended_resource_request_mappings.push_back(
+        {Str(m, "containerName"), Str(m, "resourceName"), Str(m, "requestName")});
+  });
   ForEach(At(spec, "containers"), [&](const json& c) {
     ContainerResources container{Str(c, "name"), {}};
     const json& resources = At(c, "resources");

@@ -70,7 +70,9 @@ TEST(StoredTest, PodCarriesPlacementClaimsAndStatus) {
                                 {"name": "shared", "resourceClaimName": "team-gpu"}]},
     "status": {"phase": "Running",
                "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2"}],
-               "extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-q"}}})"));
+               "extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-q",
+                 "requestMappings": [{"containerName": "main", "resourceName": "nvidia.com/gpu",
+                                      "requestName": "container-0-request-0"}]}}})"));
   EXPECT_EQ(pod.node_name, "gpu-node-a");
   EXPECT_EQ(pod.priority, 1000);
   EXPECT_EQ(pod.GracePeriodSeconds(), 5);
@@ -87,6 +89,8 @@ TEST(StoredTest, PodCarriesPlacementClaimsAndStatus) {
   EXPECT_THAT(pod.resource_claim_statuses,
               ElementsAre(PodResourceClaimStatus{"gpu", "p-gpu-x7k2"}));
   EXPECT_EQ(pod.extended_resource_claim_name, "p-extended-resources-q");
+  EXPECT_THAT(pod.extended_resource_request_mappings,
+              ElementsAre(ContainerRequestMapping{"main", "nvidia.com/gpu", "container-0-request-0"}));
 }
 
 TEST(StoredTest, PodDefaultsAndTerminalPhases) {
