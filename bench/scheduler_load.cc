@@ -121,8 +121,7 @@ std::string SliceBody(const Args& a, const std::string& node) {
     devices += R"({"name":"instance-)" + std::to_string(d) +
                R"(","attributes":{"model":{"string":"A100"},"family":{"string":"GPU"},)"
                R"("driverVersion":{"version":"1.2.3"},"numa":{"int":)" +
-               std::to_string(a.match ? d / 2 : d) +
-               R"(}},"capacity":{"memory":{"value":"1Gi"}}})";
+               std::to_string(a.match ? d / 2 : d) + R"(}},"capacity":{"memory":{"value":"1Gi"}}})";
   }
   return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":")" +
          node + R"(-slice"},"spec":{"driver":")" + kDriver + R"(","nodeName":")" + node +
@@ -134,8 +133,8 @@ void CreateNodeAndSlice(const Args& a, Connection& c, int n) {
   const std::string node = NodeName(n);
   std::string out;
   Must(c.Request("POST", "/api/v1/nodes", NodeBody(node), &out), out, 201, "node");
-  Must(c.Request("POST", "/apis/resource.k8s.io/v1/resourceslices", SliceBody(a, node), &out),
-       out, 201, "slice");
+  Must(c.Request("POST", "/apis/resource.k8s.io/v1/resourceslices", SliceBody(a, node), &out), out,
+       201, "slice");
 }
 
 void Setup(const Args& a) {

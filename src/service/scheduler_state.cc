@@ -217,8 +217,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       d.relevant = true;  // a new claim, or devices freed
     }
     // Devices in use changed by someone else (this replica's bindings are already counted).
-    if (it == claims.end() ? view.Holds()
-                           : it->second.allocation_text != view.allocation_text) {
+    if (it == claims.end() ? view.Holds() : it->second.allocation_text != view.allocation_text) {
       CountAllocated(view.obj.Key(), DevicesHeld(view));
     }
     for (const auto& owner : view.owners) d.pods.insert(owner);

@@ -89,8 +89,9 @@ TEST(StoredTest, PodCarriesPlacementClaimsAndStatus) {
   EXPECT_THAT(pod.resource_claim_statuses,
               ElementsAre(PodResourceClaimStatus{"gpu", "p-gpu-x7k2"}));
   EXPECT_EQ(pod.extended_resource_claim_name, "p-extended-resources-q");
-  EXPECT_THAT(pod.extended_resource_request_mappings,
-              ElementsAre(ContainerRequestMapping{"main", "nvidia.com/gpu", "container-0-request-0"}));
+  EXPECT_THAT(
+      pod.extended_resource_request_mappings,
+      ElementsAre(ContainerRequestMapping{"main", "nvidia.com/gpu", "container-0-request-0"}));
 }
 
 TEST(StoredTest, PodDefaultsAndTerminalPhases) {
