@@ -591,8 +591,12 @@ absl::StatusOr<std::pair<std::string, std::vector<std::string>>> SubjectOfCertif
     const std::string& pem) {
   X509Ptr cert = ParseCert(pem);
   if (!cert) return absl::InvalidArgumentError("not a PEM certificate");
+  return SubjectOfCertificate(cert.get());
+}
+
+absl::StatusOr<std::pair<std::string, std::vector<std::string>>> SubjectOfCertificate(X509* cert) {
   std::pair<std::string, std::vector<std::string>> out;
-  X509_NAME* name = X509_get_subject_name(cert.get());
+  X509_NAME* name = X509_get_subject_name(cert);
   for (int i = 0; i < X509_NAME_entry_count(name); ++i) {
     X509_NAME_ENTRY* e = X509_NAME_get_entry(name, i);
     int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(e));

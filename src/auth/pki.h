@@ -17,6 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+struct x509_st;  // OpenSSL's X509
+
 namespace qm::auth {
 
 struct CertAndKey {
@@ -66,8 +68,12 @@ absl::StatusOr<CertAndKey> IssueClientCertificate(const ServerPki& pki,
                                                   const std::vector<std::string>& organizations,
                                                   int days);
 
-// The subject of a PEM certificate: its CN (empty when it has none) and each O, in order.
-// InvalidArgument when `pem` holds no certificate. Does not verify anything.
+// The subject of a certificate: its CN (empty when it has none) and each O, in order.
+// InvalidArgument when one of them is not valid text. Does not verify anything. The REST layer
+// reads the certificate TLS verified with this, gRPC the PEM gRPC hands over (below).
+absl::StatusOr<std::pair<std::string, std::vector<std::string>>> SubjectOfCertificate(
+    x509_st* cert);
+// The same for a PEM certificate; InvalidArgument also when `pem` holds no certificate.
 absl::StatusOr<std::pair<std::string, std::vector<std::string>>> SubjectOfCertificatePem(
     const std::string& pem);
 

@@ -32,6 +32,7 @@
 #include "api/rest/request_target.h"
 #include "api/rest/static_files.h"
 #include "api/rest/status.h"
+#include "auth/pki.h"
 #include "common/id_generator.h"
 #include "common/mutex.h"
 #include "common/utf8.h"
@@ -87,28 +88,6 @@ bool IsAnonymousPath(const std::string& path) {
     if (path == p || path == std::string(p) + "/") return true;
   }
   return false;
-}
-
-// The subject of a verified client certificate: CN and each O.
-auth::PeerCertificate SubjectOf(X509* cert) {
-  auth::PeerCertificate out;
-  X509_NAME* name = X509_get_subject_name(cert);
-  for (int i = 0; i < X509_NAME_entry_count(name); ++i) {
-    X509_NAME_ENTRY* e = X509_NAME_get_entry(name, i);
-    int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(e));
-    if (nid != NID_commonName && nid != NID_organizationName) continue;
-    unsigned char* utf8 = nullptr;
-    int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e));
-    if (len < 0) continue;
-    std::string value(reinterpret_cast<char*>(utf8), static_cast<size_t>(len));
-    OPENSSL_free(utf8);
-    if (nid == NID_commonName) {
-      out.common_name = value;
-    } else {
-      out.organizations.push_back(value);
-    }
-  }
-  return out;
 }
 
 // A watch response: the watch hub's thread queues frames (it must never block on a slow
@@ -273,11 +252,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if constexpr (kTls) {
       SSL* ssl = stream_.native_handle();
       if (X509* cert = SSL_get1_peer_certificate(ssl)) {
+        // A subject that is not valid text is refused like an unverified certificate, as on
+        // gRPC.
         if (SSL_get_verify_result(ssl) == X509_V_OK) {
-          peer_ = SubjectOf(cert);
-        } else {
-          untrusted_cert_ = true;
+          if (auto subject = auth::SubjectOfCertificate(cert); subject.ok()) {
+            peer_ = auth::PeerCertificate{std::move(subject->first), std::move(subject->second)};
+          }
         }
+        if (!peer_.has_value()) untrusted_cert_ = true;
         X509_free(cert);
       }
     }
