@@ -25,7 +25,7 @@ const json& EmptyObject() {
 
 const json* Get(const json& obj, std::string_view key) {
   if (!obj.is_object()) return nullptr;
-  auto it = obj.find(std::string(key));
+  auto it = obj.find(key);  // nlohmann 3.11 compares object keys transparently
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
 }
