@@ -167,11 +167,11 @@ class Connection {
     return std::atoi(head.c_str() + 9);
   }
 
-  // Reads the next chunk of a chunked stream; false at the end.
   // Ends the connection from another thread: a read blocked in NextChunk returns (as an I/O
   // error, so use it with throw_on_io_error).
   void Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
 
+  // Reads the next chunk of a chunked stream; false at the end.
   bool NextChunk(std::string* chunk) {
     std::string line = ReadLine();
     size_t size = std::strtoul(line.c_str(), nullptr, 16);
