@@ -12,7 +12,8 @@
 //  3. (--pods N > 0) Every node opens its WatchAssignments stream; N pods with one-GPU claims
 //     from a template are created over 64 connections (the 5000pods_500nodes shape); each
 //     assignment is prepared as qm-agent does it (a CDI spec written atomically with fsync in
-//     --cdi-dir, then ReportPrepared). A claim watch gives, per claim, when it was seen
+//     the node's own directory under --cdi-dir, as each node has its own /var/run/cdi; then
+//     ReportPrepared). A claim watch gives, per claim, when it was seen
 //     allocated (the binding) and Ready; reported: bind -> CDI written and bind -> claim Ready
 //     p50/p99, and pods/s from the first creation to the last binding.
 //
@@ -298,7 +299,10 @@ class Fleet {
   }
 
   void StartPreparers() {
+    // One directory per node, as every node has its own /var/run/cdi: 500 simulated nodes
+    // writing into one directory would contend for its lock, which no real node does.
     mkdir(a_.cdi_dir.c_str(), 0755);
+    for (int n = 0; n < a_.nodes; ++n) mkdir(NodeCdiDir(n).c_str(), 0755);
     for (int t = 0; t < a_.concurrency; ++t) {
       preparers_.emplace_back([this] {
         for (;;) {
@@ -388,6 +392,8 @@ class Fleet {
     Clock::time_point received;
   };
 
+  std::string NodeCdiDir(int node) const { return a_.cdi_dir + "/" + NodeName(node); }
+
   // As qm-agent's preparer: the spec to a temporary file, fsync, rename; then the report.
   void PrepareOne(const Work& w) {
     const std::string& uid = w.a.claim().uid();
@@ -402,7 +408,7 @@ class Fleet {
       ids.push_back("k8s.gpu.nvidia.com/claim=" + uid + "-" + d.device());
     }
     spec += "]}";
-    const std::string path = a_.cdi_dir + "/k8s.gpu.nvidia.com-claim_" + uid + ".json";
+    const std::string path = NodeCdiDir(w.node) + "/k8s.gpu.nvidia.com-claim_" + uid + ".json";
     const std::string tmp = path + ".tmp";
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
