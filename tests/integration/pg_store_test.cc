@@ -460,6 +460,52 @@ TEST(PgStoreTest, LedgerHistoryFindsClaimsThroughTheUidIndex) {
             "ns 1,ns -1");
 }
 
+// PL/pgSQL keeps the plan it makes the first time a trigger fires on a connection. Made while
+// the objects table was small (a new server's first bindings), the lookup hashed a scan of the
+// whole table, and the writer's connection went on scanning it as the table grew
+// (migrations/0016). Here the plan is made over a table of three objects, then used again after
+// 5,000 more: both times through the uid index.
+TEST(PgStoreTest, LedgerHistoryPlanMadeOnASmallTableStillUsesTheUidIndex) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  ASSERT_TRUE(PgStore::Open(env.url(), 1).ok());
+  pqxx::connection c(env.url());
+  Plans plans(c);
+  pqxx::work tx(c);
+  auto add_claims = [&](int from, int to) {
+    tx.exec("INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
+            "creation_timestamp, labels, meta, fields, spec_digest, body) "
+            "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
+            "'{}', '{}', '{}', '', '{}' FROM generate_series(" +
+            std::to_string(from) + ", " + std::to_string(to) + ") AS g");
+    tx.exec("ANALYZE objects");
+  };
+  add_claims(1, 3);
+  ExplainEveryStatement(tx);
+  auto bind_and_release = [&](const std::string& uid) {
+    EXPECT_TRUE(tx.exec1("SELECT qm_insert_device_claim('d', 'p', 'gpu-0', '', '" + uid +
+                         "', false, '{}', '{}') IS NULL")[0]
+                    .as<bool>());
+    tx.exec("SELECT qm_release_claim('" + uid + "')");
+  };
+  bind_and_release("uid-2");
+  add_claims(4, 5003);
+  bind_and_release("uid-4000");
+  const std::string& text = plans.text;
+  EXPECT_NE(text.find("Insert on allocation_history"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Seq Scan on objects"), std::string::npos) << text;
+  size_t lookups = 0;
+  for (size_t at = text.find("Index Scan using objects_uid"); at != std::string::npos;
+       at = text.find("Index Scan using objects_uid", at + 1)) {
+    ++lookups;
+  }
+  EXPECT_EQ(lookups, 4u) << text;  // two triggers, two times each
+  EXPECT_EQ(tx.exec1("SELECT string_agg(claim_namespace || ' ' || delta, ',' ORDER BY id) "
+                     "FROM allocation_history")[0]
+                .as<std::string>(),
+            "ns 1,ns -1,ns 1,ns -1");
+}
+
 // A change this process committed is handed to ChangesSince from memory instead of being read back
 // from change_log: it must be the change another process reads from the log, field by field
 // (JSON texts compared as JSON: PostgreSQL's jsonb spells them its own way).
