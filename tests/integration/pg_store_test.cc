@@ -473,11 +473,12 @@ TEST(PgStoreTest, LedgerHistoryPlanMadeOnASmallTableStillUsesTheUidIndex) {
   Plans plans(c);
   pqxx::work tx(c);
   auto add_claims = [&](int from, int to) {
-    tx.exec("INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
-            "creation_timestamp, labels, meta, fields, spec_digest, body) "
-            "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
-            "'{}', '{}', '{}', '', '{}' FROM generate_series(" +
-            std::to_string(from) + ", " + std::to_string(to) + ") AS g");
+    tx.exec(
+        "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
+        "creation_timestamp, labels, meta, fields, spec_digest, body) "
+        "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
+        "'{}', '{}', '{}', '', '{}' FROM generate_series(" +
+        std::to_string(from) + ", " + std::to_string(to) + ") AS g");
     tx.exec("ANALYZE objects");
   };
   add_claims(1, 3);
