@@ -31,7 +31,6 @@ const std::vector<std::pair<std::string, std::string>>& PreparedStatements() {
       {"changes_since", queries::kChangesSince},
       {"list_device_claims", queries::kListDeviceClaims},
       {"quota_used", queries::kQuotaUsed},
-      {"begin_writes", queries::kBeginWrites},
       {"write_batch", queries::kWriteBatch},
       {"insert_audit", queries::kInsertAudit},
       {"query_audit", queries::kQueryAudit},

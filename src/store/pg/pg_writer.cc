@@ -15,6 +15,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "spdlog/spdlog.h"
 #include "store/pg/pg_store_internal.h"
+#include "store/pg/queries.h"
 #include "store/pg/text.h"
 #include "store/pg/with_connection.h"
 
@@ -140,7 +141,7 @@ class BatchCall {
   }
 
   // Runs the call; one result per added write, in order.
-  std::vector<absl::StatusOr<model::Object>> Run(pqxx::work& tx) {
+  std::vector<absl::StatusOr<model::Object>> Run(pqxx::transaction_base& tx) {
     auto rows = tx.exec_prepared(
         "write_batch", static_cast<int>(items_.size()), TextArray(w_[0]), TextArray(w_[1]),
         TextArray(w_[2]), TextArray(w_[3]), TextArray(w_[4]), TextArray(w_[5]), TextArray(w_[6]),
@@ -393,12 +394,51 @@ void PgStore::WriteBatch(const std::vector<PendingWrite*>& batch, size_t& comple
   }
 }
 
+namespace {
+
+// A transaction block opened in a pqxx::nontransaction (queries::kBeginWrites): rolled back when
+// left before Commit. As pqxx::work's commit does, Commit reports a connection lost while COMMIT
+// was on its way as in_doubt_error, which WithConnection never runs again: the batch may have
+// committed.
+class TransactionBlock {
+ public:
+  explicit TransactionBlock(pqxx::transaction_base& tx) : tx_(tx) {}
+  TransactionBlock(const TransactionBlock&) = delete;
+  TransactionBlock& operator=(const TransactionBlock&) = delete;
+  ~TransactionBlock() {
+    if (!open_) return;
+    try {
+      tx_.exec0("ROLLBACK");
+    } catch (...) {  // a broken connection: the server ends the transaction with it
+    }
+  }
+
+  void Commit() {
+    open_ = false;
+    try {
+      tx_.exec0("COMMIT");
+    } catch (const pqxx::broken_connection& e) {
+      throw pqxx::in_doubt_error(std::string("connection lost during COMMIT: ") + e.what());
+    }
+  }
+
+ private:
+  pqxx::transaction_base& tx_;
+  bool open_ = true;
+};
+
+}  // namespace
+
 absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
     const std::vector<PendingWrite*>& batch) {
   using Results = std::vector<absl::StatusOr<model::Object>>;
   return WithConnection(*pool_, [&](pqxx::connection& c) -> absl::StatusOr<Results> {
-    pqxx::work tx(c);  // read committed: qm_begin_writes reads the log after taking the lock
-    const int64_t before = tx.exec_prepared1("begin_writes")[0].as<int64_t>();
+    // The transaction block is opened by the query that takes the write lock: one round trip
+    // where pqxx::work makes two (its BEGIN, then qm_begin_writes). Read committed:
+    // qm_begin_writes reads the log after taking the lock.
+    pqxx::nontransaction tx(c);
+    TransactionBlock block(tx);
+    const int64_t before = tx.exec1(queries::kBeginWrites)[0].as<int64_t>();
     BatchCall call;
     for (PendingWrite* w : batch) call.Add(w);
     Results results = call.Run(tx);
@@ -415,7 +455,7 @@ absl::StatusOr<std::vector<absl::StatusOr<model::Object>>> PgStore::RunBatch(
       committing_ = false;
       own_cv_.SignalAll();
     };
-    tx.commit();
+    block.Commit();
     if (newest > committed_rv_.load()) committed_rv_.store(newest);  // only this thread writes
     RememberOwnChanges(batch, results, before);
     return results;

@@ -35,9 +35,11 @@ SELECT r.rv, o.* FROM (SELECT COALESCE(MAX(rv), 0) AS rv FROM change_log) r LEFT
   ORDER BY namespace, name
   LIMIT $5) o ON true)sql";
 
-// The writer's first statement of a batch (migrations/0014): takes the write lock and returns the
-// newest revision of the change log, read once the lock is held.
-inline constexpr char kBeginWrites[] = "SELECT qm_begin_writes()";
+// What the writer sends first for a batch: it opens the transaction block, takes the write lock
+// and returns the newest revision of the change log, read once the lock is held
+// (migrations/0014). One simple query, so one round trip; the block lasts until the writer's
+// COMMIT or ROLLBACK (a BEGIN in a query string outlives the string).
+inline constexpr char kBeginWrites[] = "BEGIN; SELECT qm_begin_writes()";
 
 inline constexpr char kCurrentRevision[] = "SELECT COALESCE(MAX(rv), 0) FROM change_log";
 
