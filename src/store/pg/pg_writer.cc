@@ -89,6 +89,12 @@ void Complete(PendingWrite* w, absl::StatusOr<model::Object> result) {
   w->Finish(std::move(result));
 }
 
+// A text[] parameter sent in binary.
+pqxx::binarystring Bin(const std::vector<std::string>& items) {
+  const std::string array = BinaryTextArray(items);
+  return pqxx::binarystring(array.data(), array.size());
+}
+
 // A whole batch applied by one call to qm_write_batch (migrations/0011): every queued write is a
 // group (a single create, update or delete, or a transaction) that commits or fails on its own,
 // with its audit records.
@@ -142,18 +148,18 @@ class BatchCall {
 
   // Runs the call; one result per added write, in order.
   std::vector<absl::StatusOr<model::Object>> Run(pqxx::transaction_base& tx) {
+    // Integer and boolean arrays as literals, text arrays in binary (BinaryTextArray): the
+    // order and types of qm_write_batch's parameters (migrations/0013).
     auto rows = tx.exec_prepared(
-        "write_batch", static_cast<int>(items_.size()), TextArray(w_[0]), TextArray(w_[1]),
-        TextArray(w_[2]), TextArray(w_[3]), TextArray(w_[4]), TextArray(w_[5]), TextArray(w_[6]),
-        TextArray(w_[7]), TextArray(w_[8]), TextArray(w_[9]), TextArray(w_[10]), TextArray(w_[11]),
-        TextArray(w_[12]), TextArray(w_[13]), TextArray(w_[14]), TextArray(d_[0]), TextArray(d_[1]),
-        TextArray(d_[2]), TextArray(d_[3]), TextArray(d_[4]), TextArray(d_[5]), TextArray(d_[6]),
-        TextArray(d_[7]), TextArray(d_[8]), TextArray(r_[0]), TextArray(r_[1]), TextArray(q_[0]),
-        TextArray(q_[1]), TextArray(q_[2]), TextArray(q_[3]), TextArray(s_[0]), TextArray(s_[1]),
-        TextArray(s_[2]), TextArray(s_[3]), TextArray(a_[0]), TextArray(a_[1]), TextArray(a_[2]),
-        TextArray(a_[3]), TextArray(a_[4]), TextArray(a_[5]), TextArray(a_[6]), TextArray(a_[7]),
-        TextArray(a_[8]), TextArray(a_[9]), TextArray(a_[10]), TextArray(a_[11]), TextArray(a_[12]),
-        TextArray(a_[13]));
+        "write_batch", static_cast<int>(items_.size()), TextArray(w_[0]), Bin(w_[1]), Bin(w_[2]),
+        Bin(w_[3]), Bin(w_[4]), Bin(w_[5]), TextArray(w_[6]), TextArray(w_[7]), TextArray(w_[8]),
+        Bin(w_[9]), Bin(w_[10]), Bin(w_[11]), Bin(w_[12]), Bin(w_[13]), TextArray(w_[14]),
+        TextArray(d_[0]), Bin(d_[1]), Bin(d_[2]), Bin(d_[3]), Bin(d_[4]), Bin(d_[5]),
+        TextArray(d_[6]), Bin(d_[7]), Bin(d_[8]), TextArray(r_[0]), Bin(r_[1]), TextArray(q_[0]),
+        Bin(q_[1]), Bin(q_[2]), TextArray(q_[3]), TextArray(s_[0]), Bin(s_[1]), TextArray(s_[2]),
+        TextArray(s_[3]), TextArray(a_[0]), TextArray(a_[1]), Bin(a_[2]), Bin(a_[3]), Bin(a_[4]),
+        Bin(a_[5]), Bin(a_[6]), Bin(a_[7]), Bin(a_[8]), Bin(a_[9]), Bin(a_[10]), TextArray(a_[11]),
+        Bin(a_[12]), Bin(a_[13]));
     std::vector<std::vector<const pqxx::row*>> written(items_.size());
     std::vector<std::optional<absl::Status>> failures(items_.size());
     std::vector<pqxx::row> kept(rows.begin(), rows.end());

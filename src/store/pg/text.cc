@@ -1,5 +1,7 @@
 #include "store/pg/text.h"
 
+#include <cstring>
+
 namespace qm::store::pg {
 
 int64_t Micros(std::chrono::system_clock::time_point t) {
@@ -27,6 +29,42 @@ std::string TextArray(const std::vector<std::string>& items) {
     *p++ = '"';
   }
   *p = '}';
+  return out;
+}
+
+namespace {
+
+void PutInt32(char*& p, uint32_t v) {
+  *p++ = static_cast<char>(v >> 24);
+  *p++ = static_cast<char>(v >> 16);
+  *p++ = static_cast<char>(v >> 8);
+  *p++ = static_cast<char>(v);
+}
+
+constexpr uint32_t kTextOid = 25;  // pg_type.oid of text
+
+}  // namespace
+
+std::string BinaryTextArray(const std::vector<std::string>& items) {
+  // ndim, flags (no nulls), element type; then, with one dimension, its size and lower bound.
+  size_t size = 12 + (items.empty() ? 0 : 8);
+  for (const std::string& item : items) size += 4 + item.size();
+  std::string out(size, '\0');
+  char* p = out.data();
+  PutInt32(p, items.empty() ? 0 : 1);
+  PutInt32(p, 0);
+  PutInt32(p, kTextOid);
+  if (!items.empty()) {
+    PutInt32(p, static_cast<uint32_t>(items.size()));
+    PutInt32(p, 1);
+  }
+  for (const std::string& item : items) {
+    PutInt32(p, static_cast<uint32_t>(item.size()));
+    if (!item.empty()) {
+      std::memcpy(p, item.data(), item.size());
+      p += item.size();
+    }
+  }
   return out;
 }
 

@@ -30,6 +30,34 @@ TEST(TextArrayTest, LongElementsComeOutWhole) {
   EXPECT_EQ(out, "{\"" + want + "\",\"" + want + "\"}");
 }
 
+// array_send's layout, all integers big-endian: ndim, has-nulls flag, element type (text, 25);
+// per dimension its length and lower bound; per element its length and bytes, as they are.
+TEST(BinaryTextArrayTest, WritesPostgresBinaryLayout) {
+  using namespace std::string_literals;
+  EXPECT_EQ(BinaryTextArray({}),
+            "\0\0\0\0"s
+            "\0\0\0\0"s
+            "\0\0\0\x19"s);
+  EXPECT_EQ(BinaryTextArray({"ab", "", "\"{\\"}),
+            "\0\0\0\x01"s
+            "\0\0\0\0"s
+            "\0\0\0\x19"s
+            "\0\0\0\x03"s
+            "\0\0\0\x01"s
+            "\0\0\0\x02"s
+            "ab"s
+            "\0\0\0\0"s
+            "\0\0\0\x03\"{\\"s);
+}
+
+TEST(BinaryTextArrayTest, LongElementsKeepTheirLengthAndBytes) {
+  const std::string body(70000, 'x');
+  const std::string out = BinaryTextArray({body});
+  ASSERT_EQ(out.size(), 20u + 4u + body.size());
+  EXPECT_EQ(out.substr(20, 4), std::string("\0\x01\x11\x70", 4));  // 70,000
+  EXPECT_EQ(out.substr(24), body);
+}
+
 TEST(MicrosTest, CountsMicrosecondsSinceTheEpoch) {
   EXPECT_EQ(Micros(std::chrono::system_clock::time_point()), 0);
   EXPECT_EQ(Micros(std::chrono::system_clock::time_point(std::chrono::seconds(1700000000)) +
