@@ -154,9 +154,13 @@ class Fleet {
 
   v1::NodeAgent::Stub& Client(int node) { return *clients_[node % clients_.size()]; }
 
+  // Calls wait for their channel to connect (up to the deadline) instead of failing at once when
+  // a connection attempt failed, as qm-agent retries them: now and then one of the 64 channels
+  // failed its first attempt, and its nodes' registrations failed with it.
   void Prepare(grpc::ClientContext& ctx) const {
     ctx.AddMetadata("authorization", "Bearer " + a_.client.token);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    ctx.set_wait_for_ready(true);
   }
 
   grpc::Status Register(int node) {
