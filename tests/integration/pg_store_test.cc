@@ -107,6 +107,20 @@ TEST(EmbeddedPostgresTest, MissingBinariesGiveAnInstallHint) {
   EXPECT_FALSE(pg.running());
 }
 
+// The audit record of a create of a "things" object, answered 201.
+AuditRecord CreateRecord(const std::string& request_id, const std::string& user,
+                         std::vector<std::string> groups) {
+  AuditRecord record;
+  record.time = std::chrono::system_clock::now();
+  record.request_id = request_id;
+  record.user = user;
+  record.groups = std::move(groups);
+  record.verb = "create";
+  record.resource = "things";
+  record.code = 201;
+  return record;
+}
+
 // A change and its audit record commit together: a write that succeeds leaves exactly its
 // record, one that fails (a conflict) leaves none; deletes are recorded too.
 TEST(PgStoreTest, AuditRecordsCommitWithTheirChanges) {
@@ -114,14 +128,7 @@ TEST(PgStoreTest, AuditRecordsCommitWithTheirChanges) {
   env.Reset();
   auto store = PgStore::Open(env.url(), 2);
   ASSERT_TRUE(store.ok()) << store.status();
-  AuditRecord record;
-  record.time = std::chrono::system_clock::now();
-  record.request_id = "req-1";
-  record.user = "alice";
-  record.groups = {"team-a", "system:authenticated"};
-  record.verb = "create";
-  record.resource = "things";
-  record.code = 201;
+  AuditRecord record = CreateRecord("req-1", "alice", {"team-a", "system:authenticated"});
   record.source = "127.0.0.1:5";
   int64_t rv = 0;
   {
@@ -421,43 +428,80 @@ void ExplainEveryStatement(pqxx::work& tx) {
   tx.exec("SET LOCAL client_min_messages = notice");
 }
 
+// A fresh database with the migrations applied, and a transaction on it whose statements' plans
+// arrive in `plans` once ExplainEveryStatement has run.
+struct ExplainedSession {
+  ExplainedSession() : c(FreshDatabase()), plans(c), tx(c) {}
+  static std::string FreshDatabase() {
+    auto& env = testing::PgTestEnv::Get();
+    env.Reset();
+    EXPECT_TRUE(PgStore::Open(env.url(), 1).ok());
+    return env.url();
+  }
+  pqxx::connection c;
+  Plans plans;
+  pqxx::work tx;
+};
+
+// Claims uid-<from> .. uid-<to> in namespace "ns", straight into the objects table, which is
+// analyzed afterwards (what the planner knows of its size).
+void AddClaimRows(pqxx::work& tx, int from, int to) {
+  tx.exec(
+      "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
+      "creation_timestamp, labels, meta, fields, spec_digest, body) "
+      "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
+      "'{}', '{}', '{}', '', '{}' FROM generate_series(" +
+      std::to_string(from) + ", " + std::to_string(to) + ") AS g");
+  tx.exec("ANALYZE objects");
+}
+
+// How many times `what` occurs in `text`.
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Binds device d/p/gpu-0 to the claim with `uid` through the ledger function, then releases it:
+// each fires one of the allocation history's triggers.
+void BindAndRelease(pqxx::work& tx, const std::string& uid) {
+  EXPECT_TRUE(tx.exec1("SELECT qm_insert_device_claim('d', 'p', 'gpu-0', '', '" + uid +
+                       "', false, '{}', '{}') IS NULL")[0]
+                  .as<bool>());
+  tx.exec("SELECT qm_release_claim('" + uid + "')");
+}
+
+// The plans auto_explain sent: the history was written, and its claim lookups, `lookups` of them,
+// all went through objects_uid.
+void ExpectHistoryLookupsThroughUidIndex(const std::string& plans, size_t lookups) {
+  EXPECT_NE(plans.find("Insert on allocation_history"), std::string::npos) << plans;
+  EXPECT_EQ(plans.find("Seq Scan on objects"), std::string::npos) << plans;
+  EXPECT_EQ(Occurrences(plans, "Index Scan using objects_uid"), lookups) << plans;
+}
+
+// The allocation history as "<namespace> <delta>" per row, in order.
+std::string HistoryDeltas(pqxx::work& tx) {
+  return tx
+      .exec1(
+          "SELECT string_agg(claim_namespace || ' ' || delta, ',' ORDER BY id) "
+          "FROM allocation_history")[0]
+      .as<std::string>();
+}
+
 // The allocation history's triggers look up the claim of each ledger row they record. The
 // ledger's claim_uid is COLLATE "C" and objects.uid is not: compared as they are, the lookup
 // cannot use the objects_uid index and every ledger insert and release scanned the whole
 // objects table (5x slower scheduling at 5,000 pods). auto_explain reports the plans of the
 // trigger's statements as notices.
 TEST(PgStoreTest, LedgerHistoryFindsClaimsThroughTheUidIndex) {
-  auto& env = testing::PgTestEnv::Get();
-  env.Reset();
-  ASSERT_TRUE(PgStore::Open(env.url(), 1).ok());
-  pqxx::connection c(env.url());
-  Plans plans(c);
-  pqxx::work tx(c);
-  tx.exec(
-      "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
-      "creation_timestamp, labels, meta, fields, spec_digest, body) "
-      "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
-      "'{}', '{}', '{}', '', '{}' FROM generate_series(1, 5000) AS g");
-  tx.exec("ANALYZE objects");
+  ExplainedSession session;
+  pqxx::work& tx = session.tx;
+  AddClaimRows(tx, 1, 5000);
   ExplainEveryStatement(tx);
-  EXPECT_TRUE(tx.exec1("SELECT qm_insert_device_claim('d', 'p', 'gpu-0', '', 'uid-7', false, "
-                       "'{}', '{}') IS NULL")[0]
-                  .as<bool>());
-  tx.exec("SELECT qm_release_claim('uid-7')");
-  const std::string& text = plans.text;
-  EXPECT_NE(text.find("Insert on allocation_history"), std::string::npos) << text;
-  EXPECT_EQ(text.find("Seq Scan on objects"), std::string::npos) << text;
+  BindAndRelease(tx, "uid-7");
   // Both triggers (the insert's and the release's) look the claim up by its uid.
-  size_t lookups = 0;
-  for (size_t at = text.find("Index Scan using objects_uid"); at != std::string::npos;
-       at = text.find("Index Scan using objects_uid", at + 1)) {
-    ++lookups;
-  }
-  EXPECT_EQ(lookups, 2u) << text;
-  EXPECT_EQ(tx.exec1("SELECT string_agg(claim_namespace || ' ' || delta, ',' ORDER BY id) "
-                     "FROM allocation_history")[0]
-                .as<std::string>(),
-            "ns 1,ns -1");
+  ExpectHistoryLookupsThroughUidIndex(session.plans.text, 2);
+  EXPECT_EQ(HistoryDeltas(tx), "ns 1,ns -1");
 }
 
 // PL/pgSQL keeps the plan it makes the first time a trigger fires on a connection. Made while
@@ -466,45 +510,15 @@ TEST(PgStoreTest, LedgerHistoryFindsClaimsThroughTheUidIndex) {
 // (migrations/0016). Here the plan is made over a table of three objects, then used again after
 // 5,000 more: both times through the uid index.
 TEST(PgStoreTest, LedgerHistoryPlanMadeOnASmallTableStillUsesTheUidIndex) {
-  auto& env = testing::PgTestEnv::Get();
-  env.Reset();
-  ASSERT_TRUE(PgStore::Open(env.url(), 1).ok());
-  pqxx::connection c(env.url());
-  Plans plans(c);
-  pqxx::work tx(c);
-  auto add_claims = [&](int from, int to) {
-    tx.exec(
-        "INSERT INTO objects (resource, namespace, name, uid, resource_version, generation, "
-        "creation_timestamp, labels, meta, fields, spec_digest, body) "
-        "SELECT 'resourceclaims.resource.k8s.io', 'ns', 'c' || g, 'uid-' || g, g, 1, now(), "
-        "'{}', '{}', '{}', '', '{}' FROM generate_series(" +
-        std::to_string(from) + ", " + std::to_string(to) + ") AS g");
-    tx.exec("ANALYZE objects");
-  };
-  add_claims(1, 3);
+  ExplainedSession session;
+  pqxx::work& tx = session.tx;
+  AddClaimRows(tx, 1, 3);
   ExplainEveryStatement(tx);
-  auto bind_and_release = [&](const std::string& uid) {
-    EXPECT_TRUE(tx.exec1("SELECT qm_insert_device_claim('d', 'p', 'gpu-0', '', '" + uid +
-                         "', false, '{}', '{}') IS NULL")[0]
-                    .as<bool>());
-    tx.exec("SELECT qm_release_claim('" + uid + "')");
-  };
-  bind_and_release("uid-2");
-  add_claims(4, 5003);
-  bind_and_release("uid-4000");
-  const std::string& text = plans.text;
-  EXPECT_NE(text.find("Insert on allocation_history"), std::string::npos) << text;
-  EXPECT_EQ(text.find("Seq Scan on objects"), std::string::npos) << text;
-  size_t lookups = 0;
-  for (size_t at = text.find("Index Scan using objects_uid"); at != std::string::npos;
-       at = text.find("Index Scan using objects_uid", at + 1)) {
-    ++lookups;
-  }
-  EXPECT_EQ(lookups, 4u) << text;  // two triggers, two times each
-  EXPECT_EQ(tx.exec1("SELECT string_agg(claim_namespace || ' ' || delta, ',' ORDER BY id) "
-                     "FROM allocation_history")[0]
-                .as<std::string>(),
-            "ns 1,ns -1,ns 1,ns -1");
+  BindAndRelease(tx, "uid-2");
+  AddClaimRows(tx, 4, 5003);
+  BindAndRelease(tx, "uid-4000");
+  ExpectHistoryLookupsThroughUidIndex(session.plans.text, 4);  // two triggers, two times each
+  EXPECT_EQ(HistoryDeltas(tx), "ns 1,ns -1,ns 1,ns -1");
 }
 
 // Large bodies are compressed with lz4 where the server has it (migrations/0017): a slice's body
@@ -557,15 +571,8 @@ TEST(PgStoreTest, TextThatALiteralWouldEscapeRoundTripsThroughTheWriter) {
   a.meta.annotations = {{"note", odd}, {"empty", ""}};
   a.fields = {{"metadata.name", "a"}, {"spec.s", odd}};
   a.body = R"({"spec":{"s":"a \"q\" \\ {x,y} NULL \u00e9","t":""}})";
-  AuditRecord record;
-  record.time = std::chrono::system_clock::now();
-  record.request_id = "req \"1\"";
-  record.user = "user\\name";
-  record.groups = {"g,1", "{g2}"};
-  record.verb = "create";
-  record.resource = "things";
+  AuditRecord record = CreateRecord("req \"1\"", "user\\name", {"g,1", "{g2}"});
   record.user_agent = odd;
-  record.code = 201;
   {
     AuditScope scope(&record);
     ASSERT_TRUE((*writer)->Create(a).ok());
