@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "model/json/stored.h"
+#include "model/json/write.h"
 
 namespace qm::api::nodeapi {
 namespace {
@@ -162,7 +163,7 @@ std::string AllocationId(const std::string& uid, const json& allocation) {
   };
   mix(uid);
   mix("\n");
-  mix(allocation.dump());
+  mix(model::json::Write(allocation));
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
   return buf;

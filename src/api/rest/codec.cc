@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "model/json/document.h"
+#include "model/json/write.h"
 
 namespace qm::api {
 namespace {
@@ -430,20 +431,20 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, json bod
     if (!it->is_array()) return MetaTypeError("ownerReferences", "a list");
     if (!it->empty()) obj.meta.owner_references = it->dump();
   }
-  // The body's text as dump() writes it (members in key order), member by member, so that the
-  // spec's text is written once and hashed for the digest as it is.
+  // The body's text as dump() writes it (model/json/write.h) (members in key order), member by
+  // member, so that the spec's text is written once and hashed for the digest as it is.
   std::string& text = obj.body;
   text.push_back('{');
   for (auto it = body.begin(); it != body.end(); ++it) {
     if (it != body.begin()) text.push_back(',');
-    text += json(it.key()).dump();
+    model::json::AppendJson(it.key(), &text);
     text.push_back(':');
     if (it.key() == "spec" && !it->is_null()) {
       const size_t start = text.size();
-      text += it->dump();
+      model::json::AppendJson(*it, &text);
       obj.spec_digest = model::SpecDigest(std::string_view(text).substr(start));
     } else {
-      text += it->dump();
+      model::json::AppendJson(*it, &text);
     }
   }
   text.push_back('}');
@@ -491,10 +492,11 @@ std::string EncodeObjectText(const model::ResourceType& type, const std::string&
                              const model::Object& obj) {
   const std::string& body = obj.body;
   if (!HubShaped(type, version) || body.size() < 2 || body.front() != '{') {
-    return FromHub(type, version, FromObject(type, obj)).dump();
+    return model::json::Write(FromHub(type, version, FromObject(type, obj)));
   }
-  std::string out = R"({"apiVersion":)" + json(type.ApiVersion(version)).dump() + R"(,"kind":)" +
-                    json(type.kind).dump() + R"(,"metadata":)" + EncodeMeta(obj.meta).dump();
+  std::string out = R"({"apiVersion":)" + model::json::Write(type.ApiVersion(version)) +
+                    R"(,"kind":)" + model::json::Write(type.kind) + R"(,"metadata":)" +
+                    model::json::Write(EncodeMeta(obj.meta));
   size_t first = body.find_first_not_of(" \t\r\n", 1);
   if (first == std::string::npos || body[first] == '}') return out + "}";
   out += ',';

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/json/write.h"
 #include "model/object.h"
 #include "nlohmann/json.hpp"
 
@@ -29,7 +30,7 @@ class Document {
   nlohmann::json& value() { return value_; }
 
   // The compact text the store keeps.
-  std::string Dump() const { return value_.dump(); }
+  std::string Dump() const { return Write(value_); }
 
   bool operator==(const Document& other) const { return value_ == other.value_; }
 

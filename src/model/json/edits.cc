@@ -4,6 +4,7 @@
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
 #include "model/json/stored.h"
+#include "model/json/write.h"
 #include "model/resource_types.h"
 
 namespace qm::model::json {
@@ -107,13 +108,12 @@ std::vector<std::string> OwnerUids(const Object& obj) {
 }
 
 std::string PodControllerReference(const Object& owner) {
-  return json::array({{{"apiVersion", "v1"},
-                       {"kind", "Pod"},
-                       {"name", owner.meta.name},
-                       {"uid", owner.meta.uid},
-                       {"controller", true},
-                       {"blockOwnerDeletion", true}}})
-      .dump();
+  return Write(json::array({{{"apiVersion", "v1"},
+                             {"kind", "Pod"},
+                             {"name", owner.meta.name},
+                             {"uid", owner.meta.uid},
+                             {"controller", true},
+                             {"blockOwnerDeletion", true}}}));
 }
 
 Pod DecodePod(const Document& body) { return DecodePod(body.value()); }
@@ -137,7 +137,7 @@ absl::StatusOr<ResourceClaim> DecodeResourceClaim(const Object& obj, const Docum
 
 std::string AllocationText(const Document& claim) {
   const json& allocation = At(At(claim.value(), "status"), "allocation");
-  return allocation.is_null() ? std::string() : allocation.dump();
+  return allocation.is_null() ? std::string() : Write(allocation);
 }
 
 bool SetCondition(Document& body, const std::string& type, const std::string& status,

@@ -1,5 +1,7 @@
 #include "model/json/fields.h"
 
+#include "model/json/write.h"
+
 namespace qm::model::json {
 namespace {
 
@@ -55,7 +57,7 @@ std::string SpecDigestOf(const nlohmann::json& hub) {
   if (!hub.is_object()) return "";
   auto spec = hub.find("spec");
   if (spec == hub.end() || spec->is_null()) return "";
-  return model::SpecDigest(spec->dump());
+  return model::SpecDigest(Write(*spec));
 }
 
 }  // namespace qm::model::json

@@ -11,6 +11,7 @@
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
 #include "model/json/rbac_json.h"
+#include "model/json/write.h"
 #include "model/resource_types.h"
 
 namespace qm::model::json {
@@ -307,7 +308,7 @@ std::string QuotaBodyWithStatus(const Object& quota, const std::map<std::string,
   }
   if (At(body, "status") == status) return "";
   body["status"] = std::move(status);
-  return body.dump();
+  return Write(body);
 }
 
 Object EncodeEvent(const Event& event, Object base) {
@@ -328,7 +329,7 @@ Object EncodeEvent(const Event& event, Object base) {
                {"lastTimestamp", event.timestamp},
                {"source", {{"component", event.component}}},
                {"reportingComponent", event.component}};
-  base.body = body.dump();
+  base.body = Write(body);
   base.spec_digest = SpecDigestOf(body);
   if (const ResourceType* events = FindResourceTypeByKey("events")) {
     base.fields = SelectableFields(*events, body);
@@ -439,7 +440,7 @@ AllocatedRefs ReadAllocatedRefs(const std::string& body) {
 std::string EncodeCapacityMap(const std::map<std::string, Quantity>& capacity) {
   json out = json::object();
   for (const auto& [name, q] : capacity) out[name] = q.String();
-  return out.dump();
+  return Write(out);
 }
 
 }  // namespace qm::model::json

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/cleanup/cleanup.h"
+#include "model/json/write.h"
 #include "spdlog/spdlog.h"
 #include "store/pg/pg_store_internal.h"
 #include "store/pg/queries.h"
@@ -47,7 +48,8 @@ JsonColumns EncodeColumns(const model::Object& obj) {
   if (obj.meta.deletion_grace_period_seconds.has_value()) {
     meta["deletionGracePeriodSeconds"] = *obj.meta.deletion_grace_period_seconds;
   }
-  return JsonColumns{json(obj.meta.labels).dump(), meta.dump(), json(obj.fields).dump()};
+  return JsonColumns{model::json::WriteStringMap(obj.meta.labels), model::json::Write(meta),
+                     model::json::WriteStringMap(obj.fields)};
 }
 
 // A quantity as an exact decimal number of units ("21474836480", "0.5", "-1.25"), as numeric
@@ -80,7 +82,8 @@ std::string ChargesJson(const DeviceClaim& row) {
       counters.push_back({c.owner, c.name, Decimal(c.amount), Decimal(c.limit)});
     }
   }
-  return json{{"capacity", std::move(capacity)}, {"counters", std::move(counters)}}.dump();
+  return model::json::Write(
+      json{{"capacity", std::move(capacity)}, {"counters", std::move(counters)}});
 }
 
 // Finishes a dequeued write; an asynchronous one, which nobody waits on, is freed here.
