@@ -1,10 +1,12 @@
-// The compact JSON writer every stored body goes through (model/json/write.h) against
-// nlohmann::json::dump(), on the bodies the scheduler writes most: a bound pod, an allocated
-// claim, and a slice of eight GPUs as the NVIDIA DRA driver publishes them (bench/README.md).
+// The JSON writer and reader every stored body and request body goes through
+// (model/json/write.h, read.h) against nlohmann::json's dump() and parse(), on the bodies the
+// service handles most: a bound pod, an allocated claim, and a slice of eight GPUs as the NVIDIA
+// DRA driver publishes them (bench/README.md).
 #include <benchmark/benchmark.h>
 
 #include <string>
 
+#include "model/json/read.h"
 #include "model/json/write.h"
 #include "nlohmann/json.hpp"
 
@@ -94,12 +96,34 @@ void BM_Write(benchmark::State& state, json (*make)()) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * value.dump().size()));
 }
 
+void BM_Parse(benchmark::State& state, json (*make)()) {
+  const std::string text = make().dump();
+  for (auto _ : state) benchmark::DoNotOptimize(json::parse(text, nullptr, false));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+
+void BM_Read(benchmark::State& state, json (*make)()) {
+  const std::string text = make().dump();
+  if (qm::model::json::Read(text) != json::parse(text)) {
+    state.SkipWithError("Read differs from parse()");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(qm::model::json::Read(text));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+
 BENCHMARK_CAPTURE(BM_Dump, pod, Pod);
 BENCHMARK_CAPTURE(BM_Write, pod, Pod);
 BENCHMARK_CAPTURE(BM_Dump, claim, Claim);
 BENCHMARK_CAPTURE(BM_Write, claim, Claim);
 BENCHMARK_CAPTURE(BM_Dump, slice, Slice);
 BENCHMARK_CAPTURE(BM_Write, slice, Slice);
+BENCHMARK_CAPTURE(BM_Parse, pod, Pod);
+BENCHMARK_CAPTURE(BM_Read, pod, Pod);
+BENCHMARK_CAPTURE(BM_Parse, claim, Claim);
+BENCHMARK_CAPTURE(BM_Read, claim, Claim);
+BENCHMARK_CAPTURE(BM_Parse, slice, Slice);
+BENCHMARK_CAPTURE(BM_Read, slice, Slice);
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "model/json/document.h"
+#include "model/json/read.h"
 #include "spdlog/spdlog.h"
 
 namespace qm::api::nodeapi {
@@ -223,7 +224,7 @@ absl::Status AssignmentRouter::Load() {
       listed.insert(obj.meta.uid);
       std::optional<ClaimAssignment> assignment;
       if (MayHaveAssignment(obj.body)) {
-        auto body = nlohmann::json::parse(obj.body, nullptr, false);
+        auto body = model::json::Read(obj.body);
         if (body.is_discarded()) continue;  // keeps whatever the index had for it
         assignment = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, body);
       }
@@ -304,7 +305,7 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
       if (const model::json::SharedDocument* kept = model::json::ParsedBody(obj)) {
         body = &(*kept)->value();
       } else {
-        parsed = nlohmann::json::parse(obj.body, nullptr, false);
+        parsed = model::json::Read(obj.body);
         // A body that does not decode changes nothing: the devices stay prepared, as the
         // scheduler keeps them allocated (decode_failures.h).
         if (parsed.is_discarded()) return;

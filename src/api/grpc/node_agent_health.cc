@@ -13,6 +13,7 @@
 #include "api/rest/codec.h"
 #include "api/rest/validation.h"
 #include "common/status.h"
+#include "model/json/read.h"
 #include "model/names.h"
 #include "model/resource_types.h"
 #include "service/audit_log.h"
@@ -176,7 +177,7 @@ absl::Status NodeAgentApi::SyncHealthTaints(
     const model::Object& o = *listed;
     auto it = o.meta.labels.find(kHealthNodeLabel);
     if (it == o.meta.labels.end() || it->second != node) continue;
-    const json body = json::parse(o.body, nullptr, false);
+    const json body = model::json::Read(o.body);
     if (Str(At(At(body, "spec"), "deviceSelector"), "driver") != driver) continue;
     existing.emplace(o.meta.name, o);
   }
@@ -196,7 +197,7 @@ absl::Status NodeAgentApi::SyncHealthTaints(
     const std::string effect = UnusableReason(reason) ? "NoExecute" : "NoSchedule";
     const std::string value = TaintValue(reason);
     if (auto it = existing.find(name); it != existing.end()) {
-      const json body = json::parse(it->second.body, nullptr, false);
+      const json body = model::json::Read(it->second.body);
       const json& taint = At(At(body, "spec"), "taint");
       if (Str(taint, "effect") == effect && Str(taint, "value") == value) continue;
       store::AuditRecord record =
@@ -271,7 +272,7 @@ bool NodeAgentApi::NoteHeartbeat(const std::string& node) {
   if (seen_rv != 0 && seen_rv == *rv) return !seen_ready;
   auto cached = hub_.Find(key);
   if (cached == nullptr) return true;
-  json body = json::parse(cached->body, nullptr, false);
+  json body = model::json::Read(cached->body);
   const json& conditions = At(At(body, "status"), "conditions");
   bool ready = false;
   for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {

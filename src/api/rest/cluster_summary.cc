@@ -9,6 +9,7 @@
 #include "api/rest/status.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "model/json/read.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::api {
@@ -48,7 +49,7 @@ NodeState StateOf(const model::Object& node) {
   auto it = node.fields.find("spec.unschedulable");
   s.unschedulable = it != node.fields.end() && it->second == "true";
   // The Ready condition, as the UI and kubectl read it (no condition: unknown).
-  const json body = json::parse(node.body, nullptr, /*allow_exceptions=*/false);
+  const json body = model::json::Read(node.body);
   if (!body.is_object()) return s;
   auto status = body.find("status");
   if (status == body.end() || !status->is_object()) return s;

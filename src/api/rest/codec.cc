@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "model/json/document.h"
+#include "model/json/read.h"
 #include "model/json/write.h"
 
 namespace qm::api {
@@ -473,7 +474,7 @@ json EncodeMeta(const model::ObjectMeta& meta) {
   if (!meta.annotations.empty()) m["annotations"] = meta.annotations;
   if (!meta.finalizers.empty()) m["finalizers"] = meta.finalizers;
   if (!meta.owner_references.empty()) {
-    m["ownerReferences"] = json::parse(meta.owner_references, nullptr, false);
+    m["ownerReferences"] = model::json::Read(meta.owner_references);
   }
   return m;
 }
@@ -505,7 +506,7 @@ std::string EncodeObjectText(const model::ResourceType& type, const std::string&
 }
 
 json FromObject(const model::ResourceType& type, const model::Object& obj) {
-  json out = json::parse(obj.body, nullptr, false);
+  json out = model::json::Read(obj.body);
   if (!out.is_object()) out = json::object();
   out["apiVersion"] = type.ApiVersion("v1");
   out["kind"] = type.kind;

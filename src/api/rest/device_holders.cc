@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/field_error.h"
+#include "model/json/read.h"
 
 namespace qm::api {
 
@@ -145,7 +146,7 @@ struct Parsed {
 Parsed Parse(const model::Object& claim, Classes known) {
   const bool allocated = claim.body.find("\"allocation\"") != std::string::npos;
   if (!allocated && known != nullptr) return {nullptr, std::move(known)};
-  const json body = json::parse(claim.body, nullptr, /*allow_exceptions=*/false);
+  const json body = model::json::Read(claim.body);
   return {allocated ? HoldsOf(claim, body) : nullptr,
           known != nullptr ? std::move(known) : ClassesOf(body)};
 }

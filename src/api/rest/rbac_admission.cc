@@ -2,6 +2,7 @@
 #include "service/rbac_admission.h"
 #include "api/rest/rest_api.h"
 #include "model/json/rbac_json.h"
+#include "model/json/read.h"
 
 namespace qm::api {
 
@@ -33,7 +34,7 @@ absl::Status RestApi::AdmitRbac(const model::ResourceType& type, const nlohmann:
         std::string(cluster_role ? "clusterroles" : "roles") + ".rbac.authorization.k8s.io",
         cluster_role ? "" : ns, name});
     if (stored.ok()) {
-      auto decoded = model::json::DecodeRole(nlohmann::json::parse(stored->body, nullptr, false));
+      auto decoded = model::json::DecodeRole(model::json::Read(stored->body));
       if (decoded.ok()) {
         if (!rules) rules.emplace();
         rules->insert(rules->end(), decoded->rules.begin(), decoded->rules.end());

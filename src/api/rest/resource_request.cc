@@ -19,6 +19,7 @@
 #include "api/rest/table.h"
 #include "api/rest/validation.h"
 #include "common/status.h"
+#include "model/json/read.h"
 #include "model/json/stored.h"
 #include "service/node_restriction.h"
 
@@ -134,7 +135,7 @@ absl::StatusOr<json> ParseBody(const std::string& body,
     }
   }
   {
-    json j = json::parse(body, nullptr, false);
+    json j = model::json::Read(body);
     if (j.is_discarded()) return absl::InvalidArgumentError("the request body is not valid JSON");
     // As many members as were written: no key repeats, and the plain parse is the answer.
     if (duplicates == nullptr || CountMembers(j) == keys) return j;

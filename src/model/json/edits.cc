@@ -3,6 +3,7 @@
 #include "model/json/access.h"
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
+#include "model/json/read.h"
 #include "model/json/stored.h"
 #include "model/json/write.h"
 #include "model/resource_types.h"
@@ -43,9 +44,7 @@ Document::Document(nlohmann::json value) : value_(std::move(value)) {
   if (!value_.is_object()) value_ = json::object();
 }
 
-Document Document::Parse(std::string_view text) {
-  return Document(json::parse(text, nullptr, /*allow_exceptions=*/false));
-}
+Document Document::Parse(std::string_view text) { return Document(Read(text)); }
 
 namespace {
 
@@ -99,7 +98,7 @@ Object WithStatus(const Object& obj, SharedDocument body) {
 std::vector<std::string> OwnerUids(const Object& obj) {
   std::vector<std::string> out;
   if (obj.meta.owner_references.empty()) return out;
-  const json refs = json::parse(obj.meta.owner_references, nullptr, /*allow_exceptions=*/false);
+  const json refs = Read(obj.meta.owner_references);
   if (!refs.is_array()) return out;
   for (const auto& r : refs) {
     if (const std::string uid = Str(r, "uid"); !uid.empty()) out.push_back(uid);

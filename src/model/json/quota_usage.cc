@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/json/access.h"
+#include "model/json/read.h"
 #include "nlohmann/json.hpp"
 
 namespace qm::model::json {
@@ -30,7 +31,7 @@ std::map<std::string, int64_t> QuotaUsage(const Object& obj) {
     out["count/pods"] = 1;
     return out;
   }
-  json body = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+  json body = Read(obj.body);
   if (!body.is_object()) body = json::object();
   if (obj.resource == "pods") {
     const std::string phase = Str(At(body, "status"), "phase");

@@ -11,6 +11,7 @@
 #include "model/json/dra_json.h"
 #include "model/json/fields.h"
 #include "model/json/rbac_json.h"
+#include "model/json/read.h"
 #include "model/json/write.h"
 #include "model/resource_types.h"
 
@@ -48,7 +49,7 @@ void ForEach(const json& j, F f) {
 // The whole object the dra_json and rbac_json decoders take: the body and the metadata they
 // read. InvalidArgument when the body is not a JSON object.
 absl::StatusOr<json> Whole(const Object& obj) {
-  json whole = json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+  json whole = Read(obj.body);
   if (!whole.is_object()) return absl::InvalidArgumentError("the body is not a JSON object");
   whole["metadata"] = {
       {"name", obj.meta.name}, {"namespace", obj.meta.namespace_}, {"uid", obj.meta.uid}};
@@ -372,7 +373,7 @@ std::optional<NodeRelations> NodeRelationsOf(const json* hub) {
 
 StoredAllocation DecodeStoredAllocation(const std::string& body) {
   StoredAllocation out;
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json parsed = Read(body);
   if (parsed.is_discarded()) {
     out.present = true;  // nothing can be read, so nothing can be taken for absent
     out.error = "the body is not JSON";
@@ -416,7 +417,7 @@ ResourceClaimStatus DecodeResourceClaimStatus(const json& body) {
 
 AllocatedRefs ReadAllocatedRefs(const std::string& body) {
   AllocatedRefs out;
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json parsed = Read(body);
   if (parsed.is_discarded()) {
     out.unreadable = true;
     return out;

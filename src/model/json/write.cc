@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "model/json/utf8.h"
+
 namespace qm::model::json {
 
 namespace {
@@ -25,24 +27,6 @@ constexpr std::array<bool, 256> kPlain = [] {
   for (int c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
   return plain;
 }();
-
-// The length of the well-formed UTF-8 sequence at `p` (of `left` bytes), 0 if there is none:
-// Unicode's table of well-formed sequences, which dump()'s decoder also follows (no overlong
-// forms, no surrogates, nothing past U+10FFFF).
-size_t SequenceLength(const unsigned char* p, size_t left) {
-  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return i < left && p[i] >= lo && p[i] <= hi;
-  };
-  const unsigned char c = p[0];
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
-}
 
 // Collects the text in a buffer of its own and appends it to the string in pieces: appending
 // to a std::string byte by byte was a third of the writer's time.
@@ -90,7 +74,7 @@ void AppendString(std::string_view s, Sink& out) {
       if (kPlain[p[end]]) {
         ++end;
       } else if (p[end] >= 0x80) {
-        const size_t len = SequenceLength(p + end, n - end);
+        const size_t len = Utf8SequenceLength(p + end, n - end);
         if (len == 0) throw NotUtf8{};
         end += len;
       } else {

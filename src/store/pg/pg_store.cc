@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json/read.h"
 #include "store/pg/migrations.h"
 #include "store/pg/pg_store_internal.h"
 #include "store/pg/queries.h"
@@ -45,11 +46,21 @@ void PrepareStatements(pqxx::connection& c) {
 
 }  // namespace
 
+namespace {
+
+// A column's JSON text; one that does not parse throws json::parse_error, as json::parse does.
+json ParseColumn(const std::string& text) {
+  json value = model::json::Read(text);
+  return value.is_discarded() ? json::parse(text) : value;
+}
+
+}  // namespace
+
 void pg_internal::DecodeColumns(const std::string& labels, const std::string& meta_text,
                                 const std::string& fields, model::Object* obj) {
-  obj->meta.labels = json::parse(labels).get<std::map<std::string, std::string>>();
-  obj->fields = json::parse(fields).get<std::map<std::string, std::string>>();
-  json meta = json::parse(meta_text);
+  obj->meta.labels = ParseColumn(labels).get<std::map<std::string, std::string>>();
+  obj->fields = ParseColumn(fields).get<std::map<std::string, std::string>>();
+  json meta = ParseColumn(meta_text);
   if (meta.contains("annotations")) {
     obj->meta.annotations = meta["annotations"].get<std::map<std::string, std::string>>();
   }
