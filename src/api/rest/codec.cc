@@ -489,6 +489,63 @@ bool HubShaped(const model::ResourceType& type, const std::string& version) {
 
 }  // namespace
 
+std::string EncodeMetaText(const model::ObjectMeta& meta) {
+  // EncodeMeta's members, in the order its object keeps them (by key).
+  std::string out = "{";
+  auto key = [&](std::string_view name) {
+    if (out.size() > 1) out.push_back(',');
+    out.push_back('"');
+    out.append(name);
+    out.append("\":");
+  };
+  auto string_member = [&](std::string_view name, std::string_view value) {
+    key(name);
+    model::json::AppendJsonString(value, &out);
+  };
+  if (!meta.annotations.empty()) {
+    key("annotations");
+    out += model::json::WriteStringMap(meta.annotations);
+  }
+  if (meta.creation_timestamp.time_since_epoch().count() != 0) {
+    string_member("creationTimestamp", FormatRfc3339(meta.creation_timestamp));
+  }
+  if (meta.deletion_timestamp) {
+    key("deletionGracePeriodSeconds");
+    out += std::to_string(meta.deletion_grace_period_seconds.value_or(0));
+    string_member("deletionTimestamp", FormatRfc3339(*meta.deletion_timestamp));
+  }
+  if (!meta.finalizers.empty()) {
+    key("finalizers");
+    out.push_back('[');
+    for (size_t i = 0; i < meta.finalizers.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      model::json::AppendJsonString(meta.finalizers[i], &out);
+    }
+    out.push_back(']');
+  }
+  if (!meta.generate_name.empty()) string_member("generateName", meta.generate_name);
+  if (meta.generation != 0) {
+    key("generation");
+    out += std::to_string(meta.generation);
+  }
+  if (!meta.labels.empty()) {
+    key("labels");
+    out += model::json::WriteStringMap(meta.labels);
+  }
+  string_member("name", meta.name);
+  if (!meta.namespace_.empty()) string_member("namespace", meta.namespace_);
+  if (!meta.owner_references.empty()) {
+    key("ownerReferences");
+    model::json::AppendJson(model::json::Read(meta.owner_references), &out);
+  }
+  if (meta.resource_version != 0) {
+    string_member("resourceVersion", std::to_string(meta.resource_version));
+  }
+  if (!meta.uid.empty()) string_member("uid", meta.uid);
+  out.push_back('}');
+  return out;
+}
+
 std::string EncodeObjectText(const model::ResourceType& type, const std::string& version,
                              const model::Object& obj) {
   const std::string& body = obj.body;
@@ -497,7 +554,7 @@ std::string EncodeObjectText(const model::ResourceType& type, const std::string&
   }
   std::string out = R"({"apiVersion":)" + model::json::Write(type.ApiVersion(version)) +
                     R"(,"kind":)" + model::json::Write(type.kind) + R"(,"metadata":)" +
-                    model::json::Write(EncodeMeta(obj.meta));
+                    EncodeMetaText(obj.meta);
   size_t first = body.find_first_not_of(" \t\r\n", 1);
   if (first == std::string::npos || body[first] == '}') return out + "}";
   out += ',';

@@ -49,6 +49,9 @@ std::string EncodeObjectText(const model::ResourceType& type, const std::string&
 // The "metadata" member as the API shows it.
 nlohmann::json EncodeMeta(const model::ObjectMeta& meta);
 
+// Its compact text (model::json::Write(EncodeMeta(meta))), written without building the tree.
+std::string EncodeMetaText(const model::ObjectMeta& meta);
+
 // Field-selector values of a hub-shape body (model/json/fields.h).
 using model::json::SelectableFields;
 

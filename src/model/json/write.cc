@@ -184,6 +184,18 @@ void AppendJson(const json& value, std::string* out) {
   }
 }
 
+void AppendJsonString(std::string_view s, std::string* out) {
+  const size_t start = out->size();
+  try {
+    Sink sink(out);
+    AppendString(s, sink);
+    sink.Flush();
+  } catch (const NotUtf8&) {
+    out->resize(start);
+    out->append(json(std::string(s)).dump());  // throws, as dump() does for such a string
+  }
+}
+
 std::string WriteStringMap(const std::map<std::string, std::string>& map) {
   std::string out;
   try {

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "nlohmann/json.hpp"
 
@@ -21,6 +22,9 @@ std::string Write(const nlohmann::json& value);
 
 // Appends Write(value) to `out`.
 void AppendJson(const nlohmann::json& value, std::string* out);
+
+// Appends Write(nlohmann::json(s)): `s` quoted and escaped.
+void AppendJsonString(std::string_view s, std::string* out);
 
 // Write(nlohmann::json(map)), without building the tree (labels, annotations, selectable
 // fields).

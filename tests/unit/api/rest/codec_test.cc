@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "model/json/document.h"
 #include "model/json/fields.h"
+#include "model/json/write.h"
 #include "model/object.h"
 #include "model/resource_types.h"
 
@@ -662,6 +663,36 @@ TEST_F(CodecTest, PodAndEventSelectableFields) {
                                Pair("involvedObject.namespace", "ns"),
                                Pair("involvedObject.uid", "u1"), Pair("reason", "Scheduled"),
                                Pair("type", "Normal"), Pair("source", "qm-scheduler")}));
+}
+
+// EncodeMetaText is the text of EncodeMeta's tree, for every member EncodeMeta writes.
+TEST(EncodeMetaTextTest, IsTheTextOfEncodeMeta) {
+  model::ObjectMeta bare;
+  EXPECT_EQ(EncodeMetaText(bare), model::json::Write(EncodeMeta(bare)));
+  EXPECT_EQ(EncodeMetaText(bare), R"({"name":""})");
+
+  model::ObjectMeta full;
+  full.name = "train-\"x\"";
+  full.generate_name = "train-";
+  full.namespace_ = "team-a";
+  full.uid = "3f1c9a4e-8b7d-4c2e-9f10-2a6b5d8e7c41";
+  full.resource_version = 1234567;
+  full.generation = 3;
+  full.creation_timestamp = std::chrono::system_clock::time_point(std::chrono::seconds(1764694800));
+  full.deletion_timestamp = full.creation_timestamp + std::chrono::seconds(30);
+  full.deletion_grace_period_seconds = 30;
+  full.labels = {{"app", "train"}, {"tier", "gr\u00fcn\n"}};
+  full.annotations = {{"quartermaster.io/note", "a\\b"}};
+  full.finalizers = {"quartermaster.io/devices-prepared", "x"};
+  full.owner_references =
+      R"([{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u","controller":true}])";
+  EXPECT_EQ(EncodeMetaText(full), model::json::Write(EncodeMeta(full)));
+
+  // Deleting without a recorded grace period, and references kept in PostgreSQL's spacing.
+  full.deletion_grace_period_seconds.reset();
+  full.owner_references = R"([{"uid": "u", "kind": "Pod"}])";
+  EXPECT_EQ(EncodeMetaText(full), model::json::Write(EncodeMeta(full)));
+  EXPECT_THAT(EncodeMetaText(full), HasSubstr(R"("deletionGracePeriodSeconds":0,)"));
 }
 
 }  // namespace
