@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "model/json/write.h"
+#include "random_json.h"
 
 namespace qm::model::json {
 namespace {
@@ -45,7 +46,7 @@ void ExpectSameAsParse(const std::string& text) {
   const json expected = json::parse(text, nullptr, false);
   const json got = Read(text);
   EXPECT_TRUE(SameTree(got, expected))
-      << testing::PrintToString(text)
+      << ::testing::PrintToString(text)
       << "\nread:  " << got.dump(-1, ' ', false, json::error_handler_t::replace)
       << "\nparse: " << expected.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -89,7 +90,7 @@ TEST(ReadTest, ErrorsAreParsesErrors) {
         "+1",        "1x",         "tru",         "nul",         "falsey", "[1 2]",
         "{} x",      "NaN",        "/* c */ {}",  "\"a\" \"b\"", "1.",     ".5",
         "-01",       "[-]"}) {
-    SCOPED_TRACE(testing::PrintToString(text));
+    SCOPED_TRACE(::testing::PrintToString(text));
     EXPECT_TRUE(Read(text).is_discarded());
     ExpectSameAsParse(text);
   }
@@ -103,48 +104,14 @@ TEST(ReadTest, AByteOrderMarkAndDeepNestingAreParsesToo) {
   EXPECT_FALSE(Read(deep).is_discarded());
 }
 
-json RandomValue(std::mt19937& rng, int depth) {
-  std::uniform_int_distribution<int> kind(0, depth > 3 ? 5 : 7);
-  switch (kind(rng)) {
-    case 0:
-      return nullptr;
-    case 1:
-      return rng() % 2 == 0;
-    case 2:
-      return static_cast<int64_t>(rng()) - (1LL << 31);
-    case 3:
-      return static_cast<uint64_t>(rng() % 1000);
-    case 4:
-      return std::ldexp(static_cast<double>(rng()), static_cast<int>(rng() % 80) - 40);
-    case 5: {
-      std::string s;
-      for (int n = rng() % 12; n > 0; --n) s.push_back(static_cast<char>(0x01 + rng() % 0x7f));
-      if (rng() % 4 == 0) s += "\xc3\xa9\xf0\x9f\x98\x80";
-      return s;
-    }
-    case 6: {
-      json a = json::array();
-      for (int n = rng() % 5; n > 0; --n) a.push_back(RandomValue(rng, depth + 1));
-      return a;
-    }
-    default: {
-      json o = json::object();
-      for (int n = rng() % 5; n > 0; --n) {
-        o["k" + std::to_string(rng() % 50)] = RandomValue(rng, depth + 1);
-      }
-      return o;
-    }
-  }
-}
-
 TEST(ReadTest, RandomTreesInEveryLayoutMatchParse) {
   std::mt19937 rng(7);
   for (int i = 0; i < 2000; ++i) {
-    const json value = RandomValue(rng, 0);
+    const json value = qm::testing::RandomJson(rng);
     for (const std::string& text : {Write(value), value.dump(2), value.dump(1, '\t')}) {
       ExpectSameAsParse(text);
     }
-    if (testing::Test::HasFailure()) return;
+    if (::testing::Test::HasFailure()) return;
   }
 }
 
@@ -156,7 +123,7 @@ TEST(ReadTest, DamagedTextMatchesParse) {
   std::uniform_int_distribution<size_t> pick(0, sizeof(alphabet) - 2);
   int refused = 0;
   for (int i = 0; i < 20000; ++i) {
-    std::string text = Write(RandomValue(rng, 0));
+    std::string text = Write(qm::testing::RandomJson(rng));
     for (int edits = 1 + rng() % 3; edits > 0; --edits) {
       const size_t at = text.empty() ? 0 : rng() % (text.size() + 1);
       switch (rng() % 3) {
@@ -172,7 +139,7 @@ TEST(ReadTest, DamagedTextMatchesParse) {
     }
     if (json::parse(text, nullptr, false).is_discarded()) ++refused;
     ExpectSameAsParse(text);
-    if (testing::Test::HasFailure()) return;
+    if (::testing::Test::HasFailure()) return;
   }
   EXPECT_GT(refused, 2000);   // errors were tried
   EXPECT_LT(refused, 18000);  // and so was text that still parses

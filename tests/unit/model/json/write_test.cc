@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "random_json.h"
+
 namespace qm::model::json {
 namespace {
 
@@ -70,7 +72,7 @@ TEST(WriteTest, TextThatIsNotUtf8FailsAsInDump) {
   for (const std::string bad :
        {"\xff", "\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
         "\xf5\x80\x80\x80", "\xe2\x82", "ok\x80", "\xf0\x9f\x98"}) {
-    SCOPED_TRACE(testing::PrintToString(bad));
+    SCOPED_TRACE(::testing::PrintToString(bad));
     EXPECT_THROW(json(bad).dump(), json::type_error);
     EXPECT_THROW(Write(json(bad)), json::type_error);
     EXPECT_THROW(Write(json{{"key", {1, bad}}}), json::type_error);
@@ -114,8 +116,8 @@ TEST(WriteTest, RandomBytesMatchDump) {
       ++failed;
     }
     ExpectSameAsDump(json(s));
-    if (testing::Test::HasFailure()) {
-      ADD_FAILURE() << "first mismatch for " << testing::PrintToString(s);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first mismatch for " << ::testing::PrintToString(s);
       return;
     }
   }
@@ -124,43 +126,10 @@ TEST(WriteTest, RandomBytesMatchDump) {
   EXPECT_LT(failed, 19000);
 }
 
-json RandomValue(std::mt19937& rng, int depth) {
-  std::uniform_int_distribution<int> kind(0, depth > 3 ? 5 : 7);
-  switch (kind(rng)) {
-    case 0:
-      return nullptr;
-    case 1:
-      return rng() % 2 == 0;
-    case 2:
-      return static_cast<int64_t>(rng()) - (1LL << 31);
-    case 3:
-      return static_cast<uint64_t>(rng()) << 32 | rng();
-    case 4:
-      return std::ldexp(static_cast<double>(rng()), static_cast<int>(rng() % 80) - 40);
-    case 5: {
-      std::string s;
-      for (int n = rng() % 12; n > 0; --n) s.push_back(static_cast<char>(0x01 + rng() % 0x7f));
-      return s;
-    }
-    case 6: {
-      json a = json::array();
-      for (int n = rng() % 5; n > 0; --n) a.push_back(RandomValue(rng, depth + 1));
-      return a;
-    }
-    default: {
-      json o = json::object();
-      for (int n = rng() % 5; n > 0; --n) {
-        o["k" + std::to_string(rng() % 50)] = RandomValue(rng, depth + 1);
-      }
-      return o;
-    }
-  }
-}
-
 TEST(WriteTest, RandomTreesMatchDump) {
   std::mt19937 rng(42);
   for (int i = 0; i < 3000; ++i) {
-    const json value = RandomValue(rng, 0);
+    const json value = qm::testing::RandomJson(rng);
     ASSERT_EQ(Write(value), value.dump()) << "tree " << i;
   }
 }
