@@ -432,7 +432,7 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, json bod
     if (!it->is_array()) return MetaTypeError("ownerReferences", "a list");
     if (!it->empty()) obj.meta.owner_references = it->dump();
   }
-  // The body's text as dump() writes it (model/json/write.h) (members in key order), member by
+  // The body's text as dump() writes it (members in key order; model/json/write.h), member by
   // member, so that the spec's text is written once and hashed for the digest as it is.
   std::string& text = obj.body;
   text.push_back('{');
