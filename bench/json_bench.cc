@@ -9,6 +9,7 @@
 #include "model/json/read.h"
 #include "model/json/write.h"
 #include "nlohmann/json.hpp"
+#include "slices.h"
 
 namespace {
 
@@ -51,34 +52,7 @@ json Claim() {
         "data":{"cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=3f1c9a4e-gpu-3"]}}]}})");
 }
 
-json Slice() {
-  json devices = json::array();
-  for (int d = 0; d < 8; ++d) {
-    devices.push_back(
-        {{"name", "gpu-" + std::to_string(d)},
-         {"attributes",
-          {{"architecture", {{"string", "Hopper"}}},
-           {"brand", {{"string", "Nvidia"}}},
-           {"cudaComputeCapability", {{"version", "9.0.0"}}},
-           {"cudaDriverVersion", {{"version", "12.4.0"}}},
-           {"driverVersion", {{"version", "550.54.15"}}},
-           {"index", {{"int", d}}},
-           {"minor", {{"int", d}}},
-           {"productName", {{"string", "NVIDIA H100 80GB HBM3"}}},
-           {"type", {{"string", "gpu"}}},
-           {"uuid", {{"string", "GPU-4a7c1e2b-9d3f-4e5a-8b6c-0d1e2f3a4b5" + std::to_string(d)}}},
-           {"pcieBusID", {{"string", "0000:1" + std::to_string(d) + ":00.0"}}},
-           {"resource.kubernetes.io/pcieRoot", {{"string", "pci0000:10"}}}}},
-         {"capacity", {{"memory", {{"value", "80Gi"}}}}}});
-  }
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceSlice"},
-          {"spec",
-           {{"driver", "gpu.nvidia.com"},
-            {"nodeName", "gpu-node-0042"},
-            {"pool", {{"name", "gpu-node-0042"}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", std::move(devices)}}}};
-}
+json Slice() { return bench::Slice(8, /*nvidia=*/true); }
 
 void BM_Dump(benchmark::State& state, json (*make)()) {
   const json value = make();

@@ -12,51 +12,16 @@
 #include "model/json/dra_json.h"
 #include "model/resource_types.h"
 #include "nlohmann/json.hpp"
+#include "slices.h"
 
 namespace {
 
 using nlohmann::json;
 
-json Slice(int devices, bool nvidia) {
-  json list = json::array();
-  for (int d = 0; d < devices; ++d) {
-    json attributes = {{"model", {{"string", "A100"}}},
-                       {"family", {{"string", "GPU"}}},
-                       {"driverVersion", {{"version", "1.2.3"}}},
-                       {"numa", {{"int", d}}}};
-    if (nvidia) {
-      attributes = {
-          {"architecture", {{"string", "Hopper"}}},
-          {"brand", {{"string", "Nvidia"}}},
-          {"cudaComputeCapability", {{"version", "9.0.0"}}},
-          {"cudaDriverVersion", {{"version", "12.4.0"}}},
-          {"driverVersion", {{"version", "550.54.15"}}},
-          {"index", {{"int", d}}},
-          {"minor", {{"int", d}}},
-          {"productName", {{"string", "NVIDIA H200"}}},
-          {"type", {{"string", "gpu"}}},
-          {"uuid", {{"string", "GPU-4c1b6a9e-0d1f-4b7a-9c2e-00000000000" + std::to_string(d)}}},
-          {"pcieBusID", {{"string", "0000:1" + std::to_string(d) + ":00.0"}}},
-          {"resource.kubernetes.io/pcieRoot", {{"string", "pci0000:10"}}}};
-    }
-    list.push_back({{"name", "gpu-" + std::to_string(d)},
-                    {"attributes", attributes},
-                    {"capacity", {{"memory", {{"value", nvidia ? "141Gi" : "1Gi"}}}}}});
-  }
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceSlice"},
-          {"metadata", {{"name", "node-1-slice"}}},
-          {"spec",
-           {{"driver", "gpu.example.com"},
-            {"nodeName", "node-1"},
-            {"pool", {{"name", "node-1"}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", list}}}};
-}
-
 void ValidateSlice(benchmark::State& state, bool nvidia) {
   const qm::model::ResourceType* type =
       qm::model::FindResourceType("resource.k8s.io", "resourceslices");
-  const json slice = Slice(static_cast<int>(state.range(0)), nvidia);
+  const json slice = bench::Slice(static_cast<int>(state.range(0)), nvidia);
   if (type == nullptr || !qm::api::ValidateObject(*type, slice, nullptr).empty()) {
     std::cerr << "the benchmark's slice does not validate\n";
     std::abort();
@@ -69,7 +34,7 @@ void ValidateSlice(benchmark::State& state, bool nvidia) {
 }
 
 void DecodeSlice(benchmark::State& state, bool nvidia) {
-  const json slice = Slice(static_cast<int>(state.range(0)), nvidia);
+  const json slice = bench::Slice(static_cast<int>(state.range(0)), nvidia);
   if (!qm::model::json::DecodeResourceSlice(slice).ok()) {
     std::cerr << "the benchmark's slice does not decode\n";
     std::abort();

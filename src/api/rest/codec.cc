@@ -430,7 +430,7 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, json bod
   }
   if (auto it = meta.find("ownerReferences"); it != meta.end() && !it->is_null()) {
     if (!it->is_array()) return MetaTypeError("ownerReferences", "a list");
-    if (!it->empty()) obj.meta.owner_references = it->dump();
+    if (!it->empty()) obj.meta.owner_references = model::json::Write(*it);
   }
   // The body's text as dump() writes it (members in key order; model/json/write.h), member by
   // member, so that the spec's text is written once and hashed for the digest as it is.
@@ -456,27 +456,8 @@ absl::StatusOr<model::Object> ToObject(const model::ResourceType& type, json bod
 }
 
 json EncodeMeta(const model::ObjectMeta& meta) {
-  json m = json::object();
-  m["name"] = meta.name;
-  if (!meta.generate_name.empty()) m["generateName"] = meta.generate_name;
-  if (!meta.namespace_.empty()) m["namespace"] = meta.namespace_;
-  if (!meta.uid.empty()) m["uid"] = meta.uid;
-  if (meta.resource_version != 0) m["resourceVersion"] = std::to_string(meta.resource_version);
-  if (meta.generation != 0) m["generation"] = meta.generation;
-  if (meta.creation_timestamp.time_since_epoch().count() != 0) {
-    m["creationTimestamp"] = FormatRfc3339(meta.creation_timestamp);
-  }
-  if (meta.deletion_timestamp) {
-    m["deletionTimestamp"] = FormatRfc3339(*meta.deletion_timestamp);
-    m["deletionGracePeriodSeconds"] = meta.deletion_grace_period_seconds.value_or(0);
-  }
-  if (!meta.labels.empty()) m["labels"] = meta.labels;
-  if (!meta.annotations.empty()) m["annotations"] = meta.annotations;
-  if (!meta.finalizers.empty()) m["finalizers"] = meta.finalizers;
-  if (!meta.owner_references.empty()) {
-    m["ownerReferences"] = model::json::Read(meta.owner_references);
-  }
-  return m;
+  // One description of the shape: the tree is what EncodeMetaText writes.
+  return model::json::Read(EncodeMetaText(meta));
 }
 
 namespace {
@@ -535,8 +516,12 @@ std::string EncodeMetaText(const model::ObjectMeta& meta) {
   string_member("name", meta.name);
   if (!meta.namespace_.empty()) string_member("namespace", meta.namespace_);
   if (!meta.owner_references.empty()) {
-    key("ownerReferences");
-    model::json::AppendJson(model::json::Read(meta.owner_references), &out);
+    // Kept as the request's text, which was valid JSON; text that is not would make the whole
+    // metadata unreadable, so it is left out.
+    if (const json refs = model::json::Read(meta.owner_references); !refs.is_discarded()) {
+      key("ownerReferences");
+      model::json::AppendJson(refs, &out);
+    }
   }
   if (meta.resource_version != 0) {
     string_member("resourceVersion", std::to_string(meta.resource_version));

@@ -46,11 +46,10 @@ nlohmann::json FromObject(const model::ResourceType& type, const model::Object& 
 std::string EncodeObjectText(const model::ResourceType& type, const std::string& version,
                              const model::Object& obj);
 
-// The "metadata" member as the API shows it.
-nlohmann::json EncodeMeta(const model::ObjectMeta& meta);
-
-// Its compact text (model::json::Write(EncodeMeta(meta))), written without building the tree.
+// The "metadata" member as the API shows it, as compact text (members in key order, as
+// model::json::Write writes a tree), and as a tree (that text read).
 std::string EncodeMetaText(const model::ObjectMeta& meta);
+nlohmann::json EncodeMeta(const model::ObjectMeta& meta);
 
 // Field-selector values of a hub-shape body (model/json/fields.h).
 using model::json::SelectableFields;

@@ -21,6 +21,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -687,12 +688,31 @@ TEST(EncodeMetaTextTest, IsTheTextOfEncodeMeta) {
   full.owner_references =
       R"([{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u","controller":true}])";
   EXPECT_EQ(EncodeMetaText(full), model::json::Write(EncodeMeta(full)));
+  EXPECT_EQ(
+      EncodeMetaText(full),
+      R"({"annotations":{"quartermaster.io/note":"a\\b"},)"
+      R"("creationTimestamp":"2025-12-02T17:00:00Z","deletionGracePeriodSeconds":30,)"
+      R"("deletionTimestamp":"2025-12-02T17:00:30Z",)"
+      R"("finalizers":["quartermaster.io/devices-prepared","x"],"generateName":"train-",)"
+      R"("generation":3,"labels":{"app":"train","tier":"grün\n"},)"
+      R"("name":"train-\"x\"","namespace":"team-a",)"
+      R"("ownerReferences":[{"apiVersion":"v1","controller":true,"kind":"Pod","name":"p",)"
+      R"("uid":"u"}],"resourceVersion":"1234567","uid":"3f1c9a4e-8b7d-4c2e-9f10-2a6b5d8e7c41"})");
+  EXPECT_EQ(EncodeMeta(full)["generation"], 3);
+  EXPECT_EQ(EncodeMeta(full)["ownerReferences"][0]["kind"], "Pod");
 
   // Deleting without a recorded grace period, and references kept in PostgreSQL's spacing.
   full.deletion_grace_period_seconds.reset();
   full.owner_references = R"([{"uid": "u", "kind": "Pod"}])";
   EXPECT_EQ(EncodeMetaText(full), model::json::Write(EncodeMeta(full)));
   EXPECT_THAT(EncodeMetaText(full), HasSubstr(R"("deletionGracePeriodSeconds":0,)"));
+
+  // References that are not JSON (no request could have stored them) are left out, so that the
+  // rest stays readable.
+  full.owner_references = "[{";
+  EXPECT_THAT(EncodeMetaText(full), Not(HasSubstr("ownerReferences")));
+  EXPECT_FALSE(EncodeMeta(full).is_discarded());
+  EXPECT_EQ(EncodeMeta(full)["name"], full.name);
 }
 
 }  // namespace
