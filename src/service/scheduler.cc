@@ -18,11 +18,16 @@ class Scheduler::Feed final : public Watcher {
  public:
   explicit Feed(Scheduler* s) : s_(s) {}
   bool Deliver(const model::WatchEvent& event) override {
+    return DeliverShared(std::make_shared<const model::WatchEvent>(event));
+  }
+  // The hub's copy is kept, not copied: most changes the scheduler gets are its own commits,
+  // which the views show already (State::Known), and those it never copies at all.
+  bool DeliverShared(const std::shared_ptr<const model::WatchEvent>& event) override {
     qm::MutexLock lock(&mu_);
     if (s_ == nullptr) return false;
-    seen_rv_ = std::max(seen_rv_, event.object.meta.resource_version);
+    seen_rv_ = std::max(seen_rv_, event->object.meta.resource_version);
     caught_up_.SignalAll();
-    if (event.object.resource == kEvents) return true;  // they make nothing schedulable
+    if (event->object.resource == kEvents) return true;  // they make nothing schedulable
     inbox_.push_back(event);
     s_->Wake();
     return true;
@@ -45,7 +50,7 @@ class Scheduler::Feed final : public Watcher {
   }
   // The changes received so far, waiting up to `wait` for one while there are none (nothing
   // once the feed lost its place: the next Sync lists again).
-  void TakeWithin(std::chrono::milliseconds wait, std::vector<model::WatchEvent>* out) {
+  void TakeWithin(std::chrono::milliseconds wait, std::vector<SharedEvent>* out) {
     qm::MutexLock lock(&mu_);
     const auto deadline = std::chrono::steady_clock::now() + wait;
     while (!expired_ && inbox_.empty() && caught_up_.WaitUntil(&mu_, deadline)) {
@@ -61,8 +66,7 @@ class Scheduler::Feed final : public Watcher {
   }
   // The changes received so far, once they reach revision `min_rv` or `timeout` passes. False
   // when the feed lost its place (the scheduler must list again).
-  bool Take(int64_t min_rv, std::chrono::milliseconds timeout,
-            std::vector<model::WatchEvent>* out) {
+  bool Take(int64_t min_rv, std::chrono::milliseconds timeout, std::vector<SharedEvent>* out) {
     qm::MutexLock lock(&mu_);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!expired_ && seen_rv_ < min_rv && caught_up_.WaitUntil(&mu_, deadline)) {
@@ -76,7 +80,7 @@ class Scheduler::Feed final : public Watcher {
   qm::Mutex mu_;
   qm::CondVar caught_up_;
   Scheduler* s_ ABSL_GUARDED_BY(mu_);
-  std::vector<model::WatchEvent> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<SharedEvent> inbox_ ABSL_GUARDED_BY(mu_);
   int64_t seen_rv_ ABSL_GUARDED_BY(mu_) = 0;
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -172,12 +176,12 @@ absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
   if (read_your_writes || !st.synced) {
     QM_ASSIGN_OR_RETURN(min_rv, store_.CurrentRevision());
   }
-  std::vector<model::WatchEvent> changes;
+  std::vector<SharedEvent> changes;
   if (st.synced && feed_->Take(min_rv, std::chrono::seconds(1), &changes)) {
     // What the last pass left (PassRun::ScheduleLateArrivals) came before these.
-    for (auto& ev : st.deferred) st.Apply(std::move(ev), dirty);
+    for (const auto& ev : st.deferred) st.Apply(ev, dirty);
     st.deferred.clear();
-    for (auto& ev : changes) st.Apply(std::move(ev), dirty);
+    for (const auto& ev : changes) st.Apply(ev, dirty);
     dirty.pods.merge(st.carried_pods);
     dirty.claims.merge(st.carried_claims);
     st.carried_pods.clear();
@@ -205,12 +209,12 @@ absl::Status Scheduler::Sync(bool read_your_writes, Dirty& dirty) {
   // Each kind was listed at its own revision: a claim listed after its pod was created may be
   // reserved for a pod the earlier pod listing did not show, and the claim controller would
   // release it. Bring every kind up to the newest listing from the feed before any pass.
-  std::vector<model::WatchEvent> catch_up;
+  std::vector<SharedEvent> catch_up;
   if (!feed_->Take(listed_rv, std::chrono::seconds(5), &catch_up) || feed_->seen() < listed_rv) {
     return absl::UnavailableError("the scheduler's feed did not reach the listed revision " +
                                   std::to_string(listed_rv));
   }
-  for (auto& ev : catch_up) st.Apply(std::move(ev), dirty);
+  for (const auto& ev : catch_up) st.Apply(ev, dirty);
   st.synced = true;
   dirty.all = true;
   dirty.relevant = true;
@@ -277,20 +281,20 @@ void Scheduler::PassRun::ScheduleLateArrivals() {
   std::set<std::string> deferred_pods;
   while (!commits_.Empty() && clock_.Monotonic() < until) {
     if (commits_.PopDone()) continue;
-    std::vector<model::WatchEvent> events;
+    std::vector<SharedEvent> events;
     feed_->TakeWithin(kLateArrivalPoll, &events);
     std::vector<PodView*> late;
     Dirty touched;
     for (auto& ev : events) {
-      const std::string uid = ev.object.meta.uid;
-      const bool new_pod = ev.object.resource == kPods && ev.type == model::EventType::kAdded &&
+      const std::string uid = ev->object.meta.uid;
+      const bool new_pod = ev->object.resource == kPods && ev->type == model::EventType::kAdded &&
                            !pods_.contains(uid) && !deferred_pods.contains(uid);
       if (!new_pod) {
-        if (ev.object.resource == kPods) deferred_pods.insert(uid);
+        if (ev->object.resource == kPods) deferred_pods.insert(uid);
         st_.deferred.push_back(std::move(ev));
         continue;
       }
-      st_.Apply(std::move(ev), touched);
+      st_.Apply(ev, touched);
       auto it = pods_.find(uid);
       if (it != pods_.end() && it->second.Unbound() && ClaimsKnown(it->second)) {
         late.push_back(&it->second);

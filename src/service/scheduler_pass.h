@@ -43,6 +43,8 @@ using model::json::WithStatus;
 using Body = model::json::SharedDocument;
 using Allocation = std::shared_ptr<const std::optional<model::AllocationResult>>;
 using CommitResult = absl::StatusOr<std::vector<model::Object>>;
+// A change as the object cache's hub shares it with its watchers (immutable).
+using SharedEvent = std::shared_ptr<const model::WatchEvent>;
 
 inline constexpr char kPods[] = "pods";
 inline constexpr char kEvents[] = "events";
@@ -332,7 +334,7 @@ struct Scheduler::State {
   // pass (all but new pods: PassRun::ScheduleLateArrivals), in the order they came; the next
   // Sync applies them before anything newer. And what the new pods it applied touched, for the
   // next pass to look at.
-  std::vector<model::WatchEvent> deferred;
+  std::vector<SharedEvent> deferred;
   std::set<std::string> carried_pods;
   std::set<model::ResourceKey> carried_claims;
 
@@ -364,9 +366,12 @@ struct Scheduler::State {
   // The claims a pod names (directly, generated from templates, for extended resources).
   static std::vector<model::ResourceKey> ClaimsOf(const model::Object& obj, const model::Pod& pod);
 
-  // The views of a stored pod and claim.
-  static PodView MakePod(model::Object o);
-  static ClaimView MakeClaim(model::Object o);
+  // The views of a stored pod and claim. `previous`, when given, is the view of the object's
+  // last version, which they take what has not changed from: the decoded spec of a pod whose
+  // spec digest is the same (DecodePodStatus), the decoded allocation of a claim whose
+  // allocation text is. MakePod moves it out of `previous`.
+  static PodView MakePod(model::Object o, PodView* previous = nullptr);
+  static ClaimView MakeClaim(model::Object o, const ClaimView* previous = nullptr);
 
   void Own(const ClaimView& c) {
     for (const auto& uid : c.owners) owned[uid].insert(c.obj.Key());
@@ -413,6 +418,13 @@ struct Scheduler::State {
   // Applies one change. Changes may repeat what a listing or this replica's own commit already
   // shows (the revision check skips those), and arrive in revision order per object.
   void Apply(model::WatchEvent ev, Dirty& d);
+  // The same for a shared change, copied only when it is not Known.
+  void Apply(const SharedEvent& ev, Dirty& d) {
+    if (!Known(*ev)) Apply(model::WatchEvent(*ev), d);
+  }
+  // Whether the views show `ev`'s object at its revision or a later one already (a change
+  // Apply skips): this replica's own commits, mostly.
+  bool Known(const model::WatchEvent& ev) const;
 
   // Rebuilds the inventory and the node list when their objects changed since the last pass.
   // True when it rebuilt either.

@@ -44,9 +44,19 @@ std::vector<model::ResourceKey> Scheduler::State::ClaimsOf(const model::Object& 
   return out;
 }
 
-PodView Scheduler::State::MakePod(model::Object o) {
+PodView Scheduler::State::MakePod(model::Object o, PodView* previous) {
   PodView p;
-  p.SetBody(model::json::BodyOf(o));
+  if (previous != nullptr && previous->obj.meta.uid == o.meta.uid && !o.spec_digest.empty() &&
+      previous->obj.spec_digest == o.spec_digest) {
+    // A change of its status or metadata (an agent's DevicesPrepared condition, a deletion):
+    // the spec decoded before stands.
+    Body body = model::json::BodyOf(o);
+    model::Pod pod = std::move(previous->pod);
+    model::json::DecodePodStatus(*body, pod);
+    p.SetBody(std::move(body), std::move(pod));
+  } else {
+    p.SetBody(model::json::BodyOf(o));
+  }
   p.terminal = p.pod.Terminal();
   p.deleting = o.meta.deletion_timestamp.has_value();
   p.node_name = p.pod.node_name;
@@ -55,13 +65,20 @@ PodView Scheduler::State::MakePod(model::Object o) {
   return p;
 }
 
-ClaimView Scheduler::State::MakeClaim(model::Object o) {
+ClaimView Scheduler::State::MakeClaim(model::Object o, const ClaimView* previous) {
   ClaimView c;
   c.SetBody(model::json::BodyOf(o));
-  model::StoredAllocation stored = model::json::StoredAllocationOf(*c.body);
-  c.allocation_error = std::move(stored.error);
-  c.allocation =
-      std::make_shared<const std::optional<model::AllocationResult>>(std::move(stored.decoded));
+  if (previous != nullptr && previous->obj.meta.uid == o.meta.uid &&
+      previous->allocation_text == c.allocation_text) {
+    // The same allocation (an agent's report, a consumer added or gone): decoded before.
+    c.allocation_error = previous->allocation_error;
+    c.allocation = previous->allocation;
+  } else {
+    model::StoredAllocation stored = model::json::StoredAllocationOf(*c.body);
+    c.allocation_error = std::move(stored.error);
+    c.allocation =
+        std::make_shared<const std::optional<model::AllocationResult>>(std::move(stored.decoded));
+  }
   c.generated = o.meta.annotations.contains(kPodClaimNameAnnotation) ||
                 o.meta.annotations.contains(kExtendedClaimAnnotation);
   c.owners = model::json::OwnerUids(o);
@@ -159,6 +176,34 @@ void Scheduler::State::Touch(const std::string& node) {
   touched_nodes.push_back(static_cast<uint32_t>(it->second));
 }
 
+bool Scheduler::State::Known(const model::WatchEvent& ev) const {
+  const model::Object& o = ev.object;
+  const std::string& resource = o.resource;
+  const int64_t rv = o.meta.resource_version;
+  if (resource == kPods) {
+    auto it = pods.find(o.meta.uid);
+    return it != pods.end() && it->second.obj.meta.resource_version >= rv;
+  }
+  if (resource == kClaims) {
+    auto it = claims.find(o.Key());
+    return it != claims.end() && it->second.obj.meta.uid == o.meta.uid &&
+           it->second.obj.meta.resource_version >= rv;
+  }
+  if (resource == kEvents) return true;
+  if (resource == kSlices) {
+    auto it = slices.find(o.Key());
+    return it != slices.end() && it->second.rv >= rv;
+  }
+  if (resource == kNodes) {
+    auto it = node_states.find(o.Key());
+    return it != node_states.end() && it->second.rv >= rv;
+  }
+  auto r = others.find(resource);
+  if (r == others.end()) return false;
+  auto it = r->second.find(o.Key());
+  return it != r->second.end() && it->second.meta.resource_version >= rv;
+}
+
 void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   const std::string resource = ev.object.resource;  // ev.object is moved below
   const int64_t rv = ev.object.meta.resource_version;
@@ -177,7 +222,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       deleting.erase(ev.object.meta.uid);
       return;
     }
-    PodView view = MakePod(std::move(ev.object));
+    PodView view = MakePod(std::move(ev.object), it != pods.end() ? &it->second : nullptr);
     for (auto& key : ClaimsOf(view.obj, view.pod)) d.claims.insert(key);
     d.pods.insert(view.obj.meta.uid);
     const std::string uid = view.obj.meta.uid;
@@ -211,7 +256,7 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
       claims.erase(it);
       return;
     }
-    ClaimView view = MakeClaim(std::move(ev.object));
+    ClaimView view = MakeClaim(std::move(ev.object), same ? &it->second : nullptr);
     if (!view.allocation_error.empty()) undecodable.emplace_back(view.obj, view.allocation_error);
     if (!same || (it->second.Holds() && !view.Holds())) {
       d.relevant = true;  // a new claim, or devices freed

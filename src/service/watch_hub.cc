@@ -288,7 +288,7 @@ absl::Status WatchHub::Subscribe(std::shared_ptr<Watcher> watcher, int64_t from_
       pending.swap(entry->queue);
     }
     for (const auto& ev : pending) {
-      if (!watcher->Deliver(*ev)) return absl::OkStatus();
+      if (!watcher->DeliverShared(ev)) return absl::OkStatus();
     }
   }
   went_live = true;
@@ -467,7 +467,7 @@ void WatchHub::Dispatch(std::vector<model::WatchEvent> events) {
     if (deliver_now) {
       CallSynchronous(e, [&](Watcher& w) {
         for (const auto& ev : shared) {
-          if (ev->object.meta.resource_version > e->start_rv && !w.Deliver(*ev)) return false;
+          if (ev->object.meta.resource_version > e->start_rv && !w.DeliverShared(ev)) return false;
         }
         return true;
       });
@@ -616,7 +616,7 @@ bool WatchHub::Drain(const EntryPtr& entry) {
   bool keep = true;
   try {
     for (const auto& ev : events) {
-      if (!entry->watcher->Deliver(*ev)) {
+      if (!entry->watcher->DeliverShared(ev)) {
         keep = false;
         break;
       }

@@ -39,6 +39,12 @@ class Watcher {
   virtual bool WantsPrevious() const { return false; }
   // Delivers one change. Return false to be unsubscribed (client gone, timeout reached).
   virtual bool Deliver(const model::WatchEvent& event) = 0;
+  // The same, with the hub's shared, immutable copy of the change: a watcher that keeps the
+  // change for later keeps that instead of a copy. Changes replayed from the store's log come
+  // through Deliver.
+  virtual bool DeliverShared(const std::shared_ptr<const model::WatchEvent>& event) {
+    return Deliver(*event);
+  }
   // Called at least once a second when idle; `rv` is the newest revision dispatched, for
   // bookmarks. Return false to be unsubscribed.
   virtual bool Tick(int64_t rv) = 0;

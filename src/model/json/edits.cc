@@ -117,6 +117,8 @@ std::string PodControllerReference(const Object& owner) {
 
 Pod DecodePod(const Document& body) { return DecodePod(body.value()); }
 
+void DecodePodStatus(const Document& body, Pod& pod) { DecodePodStatus(body.value(), pod); }
+
 ResourceClaimStatus DecodeResourceClaimStatus(const Document& body) {
   return DecodeResourceClaimStatus(body.value());
 }

@@ -42,6 +42,7 @@ std::string PodControllerReference(const Object& owner);
 // --- Decoders of held bodies ---
 
 Pod DecodePod(const Document& body);
+void DecodePodStatus(const Document& body, Pod& pod);
 ResourceClaimStatus DecodeResourceClaimStatus(const Document& body);
 StoredAllocation StoredAllocationOf(const Document& body);
 NodeRelations NodeRelationsOf(const Document& body);

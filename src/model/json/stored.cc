@@ -228,13 +228,27 @@ Pod DecodePod(const Object& pod) {
   return DecodePod(BodyJson(pod, scratch));
 }
 
+void DecodePodStatus(const json& body, Pod& out) {
+  const json& status = At(body, "status");
+  out.phase = Str(status, "phase");
+  out.resource_claim_statuses.clear();
+  ForEach(At(status, "resourceClaimStatuses"), [&](const json& s) {
+    out.resource_claim_statuses.push_back({Str(s, "name"), Str(s, "resourceClaimName")});
+  });
+  const json& extended = At(status, "extendedResourceClaimStatus");
+  out.extended_resource_claim_name = Str(extended, "resourceClaimName");
+  out.extended_resource_request_mappings.clear();
+  ForEach(At(extended, "requestMappings"), [&](const json& m) {
+    out.extended_resource_request_mappings.push_back(
+        {Str(m, "containerName"), Str(m, "resourceName"), Str(m, "requestName")});
+  });
+}
+
 Pod DecodePod(const json& body) {
   Pod out;
   const json& spec = At(body, "spec");
-  const json& status = At(body, "status");
   out.node_name = Str(spec, "nodeName");
   out.priority = Int(At(spec, "priority")).value_or(0);
-  out.phase = Str(status, "phase");
   out.termination_grace_period_seconds = Int(At(spec, "terminationGracePeriodSeconds"));
   if (const json& selector = At(spec, "nodeSelector"); selector.is_object()) {
     for (const auto& [k, v] : selector.items()) {
@@ -255,15 +269,6 @@ Pod DecodePod(const json& body) {
     out.resource_claims.push_back(
         {Str(rc, "name"), Str(rc, "resourceClaimName"), Str(rc, "resourceClaimTemplateName")});
   });
-  ForEach(At(status, "resourceClaimStatuses"), [&](const json& s) {
-    out.resource_claim_statuses.push_back({Str(s, "name"), Str(s, "resourceClaimName")});
-  });
-  const json& extended = At(status, "extendedResourceClaimStatus");
-  out.extended_resource_claim_name = Str(extended, "resourceClaimName");
-  ForEach(At(extended, "requestMappings"), [&](const json& m) {
-    out.extended_resource_request_mappings.push_back(
-        {Str(m, "containerName"), Str(m, "resourceName"), Str(m, "requestName")});
-  });
   ForEach(At(spec, "containers"), [&](const json& c) {
     ContainerResources container{Str(c, "name"), {}};
     const json& resources = At(c, "resources");
@@ -282,8 +287,16 @@ Pod DecodePod(const json& body) {
     }
     out.containers.push_back(std::move(container));
   });
-  out.placement_signature =
-      json::array({At(spec, "nodeSelector"), At(spec, "affinity"), At(spec, "tolerations")}).dump();
+  // The text of [nodeSelector, affinity, tolerations] (absent ones null), written without
+  // building that array.
+  out.placement_signature = "[";
+  AppendJson(At(spec, "nodeSelector"), &out.placement_signature);
+  out.placement_signature += ',';
+  AppendJson(At(spec, "affinity"), &out.placement_signature);
+  out.placement_signature += ',';
+  AppendJson(At(spec, "tolerations"), &out.placement_signature);
+  out.placement_signature += ']';
+  DecodePodStatus(body, out);
   return out;
 }
 

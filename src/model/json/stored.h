@@ -39,6 +39,10 @@ Node DecodeNode(const Object& node);
 // the parsed body.
 Pod DecodePod(const Object& pod);
 Pod DecodePod(const nlohmann::json& body);
+// The parts of a Pod that come from its status (phase, resourceClaimStatuses,
+// extendedResourceClaimStatus), decoded into `pod` over what it held: DecodePod of a body whose
+// spec is that of the body `pod` was decoded from gives the same.
+void DecodePodStatus(const nlohmann::json& body, Pod& pod);
 
 // A pod's spec.terminationGracePeriodSeconds (nullopt when unset or not an integer), as
 // DecodePod reads it, without building the rest of the pod: deletion needs only this.

@@ -5,12 +5,14 @@
 #include "service/scheduler.h"
 #include "stored_objects.h"
 
+#include <functional>
 #include <future>
 #include <thread>
 
 #include "forwarding_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/json/fields.h"
 #include "nlohmann/json.hpp"
 #include "service/graceful_deletion.h"
 #include "service/object_service.h"
@@ -338,6 +340,38 @@ TEST_F(SchedulerTest, DeletingAPodFreesItsGeneratedClaimsDevicesForAWaitingPod) 
   EXPECT_THAT(List(kClaims)[0].meta.name, HasSubstr("waiter-gpu-"));
 }
 
+// The REST codec stores pods with the digest of their spec, and a status update keeps it: the
+// scheduler then decodes the new status only (DecodePodStatus), over the spec it decoded before.
+TEST_F(SchedulerTest, APodThatFinishedFreesItsClaimsDevicesForAWaitingPod) {
+  Node("node-a", 1);
+  auto rewrite = [&](const std::string& name, const std::function<void(json&)>& edit) {
+    auto o = store_.Get(model::ResourceKey{"pods", "default", name});
+    ASSERT_TRUE(o.ok()) << o.status();
+    json body = json::parse(o->body);
+    edit(body);
+    model::Object next = *o;
+    next.body = body.dump();
+    next.spec_digest = model::json::SpecDigestOf(body);
+    ASSERT_TRUE(store_.Update(next, o->meta.resource_version).ok());
+  };
+  Put("resourceclaimtemplates.resource.k8s.io", "default", "one-gpu", {{"spec", ClaimSpec()}});
+  json claims = {{{"name", "gpu"}, {"resourceClaimTemplateName", "one-gpu"}}};
+  Pod("holder", {{"resourceClaims", claims}});
+  rewrite("holder", [](json&) {});  // from here on, the stored pod has its digest
+  EXPECT_EQ(Run().bound, 1);
+  Pod("waiter", {{"resourceClaims", claims}});
+  EXPECT_EQ(Run().unschedulable, 1);
+
+  // Running first (nothing freed), then Succeeded: the status alone changes, the digest stays.
+  rewrite("holder", [](json& b) { b["status"]["phase"] = "Running"; });
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().bound, 0);
+  rewrite("holder", [](json& b) { b["status"]["phase"] = "Succeeded"; });
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body("pods", "waiter")["spec"]["nodeName"], "node-a");
+}
+
 TEST_F(SchedulerTest, GeneratedClaimsPassQuotaAdmissionAndTheQuotaShowsItsUsage) {
   Node("node-a", 4);
   Put("resourcequotas", "default", "gpus",
@@ -425,6 +459,47 @@ TEST_F(SchedulerTest, AnAllocationWrittenBySomeoneElseIsKeptWithoutConsumers) {
   EXPECT_EQ(
       Body(kClaims, "preallocated")["status"]["allocation"]["devices"]["results"][0]["device"],
       "gpu-0");
+}
+
+// The scheduler keeps a claim's decoded allocation across changes that leave its text as it was
+// (a report, a consumer): one written, changed or removed later is decoded anew.
+TEST_F(SchedulerTest, AnAllocationWrittenLaterBySomeoneElseIsCountedAndItsRemovalFreesTheDevice) {
+  Node("node-a", 2);
+  auto allocate = [&](const std::string& device) {
+    auto o = store_.Get(model::ResourceKey{kClaims, "default", "other"});
+    ASSERT_TRUE(o.ok()) << o.status();
+    json body = json::parse(o->body);
+    if (device.empty()) {
+      body["status"].erase("allocation");
+    } else {
+      body["status"]["allocation"] = {
+          {"devices",
+           {{"results",
+             {{{"request", "gpu"},
+               {"driver", "gpu.example.com"},
+               {"pool", "node-a"},
+               {"device", device}}}}}}};
+    }
+    model::Object next = *o;
+    next.body = body.dump();
+    ASSERT_TRUE(store_.Update(next, o->meta.resource_version).ok());
+  };
+  Put(kClaims, "default", "other", ClaimSpec());
+  Put(kClaims, "default", "first", ClaimSpec());
+  Put(kClaims, "default", "second", ClaimSpec());
+  Run();  // the scheduler has seen "other" without an allocation
+  allocate("gpu-0");
+  allocate("gpu-1");  // a change of the allocation itself
+  Pod("a", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "first"}}}}});
+  EXPECT_EQ(Run().bound, 1);  // gpu-0, which "other" holds no more
+  Pod("b", {{"resourceClaims", {{{"name", "g"}, {"resourceClaimName", "second"}}}}});
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().unschedulable, 1);  // gpu-1 is "other"'s
+  allocate("");
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Run().bound, 1);
+  EXPECT_EQ(Body(kClaims, "second")["status"]["allocation"]["devices"]["results"][0]["device"],
+            "gpu-1");
 }
 
 TEST_F(SchedulerTest, NoExecuteDeviceTaintsEvictUntoleratedPods) {

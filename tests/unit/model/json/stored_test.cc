@@ -124,6 +124,29 @@ TEST(StoredTest, PlacementSignatureCoversExactlyThePlacementFields) {
   EXPECT_NE(a.placement_signature, other_zone.placement_signature);
   EXPECT_NE(a.placement_signature, no_toleration.placement_signature);
   EXPECT_NE(a.placement_signature, with_affinity.placement_signature);
+  // The text of the three, in order, absent ones null.
+  EXPECT_EQ(a.placement_signature, R"([{"zone":"a"},null,[{"key":"k","operator":"Exists"}]])");
+  EXPECT_EQ(DecodePod(json::parse("{}")).placement_signature, "[null,null,null]");
+}
+
+TEST(StoredTest, PodStatusDecodesOverAPodAndReplacesWhatItsStatusHeld) {
+  Pod pod = DecodePod(json::parse(R"({"spec": {"nodeName": "n", "priority": 3},
+      "status": {"phase": "Pending",
+                 "resourceClaimStatuses": [{"name": "a", "resourceClaimName": "p-a"}],
+                 "extendedResourceClaimStatus": {"resourceClaimName": "p-x",
+                   "requestMappings": [{"containerName": "c", "resourceName": "r",
+                                        "requestName": "q"}]}}})"));
+  const json next = json::parse(R"({"spec": {"nodeName": "other"},
+      "status": {"phase": "Succeeded",
+                 "resourceClaimStatuses": [{"name": "b", "resourceClaimName": "p-b"}]}})");
+  DecodePodStatus(next, pod);
+  EXPECT_EQ(pod.phase, "Succeeded");
+  EXPECT_THAT(pod.resource_claim_statuses, ElementsAre(PodResourceClaimStatus{"b", "p-b"}));
+  EXPECT_EQ(pod.extended_resource_claim_name, "");
+  EXPECT_TRUE(pod.extended_resource_request_mappings.empty());
+  // The spec is what the pod was decoded from: DecodePodStatus reads the status only.
+  EXPECT_EQ(pod.node_name, "n");
+  EXPECT_EQ(pod.priority, 3);
 }
 
 TEST(StoredTest, QuotaHardKeepsKeysThatAreNoQuantityAsUnlimited) {
