@@ -472,13 +472,12 @@ TEST_F(SchedulerTest, AnAllocationWrittenLaterBySomeoneElseIsCountedAndItsRemova
     if (device.empty()) {
       body["status"].erase("allocation");
     } else {
-      body["status"]["allocation"] = {
-          {"devices",
-           {{"results",
-             {{{"request", "gpu"},
-               {"driver", "gpu.example.com"},
-               {"pool", "node-a"},
-               {"device", device}}}}}}};
+      body["status"]["allocation"] = {{"devices",
+                                       {{"results",
+                                         {{{"request", "gpu"},
+                                           {"driver", "gpu.example.com"},
+                                           {"pool", "node-a"},
+                                           {"device", device}}}}}}};
     }
     model::Object next = *o;
     next.body = body.dump();
