@@ -184,7 +184,7 @@ void Scheduler::PassRun::Bind(PodView& pod, const std::vector<ClaimView*>& pod_c
                             c->obj.meta.resource_version});
     updates.push_back({c, std::move(body), c->allocation});
   }
-  auto pbody = std::make_shared<Document>(*pod.Current());
+  std::shared_ptr<Document> pbody = pod.TakeCurrent();
   model::json::SetNodeName(*pbody, placement.node);
   SetCondition(*pbody, "PodScheduled", "True", "", "", now_);
   // The binding decoded: the pod as it is now on its node (model::Pod keeps no conditions).

@@ -230,7 +230,7 @@ void Scheduler::PassRun::CreateClaimsFor(const std::string& uid, PodView& pod) {
   if (!recorded) {
     if (auto body =
             model::json::WithPodClaimStatuses(*pod.Tree(), record_claims, extended_status)) {
-      pod.SetStatusBody(std::make_shared<const Document>(*std::move(body)));
+      pod.SetStatusBody(std::make_shared<Document>(*std::move(body)));
     }
   }
   // A pod that will not be scheduled this pass gets its claims now.

@@ -97,7 +97,9 @@ struct PodView {
   // map, marked uncommitted) and the pod body that records them (null: unchanged). It joins the
   // pod's binding or unschedulable status, or is committed on its own.
   std::vector<ClaimView*> new_claims;
-  Body status_body;
+  // Made by this pass and held by no one else while it is pending: the binding edits it in place
+  // (TakeStatusBody) instead of copying it.
+  std::shared_ptr<Document> status_body;
   std::optional<model::Pod> status_pod;  // `status_body` decoded
   // The quota checks the store makes when the new claims are created (quota admission is
   // atomic with the create, whichever replica or client creates at the same time).
@@ -108,11 +110,20 @@ struct PodView {
   // The body the pod will have once its controller work is committed.
   Body Current() const { return status_body != nullptr ? status_body : Tree(); }
   const model::Pod& CurrentPod() const { return status_pod.has_value() ? *status_pod : pod; }
-  // Replaces the pending pod body (null: none).
-  void SetStatusBody(Body b) {
+  // Replaces the pending pod body (null: none). It records the pod's claims, so its spec is the
+  // stored one's: only its status is decoded.
+  void SetStatusBody(std::shared_ptr<Document> b) {
     status_body = std::move(b);
     status_pod.reset();
-    if (status_body != nullptr) status_pod = model::json::DecodePod(*status_body);
+    if (status_body == nullptr) return;
+    status_pod = pod;
+    model::json::DecodePodStatus(*status_body, *status_pod);
+  }
+  // The body the pod will have once its controller work is committed, to edit further: the
+  // pending one itself where no one else holds it (it is pending no more), else a copy.
+  std::shared_ptr<Document> TakeCurrent() {
+    if (status_body != nullptr && status_body.use_count() == 1) return std::move(status_body);
+    return std::make_shared<Document>(*Current());
   }
   // Replaces the stored body, as a commit of it does. `decoded`, where the caller has it, is
   // what DecodePod(*b) gives, which spares decoding the body again.

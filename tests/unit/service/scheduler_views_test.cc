@@ -47,7 +47,8 @@ TEST(SchedulerViewsTest, APodAPassMayStillEditKeepsItsTree) {
   EXPECT_NE(pending.body, nullptr);
 
   PodView with_status = Pod(kBound);
-  with_status.SetStatusBody(model::json::BodyOf(Stored("pods", R"({"spec":{},"status":{}})")));
+  with_status.SetStatusBody(
+      std::make_shared<Document>(Document::Parse(R"({"spec":{},"status":{}})")));
   with_status.Settle();
   EXPECT_NE(with_status.body, nullptr);
 
@@ -61,6 +62,37 @@ TEST(SchedulerViewsTest, APodAPassMayStillEditKeepsItsTree) {
   deleting.deleting = true;
   deleting.Settle();
   EXPECT_EQ(deleting.body, nullptr);  // going: nothing schedules it again
+}
+
+TEST(SchedulerViewsTest, ThePendingBodyIsDecodedOverTheStoredSpecAndEditedInPlaceWhenUnshared) {
+  PodView p = Pod(R"({"spec":{"priority":5},"status":{"phase":"Pending"}})");
+  auto pending = std::make_shared<Document>(Document::Parse(
+      R"({"spec":{"priority":5},"status":{"phase":"Pending",)"
+      R"("resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"x-gpu-1"}]}})"));
+  Document* raw = pending.get();
+  p.SetStatusBody(pending);
+  ASSERT_TRUE(p.status_pod.has_value());
+  EXPECT_EQ(p.status_pod->priority, 5);
+  ASSERT_EQ(p.status_pod->resource_claim_statuses.size(), 1u);
+  EXPECT_EQ(p.status_pod->resource_claim_statuses[0].resource_claim_name, "x-gpu-1");
+  EXPECT_TRUE(p.pod.resource_claim_statuses.empty());  // the stored pod's stays as it was
+
+  // Held elsewhere too: a copy, and the pending body stays.
+  auto copy = p.TakeCurrent();
+  EXPECT_NE(copy.get(), raw);
+  EXPECT_EQ(copy->value(), raw->value());
+  EXPECT_EQ(p.status_body.get(), raw);
+  // Held by the view alone: the body itself, taken out.
+  pending.reset();
+  auto taken = p.TakeCurrent();
+  EXPECT_EQ(taken.get(), raw);
+  EXPECT_EQ(p.status_body, nullptr);
+  EXPECT_TRUE(p.status_pod.has_value());  // what the binding decodes from
+  // Without a pending body: a copy of the stored one.
+  PodView plain = Pod(kBound);
+  auto stored = plain.TakeCurrent();
+  EXPECT_NE(stored.get(), plain.Tree().get());
+  EXPECT_EQ(stored->value()["spec"]["nodeName"], "gpu-node-a");
 }
 
 ClaimView Claim(const std::string& body, bool allocated) {
