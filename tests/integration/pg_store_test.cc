@@ -606,7 +606,8 @@ TEST(PgStoreTest, OwnChangesReadAsAnotherProcessReadsThemFromTheLog) {
   a.meta.namespace_ = "ns";
   a.meta.labels = {{"app", "x"}};
   a.meta.annotations = {{"note", "a b"}};
-  a.meta.finalizers = {"example.com/keep"};
+  a.meta.finalizers = {"example.com/keep", "example.com/\"quoted\""};
+  a.meta.generate_name = "a-";
   a.meta.owner_references = R"([{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u1"}])";
   a.meta.creation_timestamp = std::chrono::system_clock::now();
   a.fields = {{"metadata.name", "a"}, {"spec.n", "1"}};

@@ -40,15 +40,42 @@ struct JsonColumns {
 };
 
 JsonColumns EncodeColumns(const model::Object& obj) {
-  json meta = json::object();
-  if (!obj.meta.annotations.empty()) meta["annotations"] = obj.meta.annotations;
-  if (!obj.meta.finalizers.empty()) meta["finalizers"] = obj.meta.finalizers;
-  if (!obj.meta.generate_name.empty()) meta["generateName"] = obj.meta.generate_name;
-  if (!obj.meta.owner_references.empty()) meta["ownerReferences"] = obj.meta.owner_references;
-  if (obj.meta.deletion_grace_period_seconds.has_value()) {
-    meta["deletionGracePeriodSeconds"] = *obj.meta.deletion_grace_period_seconds;
+  // The meta column: an object of the fields set, keys in order (as a json object writes them),
+  // written without building one.
+  std::string meta = "{";
+  auto key = [&](const char* name) {
+    if (meta.size() > 1) meta += ',';
+    meta += '"';
+    meta += name;
+    meta += "\":";
+  };
+  if (!obj.meta.annotations.empty()) {
+    key("annotations");
+    meta += model::json::WriteStringMap(obj.meta.annotations);
   }
-  return JsonColumns{model::json::WriteStringMap(obj.meta.labels), model::json::Write(meta),
+  if (obj.meta.deletion_grace_period_seconds.has_value()) {
+    key("deletionGracePeriodSeconds");
+    meta += std::to_string(*obj.meta.deletion_grace_period_seconds);
+  }
+  if (!obj.meta.finalizers.empty()) {
+    key("finalizers");
+    meta += '[';
+    for (size_t i = 0; i < obj.meta.finalizers.size(); ++i) {
+      if (i > 0) meta += ',';
+      model::json::AppendJsonString(obj.meta.finalizers[i], &meta);
+    }
+    meta += ']';
+  }
+  if (!obj.meta.generate_name.empty()) {
+    key("generateName");
+    model::json::AppendJsonString(obj.meta.generate_name, &meta);
+  }
+  if (!obj.meta.owner_references.empty()) {
+    key("ownerReferences");
+    model::json::AppendJsonString(obj.meta.owner_references, &meta);
+  }
+  meta += '}';
+  return JsonColumns{model::json::WriteStringMap(obj.meta.labels), std::move(meta),
                      model::json::WriteStringMap(obj.fields)};
 }
 
@@ -202,7 +229,13 @@ class BatchCall {
         w.txn_results.push_back(Stored(write.kind == Write::Kind::kDelete ? nullptr : &write.object,
                                        write.key, *written[g][n]));
       }
-      results.push_back(w.txn_results.empty() ? model::Object() : w.txn_results.back());
+      // A transaction's objects go to its caller in txn_results; its result says that it
+      // committed, and at which revision.
+      model::Object committed;
+      if (!w.txn_results.empty()) {
+        committed.meta.resource_version = w.txn_results.back().meta.resource_version;
+      }
+      results.push_back(std::move(committed));
     }
     return results;
   }
