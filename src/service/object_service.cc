@@ -437,7 +437,7 @@ absl::StatusOr<model::Object> ObjectService::GetForWrite(const model::ResourceKe
 
 absl::StatusOr<store::ListResult> ObjectService::ListCached(const ListRequest& request) {
   if (hub_ != nullptr) {
-    auto cached = hub_->List(request, store_.LastCommittedRevision());
+    auto cached = hub_->List(request, store_.LastCommittedRevisionOf(request.store.resource));
     if (cached.ok()) return cached;
   }
   return List(request);

@@ -100,7 +100,8 @@ class ObjectService {
 
   // Lists with label and field selectors applied. `limit` counts matching objects.
   absl::StatusOr<store::ListResult> List(const ListRequest& request);
-  // Lists from the object cache once it shows every write this process committed, without
+  // Lists from the object cache once it shows every write of the listed resource this process
+  // committed (Store::LastCommittedRevisionOf: a create's quota lookup waits for no pod), without
   // asking the store for its newest revision (another replica's newest writes may be missing):
   // for admission checks that, like Kubernetes' informers, accept that. Falls back to List
   // without a cache.

@@ -252,6 +252,14 @@ class Store {
   // The newest revision that writes through this Store object committed (0: none yet), known
   // without asking the backend: a cache that reached it shows this process's own writes.
   virtual int64_t LastCommittedRevision() = 0;
+  // The same for the writes of objects of `resource` only: a cache that reached it shows this
+  // process's own writes of that resource, and for a resource written rarely (ResourceQuotas,
+  // which every create's quota admission lists) it is reached long before the newest revision.
+  // By default the newest revision of all.
+  virtual int64_t LastCommittedRevisionOf(const std::string& resource) {
+    (void)resource;
+    return LastCommittedRevision();
+  }
 
   // Changes with revision > `after_rv`, oldest first, at most `limit` of them.
   // OutOfRange when `after_rv` is older than the compacted part of the log (a 410 Expired).

@@ -593,6 +593,35 @@ TEST(PgStoreTest, TextThatALiteralWouldEscapeRoundTripsThroughTheWriter) {
   EXPECT_EQ((*audit)[0].user_agent, odd);
 }
 
+TEST(PgStoreTest, LastCommittedRevisionOfIsPerResourceAndCountsThisProcessOnly) {
+  auto& env = testing::PgTestEnv::Get();
+  env.Reset();
+  auto writer = PgStore::Open(env.url(), 2);
+  auto other = PgStore::Open(env.url(), 2);
+  ASSERT_TRUE(writer.ok() && other.ok());
+  EXPECT_EQ((*writer)->LastCommittedRevisionOf("things"), 0);
+  auto thing = (*writer)->Create(MakeObject("t"));
+  ASSERT_TRUE(thing.ok()) << thing.status();
+  model::Object quota = MakeObject("q");
+  quota.resource = "resourcequotas";
+  Transaction txn;  // a transaction's writes count, each for its own resource
+  txn.writes.push_back({Write::Kind::kCreate, quota, {}, 0});
+  txn.writes.push_back({Write::Kind::kCreate, MakeObject("t2"), {}, 0});
+  auto committed = (*writer)->Commit(txn);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  ASSERT_TRUE((*writer)->Delete(thing->Key(), 0).ok());
+  const int64_t newest = (*writer)->LastCommittedRevision();
+  EXPECT_EQ((*writer)->LastCommittedRevisionOf("things"), newest);  // the delete
+  EXPECT_EQ((*writer)->LastCommittedRevisionOf("resourcequotas"),
+            (*committed)[0].meta.resource_version);
+  EXPECT_LT((*writer)->LastCommittedRevisionOf("resourcequotas"), newest);
+  EXPECT_EQ((*writer)->LastCommittedRevisionOf("pods"), 0);
+  // Another store's writes are not this one's.
+  ASSERT_TRUE((*other)->Create(MakeObject("o")).ok());
+  EXPECT_EQ((*writer)->LastCommittedRevisionOf("things"), newest);
+  EXPECT_GT((*other)->LastCommittedRevisionOf("things"), newest);
+}
+
 // A change this process committed is handed to ChangesSince from memory instead of being read back
 // from change_log: it must be the change another process reads from the log, field by field
 // (JSON texts compared as JSON: PostgreSQL's jsonb spells them its own way).

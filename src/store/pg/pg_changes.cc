@@ -56,6 +56,15 @@ void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
                          as_logged(w.txn_results[n]), nullptr});
     }
   }
+  {
+    // Before the writes are acknowledged: a reader that waits for the cache to show its own
+    // writes of a resource asks LastCommittedRevisionOf.
+    qm::MutexLock lock(&resource_rv_mu_);
+    for (const auto& ev : changes) {
+      int64_t& rv = resource_rv_[ev.object.resource];
+      rv = std::max(rv, ev.object.meta.resource_version);
+    }
+  }
   int64_t newest = 0;
   qm::MutexLock lock(&own_mu_);
   for (auto& ev : changes) {
@@ -75,6 +84,12 @@ void PgStore::RememberOwnChanges(const std::vector<PendingWrite*>& batch,
   while (!own_spans_.empty() && own_spans_.begin()->first + 1 < oldest) {
     own_spans_.erase(own_spans_.begin());
   }
+}
+
+int64_t PgStore::LastCommittedRevisionOf(const std::string& resource) {
+  qm::MutexLock lock(&resource_rv_mu_);
+  auto it = resource_rv_.find(resource);
+  return it == resource_rv_.end() ? 0 : it->second;
 }
 
 std::optional<std::vector<model::WatchEvent>> PgStore::OwnChangesSince(int64_t after_rv,

@@ -41,6 +41,7 @@ class PgStore final : public Store {
   absl::StatusOr<ListResult> ListAll() override;
   absl::StatusOr<int64_t> CurrentRevision() override;
   int64_t LastCommittedRevision() override { return committed_rv_.load(); }
+  int64_t LastCommittedRevisionOf(const std::string& resource) override;
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t after_rv,
                                                               int64_t limit) override;
   absl::StatusOr<std::vector<model::WatchEvent>> FollowChanges(int64_t after_rv,
@@ -132,6 +133,9 @@ class PgStore final : public Store {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread writer_;
   std::atomic<int64_t> committed_rv_{0};  // newest revision the writer committed
+  // The newest revision the writer committed per resource (RememberOwnChanges).
+  qm::Mutex resource_rv_mu_;
+  std::map<std::string, int64_t, std::less<>> resource_rv_ ABSL_GUARDED_BY(resource_rv_mu_);
   std::atomic<uint64_t> writer_errors_{0};
   std::atomic<uint64_t> log_reads_{0};
 };

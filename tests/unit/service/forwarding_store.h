@@ -32,6 +32,9 @@ class ForwardingStore : public store::Store {
   absl::StatusOr<store::ListResult> ListAll() override { return inner.ListAll(); }
   absl::StatusOr<int64_t> CurrentRevision() override { return inner.CurrentRevision(); }
   int64_t LastCommittedRevision() override { return inner.LastCommittedRevision(); }
+  int64_t LastCommittedRevisionOf(const std::string& resource) override {
+    return inner.LastCommittedRevisionOf(resource);
+  }
   absl::StatusOr<std::vector<model::WatchEvent>> ChangesSince(int64_t rv, int64_t limit) override {
     return inner.ChangesSince(rv, limit);
   }
