@@ -492,6 +492,34 @@ TEST_F(NodeAgentApiTest, AssignmentsArePreparedReportedAndUnprepared) {
   }));
 }
 
+// A change of a claim whose allocation stays (a report, a consumer) changes no assignment; one
+// whose allocation changed under the same consumers is offered again, with its new id. (The API
+// refuses to change an allocation in place; the store takes whatever it is given.)
+TEST_F(NodeAgentApiTest, AnAllocationChangedUnderItsConsumersIsOfferedAgain) {
+  RegisterNode("gpu-node-a", "node-a");
+  ASSERT_TRUE(
+      Call(&v1::NodeAgent::Stub::PublishResources, "node-a", Publish("gpu-node-a", 2)).ok());
+  auto stream = Watch("node-a", WatchRequest("gpu-node-a"));
+  v1::WatchAssignmentsResponse msg;
+  Workload("c1", "p1");
+  ASSERT_TRUE(stream->ReadUntil([](const auto& m) { return m.prepare_size() > 0; }, &msg));
+  const v1::Assignment a = msg.prepare(0);
+  ASSERT_EQ(a.devices_size(), 1);
+  const std::string other = a.devices(0).device() == "gpu-0" ? "gpu-1" : "gpu-0";
+  auto stored = store_->Get(model::ResourceKey{"resourceclaims.resource.k8s.io", "default", "c1"});
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  json body = json::parse(stored->body);
+  body["status"]["allocation"]["devices"]["results"][0]["device"] = other;
+  model::Object moved = *stored;
+  moved.body = body.dump();
+  ASSERT_TRUE(store_->Update(moved, stored->meta.resource_version).ok());
+  ASSERT_TRUE(stream->ReadUntil([](const auto& m) { return m.prepare_size() > 0; }, &msg));
+  ASSERT_EQ(msg.prepare(0).devices_size(), 1);
+  EXPECT_EQ(msg.prepare(0).devices(0).device(), other);
+  EXPECT_NE(msg.prepare(0).allocation_id(), a.allocation_id());
+  EXPECT_EQ(msg.prepare(0).consumers(0).name(), "p1");
+}
+
 TEST_F(NodeAgentApiTest, AReconnectGetsOnlyTheDifferences) {
   RegisterNode("gpu-node-a", "node-a");
   ASSERT_TRUE(

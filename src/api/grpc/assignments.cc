@@ -298,6 +298,7 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
   bool wake = false;  // an Open waits for the revision to move
   if (obj.resource == kClaims) {
     std::optional<ClaimAssignment> next;
+    bool refreshed = false;  // the index's assignment stands; its consumers were updated
     if (event.type != model::EventType::kDeleted && MayHaveAssignment(obj.body)) {
       // The tree the writer kept (the scheduler's bindings keep theirs), else the text parsed.
       nlohmann::json parsed;
@@ -311,16 +312,31 @@ void AssignmentRouter::OnEvent(const model::WatchEvent& event) {
         if (parsed.is_discarded()) return;
         body = &parsed;
       }
-      next = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, *body);
+      // The allocation the index holds (an agent's report, a consumer added or gone): only its
+      // consumers may have changed, and nothing is offered, as ApplyLocked does for an equal
+      // assignment; the devices and configs are not decoded again.
+      if (auto id = AssignmentAllocationId(obj.meta.uid, *body); id.has_value()) {
+        qm::MutexLock lock(&mu_);
+        auto it = claims_.find(obj.meta.uid);
+        if (it != claims_.end() && it->second.assignment.allocation_id() == *id) {
+          SetConsumers(*body, it->second.assignment);
+          rv_ = std::max(rv_, obj.meta.resource_version);
+          wake = open_waiters_ > 0;
+          refreshed = true;
+        }
+      }
+      if (!refreshed) next = AssignmentOf(obj.meta.namespace_, obj.meta.name, obj.meta.uid, *body);
     }
-    v1::ClaimRef ref;
-    ref.set_namespace_(obj.meta.namespace_);
-    ref.set_name(obj.meta.name);
-    ref.set_uid(obj.meta.uid);
-    qm::MutexLock lock(&mu_);
-    ApplyLocked(obj.meta.uid, ref, std::move(next), obj.meta.resource_version, &touched);
-    rv_ = std::max(rv_, obj.meta.resource_version);
-    wake = open_waiters_ > 0;
+    if (!refreshed) {
+      v1::ClaimRef ref;
+      ref.set_namespace_(obj.meta.namespace_);
+      ref.set_name(obj.meta.name);
+      ref.set_uid(obj.meta.uid);
+      qm::MutexLock lock(&mu_);
+      ApplyLocked(obj.meta.uid, ref, std::move(next), obj.meta.resource_version, &touched);
+      rv_ = std::max(rv_, obj.meta.resource_version);
+      wake = open_waiters_ > 0;
+    }
   } else {
     qm::MutexLock lock(&mu_);
     rv_ = std::max(rv_, obj.meta.resource_version);

@@ -223,13 +223,26 @@ std::optional<ClaimAssignment> AssignmentOf(const std::string& namespace_, const
     const json& params = At(opaque, "parameters");
     o->set_parameters_json(params.is_null() ? "" : params.dump());
   }
-  for (const auto& r : reserved) {
+  SetConsumers(body, a);
+  return out;
+}
+
+std::optional<std::string> AssignmentAllocationId(const std::string& uid, const json& body) {
+  const json& status = At(body, "status");
+  const json& allocation = At(status, "allocation");
+  const json& reserved = At(status, "reservedFor");
+  if (!allocation.is_object() || !reserved.is_array() || reserved.empty()) return std::nullopt;
+  return AllocationId(uid, allocation);
+}
+
+void SetConsumers(const json& body, v1::Assignment& assignment) {
+  assignment.clear_consumers();
+  for (const auto& r : At(At(body, "status"), "reservedFor")) {
     if (Str(r, "resource") != "pods") continue;
-    v1::PodRef* p = a.add_consumers();
+    v1::PodRef* p = assignment.add_consumers();
     p->set_name(Str(r, "name"));
     p->set_uid(Str(r, "uid"));
   }
-  return out;
 }
 
 std::optional<v1::Assignment> ForDrivers(const v1::Assignment& assignment,

@@ -49,6 +49,15 @@ struct ClaimAssignment {
 std::optional<ClaimAssignment> AssignmentOf(const std::string& namespace_, const std::string& name,
                                             const std::string& uid, const nlohmann::json& body);
 
+// The allocation id an assignment of the claim would have (AllocationId of its
+// status.allocation), or nullopt where the body gives no assignment for lack of an allocation
+// object or of consumers. Equal ids mean equal allocations, so equal devices, configs and node:
+// an assignment with this id needs SetConsumers only.
+std::optional<std::string> AssignmentAllocationId(const std::string& uid,
+                                                  const nlohmann::json& body);
+// Replaces the assignment's consumers with the pods of the body's status.reservedFor.
+void SetConsumers(const nlohmann::json& body, v1::Assignment& assignment);
+
 // False when a claim body's text (as stored: compact JSON, keys unescaped) cannot give an
 // assignment because it has no "allocation" or no "reservedFor" member anywhere: such a body
 // need not be parsed (most claim changes are of claims not yet allocated).

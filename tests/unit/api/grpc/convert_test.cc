@@ -161,5 +161,28 @@ TEST(ConvertTest, AllocationIdsTrackTheAllocation) {
   EXPECT_EQ(AllocationId("u", one).size(), 16u);
 }
 
+// What the assignment router compares before it decodes a claim again: the id AssignmentOf would
+// give, present exactly when AssignmentOf would give an assignment (a node aside), and the
+// consumers alone.
+TEST(ConvertTest, AnAssignmentsAllocationIdAndConsumersComeWithoutTheRest) {
+  json claim = AllocatedClaim("gpu-node-a", true);
+  auto a = AssignmentOf("ns", "claim", "c-uid", claim);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(AssignmentAllocationId("c-uid", claim), a->assignment.allocation_id());
+  EXPECT_FALSE(AssignmentAllocationId("c-uid", AllocatedClaim("gpu-node-a", false)).has_value());
+  EXPECT_FALSE(AssignmentAllocationId("c-uid", json::parse(R"({"spec": {}})")).has_value());
+
+  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "pod2"}, {"uid", "u2"}},
+                                    {{"resource", "jobs"}, {"name", "j"}, {"uid", "u3"}},
+                                    {{"resource", "pods"}, {"name", "pod3"}, {"uid", "u4"}}};
+  SetConsumers(claim, a->assignment);
+  ASSERT_EQ(a->assignment.consumers_size(), 2);  // pods only, in order, the old one gone
+  EXPECT_EQ(a->assignment.consumers(0).name(), "pod2");
+  EXPECT_EQ(a->assignment.consumers(1).uid(), "u4");
+  auto again = AssignmentOf("ns", "claim", "c-uid", claim);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->assignment.SerializeAsString(), a->assignment.SerializeAsString());
+}
+
 }  // namespace
 }  // namespace qm::api::nodeapi
