@@ -98,7 +98,7 @@ struct PodView {
   // pod's binding or unschedulable status, or is committed on its own.
   std::vector<ClaimView*> new_claims;
   // Made by this pass and held by no one else while it is pending: the binding edits it in place
-  // (TakeStatusBody) instead of copying it.
+  // (TakeCurrent) instead of copying it.
   std::shared_ptr<Document> status_body;
   std::optional<model::Pod> status_pod;  // `status_body` decoded
   // The quota checks the store makes when the new claims are created (quota admission is
