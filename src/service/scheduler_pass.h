@@ -427,15 +427,19 @@ struct Scheduler::State {
   void Touch(const std::string& node);
 
   // Applies one change. Changes may repeat what a listing or this replica's own commit already
-  // shows (the revision check skips those), and arrive in revision order per object.
-  void Apply(model::WatchEvent ev, Dirty& d);
+  // shows (Known: those are skipped), and arrive in revision order per object.
+  void Apply(model::WatchEvent ev, Dirty& d) {
+    if (!Known(ev)) ApplyNew(std::move(ev), d);
+  }
   // The same for a shared change, copied only when it is not Known.
   void Apply(const SharedEvent& ev, Dirty& d) {
-    if (!Known(*ev)) Apply(model::WatchEvent(*ev), d);
+    if (!Known(*ev)) ApplyNew(model::WatchEvent(*ev), d);
   }
-  // Whether the views show `ev`'s object at its revision or a later one already (a change
-  // Apply skips): this replica's own commits, mostly.
+  // Whether the views show `ev`'s object at its revision or a later one already, or `ev` is of
+  // no interest (Events): the one revision check of Apply. This replica's own commits, mostly.
   bool Known(const model::WatchEvent& ev) const;
+  // Applies a change that is not Known.
+  void ApplyNew(model::WatchEvent ev, Dirty& d);
 
   // Rebuilds the inventory and the node list when their objects changed since the last pass.
   // True when it rebuilt either.

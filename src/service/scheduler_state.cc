@@ -88,14 +88,13 @@ ClaimView Scheduler::State::MakeClaim(model::Object o, const ClaimView* previous
 
 namespace {
 
-// Applies a change to a map of decoded views by key, each with the rv and uid of its object
-// (`decode` makes the view of a created or updated one). False when the change is older than
-// the view or deletes an object of another uid: nothing changed.
+// Applies a change the views do not show yet (State::Known) to a map of decoded views by key,
+// each with the rv and uid of its object (`decode` makes the view of a created or updated one).
+// False when it deletes an object the map does not hold (or one of another uid): nothing changed.
 template <typename Map, typename Decode>
 bool ApplyDecoded(Map& map, const model::WatchEvent& ev, bool deleted, Decode decode) {
   const model::ResourceKey key = ev.object.Key();
   auto it = map.find(key);
-  if (it != map.end() && it->second.rv >= ev.object.meta.resource_version) return false;
   if (deleted) {
     if (it == map.end() || it->second.uid != ev.object.meta.uid) return false;
     map.erase(it);
@@ -204,13 +203,12 @@ bool Scheduler::State::Known(const model::WatchEvent& ev) const {
   return it != r->second.end() && it->second.meta.resource_version >= rv;
 }
 
-void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
+void Scheduler::State::ApplyNew(model::WatchEvent ev, Dirty& d) {
   const std::string resource = ev.object.resource;  // ev.object is moved below
   const int64_t rv = ev.object.meta.resource_version;
   const bool deleted = ev.type == model::EventType::kDeleted;
   if (resource == kPods) {
     auto it = pods.find(ev.object.meta.uid);
-    if (it != pods.end() && it->second.obj.meta.resource_version >= rv) return;
     if (it != pods.end()) {
       // Its claims may lose a consumer.
       for (auto& key : ClaimsOf(it->second.obj, it->second.pod)) d.claims.insert(key);
@@ -244,7 +242,6 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     const model::ResourceKey key = ev.object.Key();
     auto it = claims.find(key);
     const bool same = it != claims.end() && it->second.obj.meta.uid == ev.object.meta.uid;
-    if (same && it->second.obj.meta.resource_version >= rv) return;
     if (it != claims.end()) Disown(it->second);
     if (deleted) {
       if (!same) return;
@@ -271,7 +268,6 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
     claims.insert_or_assign(key, std::move(view));
     return;
   }
-  if (resource == kEvents) return;
   if (resource == kSlices) {
     auto decode = [&] {
       Slice next{rv, ev.object.meta.uid, nullptr};
@@ -300,7 +296,6 @@ void Scheduler::State::Apply(model::WatchEvent ev, Dirty& d) {
   auto& objects = others[resource];
   const model::ResourceKey key = ev.object.Key();
   auto it = objects.find(key);
-  if (it != objects.end() && it->second.meta.resource_version >= rv) return;
   if (deleted) {
     if (it == objects.end() || it->second.meta.uid != ev.object.meta.uid) return;
     objects.erase(it);

@@ -217,6 +217,23 @@ std::string WriteStringMap(const std::map<std::string, std::string>& map) {
   return out;
 }
 
+std::string WriteStringList(const std::vector<std::string>& list) {
+  std::string out;
+  try {
+    Sink sink(&out);
+    sink.Put('[');
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i > 0) sink.Put(',');
+      AppendString(list[i], sink);
+    }
+    sink.Put(']');
+    sink.Flush();
+  } catch (const NotUtf8&) {
+    return json(list).dump();  // throws, as dump() does for such a string
+  }
+  return out;
+}
+
 std::string Write(const json& value) {
   std::string out;
   AppendJson(value, &out);

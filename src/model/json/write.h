@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -29,5 +30,8 @@ void AppendJsonString(std::string_view s, std::string* out);
 // Write(nlohmann::json(map)), without building the tree (labels, annotations, selectable
 // fields).
 std::string WriteStringMap(const std::map<std::string, std::string>& map);
+
+// Write(nlohmann::json(list)), without building the tree (finalizers, a user's groups).
+std::string WriteStringList(const std::vector<std::string>& list);
 
 }  // namespace qm::model::json

@@ -214,13 +214,7 @@ void AppendAuditColumns(const AuditRecord& r, std::vector<std::string>* cols) {
   cols[0].push_back(std::to_string(Micros(r.time)));
   cols[1].push_back(r.request_id);
   cols[2].push_back(r.user);
-  std::string groups = "[";  // as nlohmann::json(r.groups).dump() writes it
-  for (size_t i = 0; i < r.groups.size(); ++i) {
-    if (i > 0) groups += ',';
-    model::json::AppendJsonString(r.groups[i], &groups);
-  }
-  groups += ']';
-  cols[3].push_back(std::move(groups));
+  cols[3].push_back(model::json::WriteStringList(r.groups));
   cols[4].push_back(r.verb);
   cols[5].push_back(r.api_group);
   cols[6].push_back(r.resource);

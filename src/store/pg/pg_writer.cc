@@ -41,13 +41,12 @@ struct JsonColumns {
 
 JsonColumns EncodeColumns(const model::Object& obj) {
   // The meta column: an object of the fields set, keys in order (as a json object writes them),
-  // written without building one.
+  // its values written by the codec without building the object.
   std::string meta = "{";
   auto key = [&](const char* name) {
     if (meta.size() > 1) meta += ',';
-    meta += '"';
-    meta += name;
-    meta += "\":";
+    model::json::AppendJsonString(name, &meta);
+    meta += ':';
   };
   if (!obj.meta.annotations.empty()) {
     key("annotations");
@@ -59,12 +58,7 @@ JsonColumns EncodeColumns(const model::Object& obj) {
   }
   if (!obj.meta.finalizers.empty()) {
     key("finalizers");
-    meta += '[';
-    for (size_t i = 0; i < obj.meta.finalizers.size(); ++i) {
-      if (i > 0) meta += ',';
-      model::json::AppendJsonString(obj.meta.finalizers[i], &meta);
-    }
-    meta += ']';
+    meta += model::json::WriteStringList(obj.meta.finalizers);
   }
   if (!obj.meta.generate_name.empty()) {
     key("generateName");

@@ -89,6 +89,13 @@ TEST(WriteTest, StringMapsAreWrittenAsTheirTrees) {
   EXPECT_THROW(WriteStringMap({{"bad", "\xff"}}), json::type_error);
 }
 
+TEST(WriteTest, StringListsAreWrittenAsTheirTrees) {
+  EXPECT_EQ(WriteStringList({}), "[]");
+  const std::vector<std::string> groups = {"system:nodes", "a\"b", "", "\u00e9\x01"};
+  EXPECT_EQ(WriteStringList(groups), json(groups).dump());
+  EXPECT_THROW(WriteStringList({"ok", "\xff"}), json::type_error);
+}
+
 TEST(WriteTest, AppendKeepsWhatIsThereAndAddsNothingWhenItFails) {
   std::string out = "prefix:";
   AppendJson(json{{"a", 1}}, &out);
